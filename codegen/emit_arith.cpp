@@ -1,0 +1,151 @@
+// Arithmetic, logic, comparison, select and fma.
+// f16/bf16 compute in f32 and round once to nearest (fma uses the native instruction).
+// 8-bit integers compute in 16-bit registers and are re-normalized after each op.
+#include "kaio/codegen/emitter.h"
+
+namespace kaio::codegen {
+
+using ir::Op;
+using ir::Scalar;
+
+namespace {
+
+bool is_half(Scalar s) { return s == Scalar::F16 || s == Scalar::BF16; }
+bool is_cmp(Op op) { return op == Op::Eq || op == Op::Ne || op == Op::Lt || op == Op::Le || op == Op::Gt || op == Op::Ge; }
+
+const char* cmp_name(Op op, bool is_float) {
+  switch (op) {
+    case Op::Eq: return "eq";
+    case Op::Ne: return is_float ? "neu" : "ne";  // C semantics: NaN != x is true
+    case Op::Lt: return "lt";
+    case Op::Le: return "le";
+    case Op::Gt: return "gt";
+    default: return "ge";
+  }
+}
+
+// The PTX mnemonic (without type) of a binary op on a given scalar.
+std::string bin_mnemonic(Op op, Scalar s) {
+  bool fl = s == Scalar::F32 || s == Scalar::F64;
+  switch (op) {
+    case Op::Add: return "add";
+    case Op::Sub: return "sub";
+    case Op::Mul: return fl ? "mul" : "mul.lo";
+    case Op::Div: return fl ? "div.rn" : "div";
+    case Op::Rem: return "rem";
+    case Op::Min: return "min";
+    case Op::Max: return "max";
+    default: return "?";
+  }
+}
+
+const char* bit_type(Scalar s) {
+  switch (ir::scalar_bits(s)) {
+    case 1: return "pred";
+    case 8: case 16: return "b16";
+    case 32: return "b32";
+    default: return "b64";
+  }
+}
+
+}  // namespace
+
+void emit_arith(Emitter& e, const ir::Inst& i) {
+  Scalar s = e.type(i.args[0]).elem;
+  const std::string d = e.reg(i.result);
+
+  if (is_cmp(i.op)) {
+    if (s == Scalar::Pred) {  // pred == pred: xor (+ not)
+      const std::string& a = e.reg(i.args[0]);
+      const std::string& b = e.reg(i.args[1]);
+      e.ins("xor.pred " + d + ", " + a + ", " + b);
+      if (i.op == Op::Eq) e.ins("not.pred " + d + ", " + d);
+      return;
+    }
+    bool fl = e.type(i.args[0]).is_float();
+    std::string a = is_half(s) ? e.widen_to_f32(i.args[0]) : e.reg(i.args[0]);
+    std::string b = is_half(s) ? e.widen_to_f32(i.args[1]) : e.reg(i.args[1]);
+    const char* t = is_half(s) ? "f32" : arith_type(s);
+    e.ins(std::string("setp.") + cmp_name(i.op, fl) + "." + t + " " + d + ", " + a + ", " + b);
+    return;
+  }
+
+  switch (i.op) {
+    case Op::Neg: case Op::Abs: {
+      const char* m = i.op == Op::Neg ? "neg" : "abs";
+      if (is_half(s)) {
+        std::string f = e.widen_to_f32(i.args[0]);
+        std::string r = e.fresh(RegClass::F32);
+        e.ins(std::string(m) + ".f32 " + r + ", " + f);
+        e.narrow_from_f32(r, s, d);
+      } else {
+        e.ins(std::string(m) + "." + arith_type(s) + " " + d + ", " + e.reg(i.args[0]));
+        e.normalize(s, d);
+      }
+      return;
+    }
+    case Op::Not:
+      e.ins(std::string("not.") + bit_type(s) + " " + d + ", " + e.reg(i.args[0]));
+      e.normalize(s, d);
+      return;
+    case Op::And: case Op::Or: case Op::Xor: {
+      const char* m = i.op == Op::And ? "and" : i.op == Op::Or ? "or" : "xor";
+      e.ins(std::string(m) + "." + bit_type(s) + " " + d + ", " + e.reg(i.args[0]) + ", " + e.reg(i.args[1]));
+      return;
+    }
+    case Op::Shl: case Op::Shr: {
+      // PTX takes the shift amount as a u32 register.
+      std::string amount = e.reg(i.args[1]);
+      int bits = ir::scalar_bits(s);
+      if (bits != 32) {
+        std::string r = e.fresh(RegClass::B32);
+        e.ins(std::string("cvt.u32.") + (bits == 64 ? "u64" : "u16") + " " + r + ", " + amount);
+        amount = r;
+      }
+      std::string m = i.op == Op::Shl ? std::string("shl.") + bit_type(s)
+                                      : std::string("shr.") + arith_type(s);
+      e.ins(m + " " + d + ", " + e.reg(i.args[0]) + ", " + amount);
+      e.normalize(s, d);
+      return;
+    }
+    case Op::Select: {
+      Scalar vt = e.type(i.args[1]).elem;
+      const std::string& c = e.reg(i.args[0]);
+      if (vt == Scalar::Pred) {
+        std::string t1 = e.fresh(RegClass::Pred), t2 = e.fresh(RegClass::Pred);
+        e.ins("and.pred " + t1 + ", " + c + ", " + e.reg(i.args[1]));
+        e.ins("not.pred " + t2 + ", " + c);
+        e.ins("and.pred " + t2 + ", " + t2 + ", " + e.reg(i.args[2]));
+        e.ins("or.pred " + d + ", " + t1 + ", " + t2);
+        return;
+      }
+      const char* t = is_half(vt) ? "b16" : arith_type(vt);
+      e.ins(std::string("selp.") + t + " " + d + ", " + e.reg(i.args[1]) + ", " + e.reg(i.args[2]) + ", " + c);
+      return;
+    }
+    case Op::Fma: {
+      Scalar vt = i.type.elem;
+      e.ins(std::string("fma.rn.") + arith_type(vt) + " " + d + ", " + e.reg(i.args[0]) + ", " +
+            e.reg(i.args[1]) + ", " + e.reg(i.args[2]));
+      return;
+    }
+    default:
+      break;
+  }
+
+  // add sub mul div rem min max
+  std::string m = bin_mnemonic(i.op, s);
+  if (is_half(s)) {
+    std::string a = e.widen_to_f32(i.args[0]);
+    std::string b = e.widen_to_f32(i.args[1]);
+    std::string r = e.fresh(RegClass::F32);
+    std::string fm = bin_mnemonic(i.op, Scalar::F32);
+    e.ins(fm + ".f32 " + r + ", " + a + ", " + b);
+    e.narrow_from_f32(r, s, d);
+    return;
+  }
+  e.ins(m + "." + arith_type(s) + " " + d + ", " + e.reg(i.args[0]) + ", " + e.reg(i.args[1]));
+  e.normalize(s, d);
+}
+
+}  // namespace kaio::codegen

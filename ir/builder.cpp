@@ -1,0 +1,563 @@
+#include "kaio/ir/builder.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace kaio::ir {
+
+struct KernelBuilder::State {
+  std::unique_ptr<Kernel::Data> k;
+  std::vector<Block*> blocks;       // insertion points; back() is current
+  std::vector<uint32_t> scopes;     // open scopes, innermost last
+  std::vector<bool> scope_open;     // by scope id
+  bool built = false;
+  std::string name;
+};
+
+namespace {
+
+std::string vname(const ValueInfo& v, uint32_t id) {
+  std::string s = "%" + std::to_string(id);
+  if (!v.name.empty()) s += " ('" + v.name + "')";
+  return s;
+}
+
+}  // namespace
+
+KernelBuilder::KernelBuilder(std::string name) : s_(std::make_unique<State>()) {
+  if (name.empty()) throw UsageError("", "KernelBuilder", "a kernel needs a non-empty name");
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    if (!ok) throw UsageError(name, "KernelBuilder", "kernel names may hold only letters, digits and '_'");
+  }
+  if (name[0] >= '0' && name[0] <= '9') throw UsageError(name, "KernelBuilder", "a kernel name may not start with a digit");
+  s_->k = std::make_unique<Kernel::Data>();
+  s_->name = name;
+  s_->k->name = std::move(name);
+  s_->scope_open.push_back(true);
+  s_->scopes.push_back(0);
+  s_->blocks.push_back(&s_->k->body);
+}
+
+KernelBuilder::~KernelBuilder() = default;
+
+const std::string& KernelBuilder::name() const { return s_->name; }
+
+void KernelBuilder::fail(const char* op, const std::string& msg) const { throw UsageError(name(), op, msg); }
+
+void KernelBuilder::ensure_open(const char* op) const {
+  if (s_->built) fail(op, "the kernel was already built; make a new KernelBuilder");
+}
+
+Block* KernelBuilder::current() { return s_->blocks.back(); }
+
+uint32_t KernelBuilder::new_value(Type t, bool is_var, std::string name) {
+  auto& vals = s_->k->values;
+  vals.push_back(ValueInfo{t, s_->scopes.back(), is_var, std::move(name)});
+  return static_cast<uint32_t>(vals.size() - 1);
+}
+
+void KernelBuilder::check(const Value& v, const char* op) const {
+  ensure_open(op);
+  if (!v.valid()) fail(op, "an empty (default-constructed) Value was used");
+  if (v.builder() != this) fail(op, "a value of another kernel builder was used");
+  const auto& vals = s_->k->values;
+  if (v.id() >= vals.size() || vals[v.id()].is_var) fail(op, "invalid value handle");
+  const ValueInfo& info = vals[v.id()];
+  if (!s_->scope_open[info.scope])
+    fail(op, "value " + vname(info, v.id()) + " is used outside the scope that defines it "
+             "(it was made inside an if_/for_/while_ body that has ended); hold it in a b.var instead");
+}
+
+Value KernelBuilder::emit(Op op, Type t, std::initializer_list<Value> args, uint64_t imm, bool result) {
+  Inst inst;
+  inst.op = op;
+  inst.type = t;
+  inst.imm = imm;
+  for (const Value& a : args) inst.args[inst.nargs++] = a.id();
+  if (op == Op::If) inst.regions.resize(2);
+  if (op == Op::For) inst.regions.resize(1);
+  if (op == Op::While) inst.regions.resize(2);
+  if (result) inst.result = new_value(t, false);
+  Value v = result ? Value(this, inst.result, t) : Value();
+  current()->insts.push_back(std::move(inst));
+  return v;
+}
+
+void KernelBuilder::push_region(Block* blk) {
+  uint32_t id = static_cast<uint32_t>(s_->scope_open.size());
+  s_->scope_open.push_back(true);
+  s_->scopes.push_back(id);
+  s_->blocks.push_back(blk);
+}
+
+void KernelBuilder::pop_region() {
+  s_->scope_open[s_->scopes.back()] = false;
+  s_->scopes.pop_back();
+  s_->blocks.pop_back();
+}
+
+namespace {
+// Restores the insertion point even when a body throws.
+struct RegionGuard {
+  std::function<void()> pop;
+  ~RegionGuard() { pop(); }
+};
+}  // namespace
+
+// ---------------- leaves ----------------
+
+Value KernelBuilder::param(const std::string& pname, Type t) {
+  ensure_open("param");
+  if (s_->blocks.size() != 1) fail("param", "parameter '" + pname + "' must be declared at the top level, not inside a body");
+  if (t.ptr && t.elem == Scalar::Pred) fail("param", "parameter '" + pname + "': pointers to pred are not supported; use u8");
+  for (const Param& p : s_->k->params)
+    if (p.name == pname && !pname.empty()) fail("param", "parameter name '" + pname + "' is used twice");
+  uint64_t index = s_->k->params.size();
+  s_->k->params.push_back(Param{pname, t});
+  Value v = emit(Op::Param, t, {}, index);
+  s_->k->values[v.id()].name = pname;
+  return v;
+}
+
+namespace {
+uint64_t literal_bits(const KernelBuilder& b, Type t, const Literal& lit, const char* op) {
+  if (t.ptr) b.fail(op, "a literal cannot become a pointer");
+  auto describe = [&] {
+    switch (lit.kind) {
+      case Literal::Float: return std::to_string(lit.f);
+      case Literal::Int: return std::to_string(lit.i);
+      case Literal::UInt: return std::to_string(lit.u);
+      default: return std::string(lit.i ? "true" : "false");
+    }
+  };
+  if (t.elem == Scalar::Pred) {
+    if (lit.kind == Literal::Float) b.fail(op, "a floating-point literal cannot become a pred");
+    int64_t v = lit.kind == Literal::UInt ? static_cast<int64_t>(lit.u) : lit.i;
+    if (v != 0 && v != 1) b.fail(op, "literal " + describe() + " is not a pred (0/1)");
+    return static_cast<uint64_t>(v);
+  }
+  if (t.is_int()) {
+    if (lit.kind == Literal::Float)
+      b.fail(op, "floating-point literal " + describe() + " meets an integer value of type " + t.str() +
+                     "; use an integer literal or ir::cast");
+    int bits = scalar_bits(t.elem);
+    bool neg = lit.kind == Literal::Int && lit.i < 0;
+    if (t.is_signed()) {
+      int64_t lo = bits == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t(1) << (bits - 1));
+      int64_t hi = bits == 64 ? std::numeric_limits<int64_t>::max() : (int64_t(1) << (bits - 1)) - 1;
+      if (lit.kind == Literal::UInt ? lit.u > uint64_t(hi) : (lit.i < lo || lit.i > hi))
+        b.fail(op, "literal " + describe() + " does not fit in " + t.str());
+    } else {
+      uint64_t hi = bits == 64 ? ~uint64_t(0) : (uint64_t(1) << bits) - 1;
+      if (neg || (lit.kind == Literal::UInt ? lit.u > hi : uint64_t(lit.i) > hi))
+        b.fail(op, "literal " + describe() + " does not fit in " + t.str());
+    }
+    uint64_t raw = lit.kind == Literal::UInt ? lit.u : static_cast<uint64_t>(lit.i);
+    return bits == 64 ? raw : raw & ((uint64_t(1) << bits) - 1);
+  }
+  double d = lit.kind == Literal::Float ? lit.f
+             : lit.kind == Literal::UInt ? static_cast<double>(lit.u)
+                                         : static_cast<double>(lit.i);
+  switch (t.elem) {
+    case Scalar::F64: {
+      uint64_t u;
+      std::memcpy(&u, &d, 8);
+      return u;
+    }
+    case Scalar::F32: return detail::f32_bits(static_cast<float>(d));
+    case Scalar::F16: return kaio::half(static_cast<float>(d)).bits;
+    case Scalar::BF16: return kaio::bfloat16(static_cast<float>(d)).bits;
+    default: b.fail(op, "unsupported literal type " + t.str());
+  }
+}
+}  // namespace
+
+Value KernelBuilder::constant(Type t, Literal v, const char* op) {
+  ensure_open(op);
+  return emit(Op::Const, t, {}, literal_bits(*this, t, v, op));
+}
+
+Value KernelBuilder::spec(const std::string& sname, Type t, Literal v) {
+  ensure_open("spec");
+  for (const auto& s : s_->k->specs)
+    if (s.name == sname) fail("spec", "specialization constant '" + sname + "' is declared twice");
+  if (t.ptr) fail("spec", "specialization constant '" + sname + "' must be a scalar");
+  Value c = constant(t, v, "spec");
+  s_->k->values[c.id()].name = sname;
+  s_->k->specs.push_back(SpecConstant{sname, t, current()->insts.back().imm, c.id()});
+  return c;
+}
+
+Value KernelBuilder::sreg(SpecialReg r) {
+  ensure_open("sreg");
+  return emit(Op::SReg, Type::scalar(Scalar::U32), {}, static_cast<uint64_t>(r));
+}
+
+Value KernelBuilder::thread_idx_x() { return sreg(SpecialReg::TidX); }
+Value KernelBuilder::thread_idx_y() { return sreg(SpecialReg::TidY); }
+Value KernelBuilder::thread_idx_z() { return sreg(SpecialReg::TidZ); }
+Value KernelBuilder::block_dim_x() { return sreg(SpecialReg::NtidX); }
+Value KernelBuilder::block_dim_y() { return sreg(SpecialReg::NtidY); }
+Value KernelBuilder::block_dim_z() { return sreg(SpecialReg::NtidZ); }
+Value KernelBuilder::block_idx_x() { return sreg(SpecialReg::CtaidX); }
+Value KernelBuilder::block_idx_y() { return sreg(SpecialReg::CtaidY); }
+Value KernelBuilder::block_idx_z() { return sreg(SpecialReg::CtaidZ); }
+Value KernelBuilder::grid_dim_x() { return sreg(SpecialReg::NctaidX); }
+Value KernelBuilder::grid_dim_y() { return sreg(SpecialReg::NctaidY); }
+Value KernelBuilder::grid_dim_z() { return sreg(SpecialReg::NctaidZ); }
+Value KernelBuilder::global_id_x() { return block_idx_x() * block_dim_x() + thread_idx_x(); }
+Value KernelBuilder::global_id_y() { return block_idx_y() * block_dim_y() + thread_idx_y(); }
+Value KernelBuilder::global_id_z() { return block_idx_z() * block_dim_z() + thread_idx_z(); }
+
+// ---------------- typing helpers ----------------
+
+Value KernelBuilder::resolve_literal(const AnyOperand& x, Type want, const char* op) {
+  if (x.is_value) {
+    check(x.value, op);
+    return x.value;
+  }
+  return constant(want, x.lit, op);
+}
+
+Type KernelBuilder::unify(const char* op, const AnyOperand& a, const AnyOperand& b) {
+  if (a.is_value) check(a.value, op);
+  if (b.is_value) check(b.value, op);
+  if (a.is_value && b.is_value && !(a.value.type() == b.value.type()))
+    fail(op, "operands have different types: " + a.value.type().str() + " and " + b.value.type().str() +
+                 "; convert one with ir::cast<T>()");
+  if (a.is_value) return a.value.type();
+  if (b.is_value) return b.value.type();
+  fail(op, "at least one operand must be a kernel value");
+}
+
+// ---------------- arithmetic ----------------
+
+Value KernelBuilder::unary(Op op, Value a) {
+  const char* name = op_name(op);
+  check(a, name);
+  Type t = a.type();
+  if (t.ptr) fail(name, "cannot apply " + std::string(name) + " to a pointer");
+  switch (op) {
+    case Op::Neg:
+      if (!t.is_signed()) fail(name, "negation needs a signed integer or floating-point value, got " + t.str());
+      break;
+    case Op::Not:
+      if (t.is_float()) fail(name, "logical/bitwise not needs a pred or an integer, got " + t.str());
+      break;
+    case Op::Abs:
+      if (!t.is_signed()) fail(name, "abs needs a signed integer or floating-point value, got " + t.str());
+      break;
+    default:  // math functions
+      if (!t.is_float()) fail(name, std::string(name) + " needs a floating-point value, got " + t.str() + "; use ir::cast<float>()");
+      if (t.elem == Scalar::F64 && op != Op::Sqrt && op != Op::Rsqrt)
+        fail(name, std::string(name) + " on f64 is not supported; cast to f32");
+  }
+  return emit(op, t, {a});
+}
+
+Value KernelBuilder::binary(Op op, const AnyOperand& a, const AnyOperand& b) {
+  const char* name = op_name(op);
+  ensure_open(name);
+  Type t = unify(name, a, b);
+  if (t.ptr) fail(name, "pointer arithmetic is not supported; index the pointer instead: p[i]");
+  bool cmp = op == Op::Eq || op == Op::Ne || op == Op::Lt || op == Op::Le || op == Op::Gt || op == Op::Ge;
+  switch (op) {
+    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Min: case Op::Max:
+      if (t.is_pred()) fail(name, std::string(name) + " is not defined on pred; use && || !");
+      break;
+    case Op::Rem:
+      if (!t.is_int()) fail(name, "% needs integer operands, got " + t.str());
+      break;
+    case Op::And: case Op::Or: case Op::Xor:
+      if (t.is_float()) fail(name, std::string(name) + " needs pred or integer operands, got " + t.str());
+      break;
+    case Op::Shl: case Op::Shr:
+      if (!t.is_int()) fail(name, "shifts need integer operands, got " + t.str());
+      break;
+    case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
+      if (t.is_pred()) fail(name, "ordering comparisons are not defined on pred");
+      break;
+    default:
+      break;
+  }
+  Value va = resolve_literal(a, t, name);
+  Value vb = resolve_literal(b, t, name);
+  return emit(op, cmp ? Type::scalar(Scalar::Pred) : t, {va, vb});
+}
+
+Value KernelBuilder::select(Value c, const AnyOperand& a, const AnyOperand& b) {
+  check(c, "select");
+  if (!c.type().is_pred()) fail("select", "the condition must be pred, got " + c.type().str());
+  Type t = unify("select", a, b);
+  Value va = resolve_literal(a, t, "select");
+  Value vb = resolve_literal(b, t, "select");
+  return emit(Op::Select, t, {c, va, vb});
+}
+
+Value KernelBuilder::fma(const AnyOperand& a, const AnyOperand& b, const AnyOperand& c) {
+  ensure_open("fma");
+  Type t{};
+  bool have = false;
+  for (const AnyOperand* x : {&a, &b, &c}) {
+    if (!x->is_value) continue;
+    check(x->value, "fma");
+    if (have && !(x->value.type() == t))
+      fail("fma", "operands have different types: " + t.str() + " and " + x->value.type().str());
+    t = x->value.type();
+    have = true;
+  }
+  if (!t.is_float()) fail("fma", "fma needs floating-point operands, got " + t.str() + "; use a * b + c");
+  Value va = resolve_literal(a, t, "fma"), vb = resolve_literal(b, t, "fma"), vc = resolve_literal(c, t, "fma");
+  return emit(Op::Fma, t, {va, vb, vc});
+}
+
+Value KernelBuilder::cast(Value v, Type to, Rounding r) {
+  check(v, "cast");
+  Type from = v.type();
+  if (from.ptr || to.ptr) fail("cast", "pointers cannot be cast (" + from.str() + " -> " + to.str() + ")");
+  if (from == to) return v;
+  bool ff = from.is_float(), tf = to.is_float();
+  auto no_rounding = [&] {
+    if (r != Rounding::Default)
+      fail("cast", "conversion " + from.str() + " -> " + to.str() + " is exact; no rounding mode applies");
+    return Rounding::Default;
+  };
+  Rounding eff = Rounding::Default;
+  if (from.is_pred() || to.is_pred()) {
+    eff = no_rounding();
+  } else if (ff && tf) {
+    bool narrowing = scalar_bits(to.elem) < scalar_bits(from.elem) ||
+                     (from.elem == Scalar::F16 && to.elem == Scalar::BF16) ||
+                     (from.elem == Scalar::BF16 && to.elem == Scalar::F16);
+    if (!narrowing) {
+      eff = no_rounding();
+    } else {
+      eff = r == Rounding::Default ? Rounding::Rn : r;
+      bool half_target = to.elem == Scalar::F16 || to.elem == Scalar::BF16;
+      if (half_target && eff != Rounding::Rn && eff != Rounding::Rz)
+        fail("cast", std::string("conversion to ") + to.str() + " supports rounding rn or rz, not " + rounding_name(eff));
+    }
+  } else if (ff && !tf) {
+    eff = r == Rounding::Default ? Rounding::Rz : r;  // C semantics: truncate
+  } else if (!ff && tf) {
+    eff = r == Rounding::Default ? Rounding::Rn : r;
+  } else {
+    eff = no_rounding();
+  }
+  return emit(Op::Cast, to, {v}, static_cast<uint64_t>(eff));
+}
+
+// ---------------- memory ----------------
+
+Value KernelBuilder::index_operand(const AnyOperand& idx) {
+  ensure_open("index");
+  if (idx.is_value) {
+    check(idx.value, "index");
+    if (!idx.value.type().is_int()) fail("index", "an index must be an integer, got " + idx.value.type().str());
+    return idx.value;
+  }
+  const Literal& l = idx.lit;
+  if (l.kind == Literal::Float || l.kind == Literal::Bool) fail("index", "an index literal must be an integer");
+  if (l.kind == Literal::Int && l.i < 0) fail("index", "negative index literal " + std::to_string(l.i));
+  uint64_t u = l.kind == Literal::UInt ? l.u : static_cast<uint64_t>(l.i);
+  if (u <= 0xffffffffu) return constant(Type::scalar(Scalar::U32), l, "index");
+  return constant(Type::scalar(Scalar::U64), l, "index");
+}
+
+Value KernelBuilder::load(Value ptr, Value index) {
+  check(ptr, "load");
+  check(index, "load");
+  if (!ptr.type().ptr) fail("load", "indexing needs a pointer, got " + ptr.type().str());
+  return emit(Op::Load, Type::scalar(ptr.type().elem), {ptr, index});
+}
+
+void KernelBuilder::store(Value ptr, Value index, const AnyOperand& v) {
+  check(ptr, "store");
+  check(index, "store");
+  Type pt = ptr.type();
+  if (!pt.ptr) fail("store", "indexing needs a pointer, got " + pt.str());
+  const ValueInfo& info = s_->k->values[ptr.id()];
+  if (pt.is_const)
+    fail("store", "cannot store through " + vname(info, ptr.id()) + ", a pointer to const " +
+                      std::string(scalar_name(pt.elem)));
+  Type et = Type::scalar(pt.elem);
+  if (v.is_value) {
+    check(v.value, "store");
+    if (!(v.value.type() == et))
+      fail("store", "storing a " + v.value.type().str() + " value into " + pt.str() + " " +
+                        vname(info, ptr.id()) + "; convert it with ir::cast<T>()");
+  }
+  Value val = resolve_literal(v, et, "store");
+  emit(Op::Store, et, {ptr, index, val}, 0, false);
+}
+
+// ---------------- variables ----------------
+
+Var KernelBuilder::var(Type t, Value init) {
+  check(init, "var");
+  if (t.ptr) fail("var", "variables hold scalars, not pointers");
+  if (!(init.type() == t)) fail("var", "initial value of type " + init.type().str() + " for a variable of type " + t.str());
+  Inst inst;
+  inst.op = Op::VarDecl;
+  inst.type = t;
+  inst.nargs = 1;
+  inst.args[0] = init.id();
+  inst.result = new_value(t, true);
+  uint32_t id = inst.result;
+  current()->insts.push_back(std::move(inst));
+  return Var(this, id, t);
+}
+
+Value KernelBuilder::var_read(const Var& v) {
+  ensure_open("var_read");
+  if (v.builder() != this) fail("var_read", "a variable of another kernel builder was used");
+  const ValueInfo& info = s_->k->values[v.id()];
+  if (!s_->scope_open[info.scope]) fail("var_read", "variable %" + std::to_string(v.id()) + " is used outside the scope that declares it");
+  Inst inst;
+  inst.op = Op::VarRead;
+  inst.type = v.type();
+  inst.nargs = 1;
+  inst.args[0] = v.id();
+  inst.result = new_value(v.type(), false);
+  Value out(this, inst.result, v.type());
+  current()->insts.push_back(std::move(inst));
+  return out;
+}
+
+void KernelBuilder::var_write(const Var& v, const AnyOperand& val) {
+  ensure_open("var_write");
+  if (v.builder() != this) fail("var_write", "a variable of another kernel builder was used");
+  const ValueInfo& info = s_->k->values[v.id()];
+  if (!s_->scope_open[info.scope]) fail("var_write", "variable %" + std::to_string(v.id()) + " is used outside the scope that declares it");
+  if (val.is_value) {
+    check(val.value, "var_write");
+    if (!(val.value.type() == v.type()))
+      fail("var_write", "assigning a " + val.value.type().str() + " value to a variable of type " + v.type().str());
+  }
+  Value x = resolve_literal(val, v.type(), "var_write");
+  Inst inst;
+  inst.op = Op::VarWrite;
+  inst.type = v.type();
+  inst.nargs = 2;
+  inst.args = {v.id(), x.id(), kNoValue};
+  current()->insts.push_back(std::move(inst));
+}
+
+Value Var::get() const { return b_->var_read(*this); }
+Var& Var::operator=(const Var& v) {
+  if (this != &v || true) b_->var_write(*this, KernelBuilder::make_operand(v.get()));
+  return *this;
+}
+
+Ref::Ref(Value ptr, Value index) : ptr_(ptr), index_(index) {
+  KernelBuilder* b = ptr.builder();
+  b->check(ptr, "index");
+  if (!ptr.type().ptr) b->fail("index", "only pointers can be indexed, got " + ptr.type().str());
+  if (ptr.type().is_const) loaded_ = b->load(ptr, index);
+}
+
+Value Ref::load() const {
+  if (!loaded_.valid()) loaded_ = ptr_.builder()->load(ptr_, index_);
+  return loaded_;
+}
+
+const Ref& Ref::operator=(const Ref& v) const {
+  Value x = v.load();
+  ptr_.builder()->store(ptr_, index_, KernelBuilder::make_operand(x));
+  loaded_ = Value();
+  return *this;
+}
+
+// ---------------- control flow ----------------
+
+IfChain KernelBuilder::if_(const Value& cond, const std::function<void()>& then) {
+  check(cond, "if_");
+  if (!cond.type().is_pred()) fail("if_", "the condition must be pred (a comparison), got " + cond.type().str());
+  Block* parent = current();
+  emit(Op::If, Type{}, {cond}, 0, false);
+  size_t index = parent->insts.size() - 1;
+  push_region(&parent->insts.back().regions[0]);
+  {
+    RegionGuard g{[this] { pop_region(); }};
+    then();
+  }
+  return IfChain(this, parent, index);
+}
+
+void IfChain::else_(const std::function<void()>& body) {
+  b_->ensure_open("else_");
+  if (b_->current() != block_ || block_->insts.size() != index_ + 1)
+    b_->fail("else_", "else_ must directly follow its if_");
+  Inst& inst = block_->insts[index_];
+  if (inst.imm != 0) b_->fail("else_", "this if_ already has an else_");
+  inst.imm = 1;
+  b_->push_region(&inst.regions[1]);
+  RegionGuard g{[this] { b_->pop_region(); }};
+  body();
+}
+
+void KernelBuilder::for_impl(AnyOperand lo, AnyOperand hi, AnyOperand step,
+                             const std::function<void(Value)>& body) {
+  ensure_open("for_");
+  Type t = Type::scalar(Scalar::S32);
+  bool have = false;
+  for (const AnyOperand* x : {&lo, &hi, &step}) {
+    if (!x->is_value) continue;
+    check(x->value, "for_");
+    if (have && !(x->value.type() == t))
+      fail("for_", "bounds and step have different types: " + t.str() + " and " + x->value.type().str());
+    t = x->value.type();
+    have = true;
+  }
+  if (!t.is_int()) fail("for_", "loop bounds must be integers, got " + t.str());
+  if (!step.is_value && ((step.lit.kind == Literal::Int && step.lit.i <= 0) ||
+                         (step.lit.kind == Literal::UInt && step.lit.u == 0)))
+    fail("for_", "the step must be positive");
+  Value vlo = resolve_literal(lo, t, "for_"), vhi = resolve_literal(hi, t, "for_"),
+        vstep = resolve_literal(step, t, "for_");
+  Block* parent = current();
+  emit(Op::For, t, {vlo, vhi, vstep}, 0, false);
+  Inst& inst = parent->insts.back();
+  push_region(&inst.regions[0]);
+  RegionGuard g{[this] { pop_region(); }};
+  inst.result = new_value(t, false);
+  body(Value(this, inst.result, t));
+}
+
+void KernelBuilder::while_(const std::function<Value()>& cond, const std::function<void()>& body) {
+  ensure_open("while_");
+  Block* parent = current();
+  emit(Op::While, Type{}, {}, 0, false);
+  size_t index = parent->insts.size() - 1;
+  {
+    push_region(&parent->insts[index].regions[0]);
+    RegionGuard g{[this] { pop_region(); }};
+    Value c = cond();
+    check(c, "while_");
+    if (!c.type().is_pred()) fail("while_", "the condition must be pred, got " + c.type().str());
+    parent->insts[index].imm = c.id();
+  }
+  push_region(&parent->insts[index].regions[1]);
+  RegionGuard g{[this] { pop_region(); }};
+  body();
+}
+
+void KernelBuilder::return_() {
+  ensure_open("return_");
+  emit(Op::Return, Type{}, {}, 0, false);
+}
+
+Kernel KernelBuilder::build() {
+  ensure_open("build");
+  if (s_->blocks.size() != 1) fail("build", "build() called inside a body");
+  verify(*s_->k);
+  s_->k->canonical = encode(*s_->k);
+  s_->k->hash = hash_bytes(s_->k->canonical.data(), s_->k->canonical.size());
+  s_->built = true;
+  std::shared_ptr<const Kernel::Data> d(std::move(s_->k));
+  return Kernel(std::move(d));
+}
+
+}  // namespace kaio::ir

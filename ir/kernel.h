@@ -1,0 +1,136 @@
+// The kernel IR: a tree of structured blocks holding instructions over numbered values.
+// Values are numbered in creation order, so the same builder program always yields the
+// same numbering; that numbering is what the canonical encoding and the printer use.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kaio/ir/types.h"
+
+namespace kaio::ir {
+
+inline constexpr uint32_t kNoValue = 0xffffffffu;
+
+enum class Op : uint8_t {
+  // leaves
+  Param,   // result = kernel parameter #imm
+  Const,   // result = constant with bit pattern imm
+  SReg,    // result = special register #imm (SpecialReg)
+  // arithmetic and logic (operands and result share one type, except comparisons)
+  Neg, Not, Abs,
+  Add, Sub, Mul, Div, Rem, Min, Max,
+  And, Or, Xor, Shl, Shr,
+  Eq, Ne, Lt, Le, Gt, Ge,  // result pred
+  Select,  // args: cond, a, b
+  Fma,     // args: a, b, c -> a*b+c rounded once
+  // math (floating point)
+  Sqrt, Rsqrt, Exp, Log, Tanh, Sin, Cos,
+  Cast,    // imm = Rounding
+  // memory
+  Load,    // args: ptr, index; result elem type
+  Store,   // args: ptr, index, value
+  // mutable variables
+  VarDecl, // result = the variable; args: initial value
+  VarRead, // args: var
+  VarWrite,// args: var, value
+  // structured control flow
+  If,      // args: cond; regions: then, else (else may be empty)
+  For,     // args: lo, hi, step; result = induction value (scoped to the body); regions: body
+  While,   // regions: cond block, body; imm = value id of the condition (in the cond block)
+  Return,
+};
+
+enum class SpecialReg : uint8_t {
+  TidX, TidY, TidZ, NtidX, NtidY, NtidZ, CtaidX, CtaidY, CtaidZ, NctaidX, NctaidY, NctaidZ,
+};
+
+enum class Rounding : uint8_t { Default, Rn, Rz, Rm, Rp };
+
+const char* op_name(Op op);
+const char* sreg_name(SpecialReg r);     // "tid.x"
+const char* rounding_name(Rounding r);   // "rn"
+
+struct Block;
+
+struct Inst {
+  Op op{};
+  Type type{};                 // result type (element type for Load; var type for VarDecl)
+  uint32_t result = kNoValue;  // value defined by this instruction
+  uint8_t nargs = 0;
+  std::array<uint32_t, 3> args{kNoValue, kNoValue, kNoValue};
+  uint64_t imm = 0;
+  std::vector<Block> regions;
+};
+
+struct Block {
+  std::vector<Inst> insts;
+};
+
+struct Param {
+  std::string name;  // for messages and the printer only; PTX uses positional names
+  Type type;
+};
+
+struct SpecConstant {
+  std::string name;
+  Type type;
+  uint64_t bits;
+  uint32_t value;  // the Const value that carries it
+};
+
+struct ValueInfo {
+  Type type;
+  uint32_t scope = 0;  // the block scope that defines it
+  bool is_var = false; // a mutable variable (VarDecl) rather than an SSA value
+  std::string name;    // param / spec name, for messages only (never encoded)
+};
+
+struct Hash128 {
+  uint64_t lo = 0, hi = 0;
+  bool operator==(const Hash128&) const = default;
+  std::string hex() const;  // 32 hex digits, high word first
+};
+
+// A verified, immutable kernel. Cheap to copy (shared state).
+class Kernel {
+ public:
+  struct Data {
+    std::string name;
+    std::vector<Param> params;
+    std::vector<SpecConstant> specs;
+    std::vector<ValueInfo> values;
+    Block body;
+    std::string canonical;  // canonical encoding (see encode.cpp)
+    Hash128 hash;           // xxh3-128 of `canonical`
+  };
+
+  Kernel() = default;
+  explicit Kernel(std::shared_ptr<const Data> d) : d_(std::move(d)) {}
+
+  bool valid() const { return d_ != nullptr; }
+  const Data& data() const { return *d_; }
+  const std::string& name() const { return d_->name; }
+  const std::vector<Param>& params() const { return d_->params; }
+  const std::vector<SpecConstant>& specs() const { return d_->specs; }
+  const std::vector<ValueInfo>& values() const { return d_->values; }
+  const Block& body() const { return d_->body; }
+  const std::string& canonical() const { return d_->canonical; }
+  const Hash128& hash() const { return d_->hash; }
+
+  std::string print() const;  // canonical text form
+
+ private:
+  std::shared_ptr<const Data> d_;
+};
+
+// Implemented in verifier.cpp / encode.cpp / printer.cpp.
+void verify(const Kernel::Data& k);  // throws UsageError
+std::string encode(const Kernel::Data& k);
+Hash128 hash_bytes(const void* data, size_t size);
+std::string print(const Kernel::Data& k);
+
+}  // namespace kaio::ir

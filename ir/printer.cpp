@@ -1,0 +1,131 @@
+// Canonical text form of a kernel: one instruction per line, values by number,
+// nested blocks indented by two spaces. Tests compare against inline expected strings.
+#include <cstdio>
+#include <cstring>
+
+#include "kaio/ir/kernel.h"
+
+namespace kaio::ir {
+
+std::string format_constant(Type t, uint64_t bits) {
+  char buf[64];
+  switch (t.elem) {
+    case Scalar::Pred: return bits ? "true" : "false";
+    case Scalar::S8: return std::to_string(static_cast<int8_t>(bits));
+    case Scalar::S16: return std::to_string(static_cast<int16_t>(bits));
+    case Scalar::S32: return std::to_string(static_cast<int32_t>(bits));
+    case Scalar::S64: return std::to_string(static_cast<int64_t>(bits));
+    case Scalar::U8: case Scalar::U16: case Scalar::U32: case Scalar::U64: return std::to_string(bits);
+    case Scalar::F16:
+      std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(float(kaio::half::from_bits(uint16_t(bits)))));
+      return buf;
+    case Scalar::BF16:
+      std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(float(kaio::bfloat16::from_bits(uint16_t(bits)))));
+      return buf;
+    case Scalar::F32:
+      std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(detail::bits_f32(uint32_t(bits))));
+      return buf;
+    case Scalar::F64: {
+      double d;
+      std::memcpy(&d, &bits, 8);
+      std::snprintf(buf, sizeof buf, "%.17g", d);
+      return buf;
+    }
+  }
+  return "?";
+}
+
+namespace {
+
+struct Printer {
+  const Kernel::Data& k;
+  std::string out;
+
+  static std::string v(uint32_t id) { return "%" + std::to_string(id); }
+
+  void line(int depth, const std::string& s) {
+    out.append(static_cast<size_t>(depth) * 2, ' ');
+    out += s;
+    out += '\n';
+  }
+
+  void block(const Block& b, int depth) {
+    for (const Inst& i : b.insts) inst(i, depth);
+  }
+
+  void inst(const Inst& i, int d) {
+    std::string ty = " : " + i.type.str();
+    switch (i.op) {
+      case Op::Param:
+        return;  // shown in the signature
+      case Op::Const: {
+        std::string s = v(i.result) + " = const " + format_constant(i.type, i.imm) + ty;
+        const std::string& nm = k.values[i.result].name;
+        if (!nm.empty()) s += "  ; spec " + nm;
+        return line(d, s);
+      }
+      case Op::SReg:
+        return line(d, v(i.result) + " = sreg " + sreg_name(static_cast<SpecialReg>(i.imm)) + ty);
+      case Op::Cast:
+        return line(d, v(i.result) + " = cast." + rounding_name(static_cast<Rounding>(i.imm)) + " " +
+                           v(i.args[0]) + ty);
+      case Op::Load:
+        return line(d, v(i.result) + " = load " + v(i.args[0]) + "[" + v(i.args[1]) + "]" + ty);
+      case Op::Store:
+        return line(d, "store " + v(i.args[0]) + "[" + v(i.args[1]) + "], " + v(i.args[2]) + ty);
+      case Op::VarDecl:
+        return line(d, v(i.result) + " = var " + v(i.args[0]) + ty);
+      case Op::VarRead:
+        return line(d, v(i.result) + " = read " + v(i.args[0]) + ty);
+      case Op::VarWrite:
+        return line(d, "write " + v(i.args[0]) + ", " + v(i.args[1]) + ty);
+      case Op::If:
+        line(d, "if " + v(i.args[0]) + " {");
+        block(i.regions[0], d + 1);
+        if (i.imm) {
+          line(d, "} else {");
+          block(i.regions[1], d + 1);
+        }
+        return line(d, "}");
+      case Op::For:
+        line(d, "for " + v(i.result) + " = " + v(i.args[0]) + " to " + v(i.args[1]) + " step " +
+                    v(i.args[2]) + ty + " {");
+        block(i.regions[0], d + 1);
+        return line(d, "}");
+      case Op::While:
+        line(d, "while {");
+        block(i.regions[0], d + 1);
+        line(d, "} test " + v(static_cast<uint32_t>(i.imm)) + " do {");
+        block(i.regions[1], d + 1);
+        return line(d, "}");
+      case Op::Return:
+        return line(d, "return");
+      default: {
+        std::string s = v(i.result) + " = " + op_name(i.op);
+        for (int a = 0; a < i.nargs; ++a) s += (a ? ", " : " ") + v(i.args[a]);
+        return line(d, s + ty);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+std::string print(const Kernel::Data& k) {
+  Printer p{k, {}};
+  p.out = "kernel " + k.name + "(";
+  // Params are the Param instructions of the top-level block, in order.
+  bool first = true;
+  for (const Inst& i : k.body.insts) {
+    if (i.op != Op::Param) continue;
+    if (!first) p.out += ", ";
+    first = false;
+    p.out += Printer::v(i.result) + ": " + i.type.str() + " " + k.params[i.imm].name;
+  }
+  p.out += ") {\n";
+  p.block(k.body, 1);
+  p.out += "}\n";
+  return p.out;
+}
+
+}  // namespace kaio::ir

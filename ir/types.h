@@ -1,0 +1,73 @@
+// Scalar and pointer types of the kernel language, and the map from C++ host types.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "kaio/ir/half.h"
+
+namespace kaio::ir {
+
+enum class Scalar : uint8_t { Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64 };
+
+// A value's type: a scalar, or a pointer to global memory holding scalars of `elem`.
+struct Type {
+  Scalar elem = Scalar::Pred;
+  bool ptr = false;
+  bool is_const = false;  // pointee is read-only (only meaningful for pointers)
+
+  static constexpr Type scalar(Scalar s) { return Type{s, false, false}; }
+  static constexpr Type pointer(Scalar s, bool c) { return Type{s, true, c}; }
+  bool operator==(const Type&) const = default;
+
+  bool is_pred() const { return !ptr && elem == Scalar::Pred; }
+  bool is_float() const;  // f16 bf16 f32 f64 scalars
+  bool is_int() const;    // signed or unsigned integer scalars
+  bool is_signed() const; // signed integers and floats
+  std::string str() const;  // "f32", "ptr<const f32>"
+};
+
+int scalar_bytes(Scalar s);  // pred counts as 1
+int scalar_bits(Scalar s);
+const char* scalar_name(Scalar s);
+
+template <class T>
+struct ScalarOf;
+#define KAIO_SCALAR_OF(T, S) \
+  template <>                \
+  struct ScalarOf<T> {       \
+    static constexpr Scalar value = Scalar::S; \
+  };
+KAIO_SCALAR_OF(bool, Pred)
+KAIO_SCALAR_OF(int8_t, S8)
+KAIO_SCALAR_OF(int16_t, S16)
+KAIO_SCALAR_OF(int32_t, S32)
+KAIO_SCALAR_OF(int64_t, S64)
+KAIO_SCALAR_OF(uint8_t, U8)
+KAIO_SCALAR_OF(uint16_t, U16)
+KAIO_SCALAR_OF(uint32_t, U32)
+KAIO_SCALAR_OF(uint64_t, U64)
+KAIO_SCALAR_OF(kaio::half, F16)
+KAIO_SCALAR_OF(kaio::bfloat16, BF16)
+KAIO_SCALAR_OF(float, F32)
+KAIO_SCALAR_OF(double, F64)
+#undef KAIO_SCALAR_OF
+
+template <class T>
+concept HostScalar = requires { ScalarOf<std::remove_cv_t<T>>::value; };
+
+// type_of<float>() == f32, type_of<const float*>() == ptr<const f32>.
+template <class T>
+constexpr Type type_of() {
+  if constexpr (std::is_pointer_v<T>) {
+    using E = std::remove_pointer_t<T>;
+    static_assert(HostScalar<E>, "kaio: pointer to an unsupported element type");
+    return Type::pointer(ScalarOf<std::remove_cv_t<E>>::value, std::is_const_v<E>);
+  } else {
+    static_assert(HostScalar<T>, "kaio: unsupported scalar type");
+    return Type::scalar(ScalarOf<std::remove_cv_t<T>>::value);
+  }
+}
+
+}  // namespace kaio::ir

@@ -1,0 +1,2 @@
+#pragma once
+#include "kaio/ir/builder.h"
