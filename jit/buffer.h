@@ -1,0 +1,90 @@
+// Device memory and streams for kernel authors: RAII, host copies, no CUDA header needed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kaio/ir/error.h"
+
+namespace kaio::jit {
+
+namespace detail {
+uint64_t device_alloc(size_t bytes);
+void device_free(uint64_t ptr) noexcept;
+void copy_to_device(uint64_t dst, const void* src, size_t bytes);
+void copy_to_host(void* dst, uint64_t src, size_t bytes);
+void fill_device_bytes(uint64_t dst, uint8_t byte, size_t bytes);
+}  // namespace detail
+
+// A typed view of device memory owned elsewhere.
+template <class T>
+struct DevicePtr {
+  uint64_t address = 0;
+};
+
+template <class T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  // `n` elements of uninitialized device memory.
+  explicit DeviceBuffer(size_t n) : n_(n), ptr_(n ? detail::device_alloc(n * sizeof(T)) : 0) {}
+  // A device copy of `host`.
+  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { upload(host); }
+  ~DeviceBuffer() { detail::device_free(ptr_); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : n_(std::exchange(o.n_, 0)), ptr_(std::exchange(o.ptr_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      detail::device_free(ptr_);
+      n_ = std::exchange(o.n_, 0);
+      ptr_ = std::exchange(o.ptr_, 0);
+    }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  size_t size() const { return n_; }
+  size_t bytes() const { return n_ * sizeof(T); }
+  uint64_t device_address() const { return ptr_; }
+  DevicePtr<T> ptr() const { return {ptr_}; }
+
+  // Copies host data in; the sizes must match.
+  void upload(const std::vector<T>& host) {
+    if (host.size() != n_)
+      throw UsageError("", "upload", "host vector has " + std::to_string(host.size()) + " elements, the buffer " + std::to_string(n_));
+    detail::copy_to_device(ptr_, host.data(), bytes());
+  }
+  std::vector<T> to_host() const {
+    std::vector<T> out(n_);
+    detail::copy_to_host(out.data(), ptr_, bytes());
+    return out;
+  }
+  // Sets every byte (e.g. 0xFF to poison an output before a run).
+  void fill_bytes(uint8_t byte) { detail::fill_device_bytes(ptr_, byte, bytes()); }
+
+ private:
+  size_t n_ = 0;
+  uint64_t ptr_ = 0;
+};
+
+// A CUDA stream of the current device.
+class Stream {
+ public:
+  Stream();
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  void synchronize() const;
+  void* handle() const { return h_; }  // CUstream
+
+ private:
+  void* h_ = nullptr;
+};
+
+// Waits for all work on the device.
+void synchronize();
+
+}  // namespace kaio::jit

@@ -1,0 +1,203 @@
+#include "kaio/jit/compile.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include <spdlog/spdlog.h>
+
+#include "kaio/codegen/ptx.h"
+#include "kaio/jit/disk_cache.h"
+#include "kaio/jit/kernel_state.h"
+#include "kaio/jit/linker.h"
+#include "kaio/jit/log.h"
+
+namespace kaio::jit {
+
+namespace {
+
+struct Toolchain {
+  int ptx_major, ptx_minor;
+  std::string id;
+};
+
+const Toolchain& toolchain() {
+  static const Toolchain tc = [] {
+    auto [jm, jn] = nvjitlink_version();
+    auto [pm, pn] = codegen::ptx_isa_for_toolkit(jm, jn);
+    Toolchain t{pm, pn, {}};
+    t.id = "codegen=" + std::to_string(codegen::kCodegenVersion) + ";ptx=" + std::to_string(pm) + "." +
+           std::to_string(pn) + ";nvjitlink=" + std::to_string(jm) + "." + std::to_string(jn) +
+           ";record=" + std::to_string(cache::kRecordSchema);
+    return t;
+  }();
+  return tc;
+}
+
+bool env_true(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::string(v) != "0";
+}
+
+struct HashOf {
+  size_t operator()(const ir::Hash128& h) const { return static_cast<size_t>(h.lo ^ (h.hi * 0x9e3779b97f4a7c15ull)); }
+};
+
+using Future = std::shared_future<std::shared_ptr<detail::KernelState>>;
+
+struct MemoryCache {
+  std::shared_mutex m;
+  std::unordered_map<ir::Hash128, Future, HashOf> map;
+};
+
+MemoryCache& memory() {
+  static MemoryCache c;
+  return c;
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void dump_ptx(const std::string& dir, const std::string& name, const Key& key, const std::string& ptx) {
+  try {
+    std::filesystem::create_directories(dir);
+    std::filesystem::path p = std::filesystem::path(dir) / (name + "-" + key.hex().substr(0, 12) + ".ptx");
+    std::ofstream(p, std::ios::binary) << ptx;
+  } catch (const std::exception& e) {
+    warn_once("dump", std::string("KAIO_DUMP_PTX: could not write PTX: ") + e.what());
+  }
+}
+
+// The slow path: disk cache, else codegen + nvJitLink.
+std::shared_ptr<detail::KernelState> build(const ir::Kernel& k, const std::string& arch, const Key& key,
+                                           const CompileOptions& o, bool& from_disk) {
+  auto st = std::make_shared<detail::KernelState>();
+  st->key = key;
+  st->name = k.name();
+  st->arch = arch;
+  st->params = k.params();
+  from_disk = false;
+
+  bool use_disk = o.use_cache && !env_true("KAIO_DISABLE_CACHE");
+  std::shared_ptr<cache::Store> store = use_disk ? disk::store_for(o.cache_dir) : nullptr;
+  bool replace = o.force;
+  if (store && !o.force) {
+    auto t0 = std::chrono::steady_clock::now();
+    cache::Record rec;
+    disk::Lookup r = disk::read(*store, key.bytes(), arch, rec);
+    if (r == disk::Lookup::Hit) {
+      st->cubin = std::move(rec.cubin);
+      st->ptx = std::move(rec.ptx);
+      st->info_log = std::move(rec.info_log);
+      from_disk = true;
+      log().debug("{} {}: disk hit ({:.3f} ms)", k.name(), key.hex().substr(0, 12), ms_since(t0));
+      return st;
+    }
+    replace = r == disk::Lookup::Bad;
+  }
+
+  const Toolchain& tc = toolchain();
+  auto t0 = std::chrono::steady_clock::now();
+  codegen::Target target{arch, tc.ptx_major, tc.ptx_minor};
+  st->ptx = codegen::emit_ptx(k, target);
+  double t_codegen = ms_since(t0);
+  if (const char* dir = std::getenv("KAIO_DUMP_PTX"); dir && *dir) dump_ptx(dir, k.name(), key, st->ptx);
+  auto t1 = std::chrono::steady_clock::now();
+  LinkResult lr = link_ptx(st->ptx, arch, link_options(arch), k.name());
+  st->cubin = std::move(lr.cubin);
+  st->info_log = std::move(lr.info_log);
+  log().debug("{} {}: compiled for {} (codegen {:.3f} ms, nvJitLink {:.3f} ms)", k.name(), key.hex().substr(0, 12),
+              arch, t_codegen, ms_since(t1));
+
+  if (store) {
+    cache::Record rec;
+    rec.name = st->name;
+    rec.arch = arch;
+    rec.toolchain = tc.id;
+    rec.created_unix = static_cast<uint64_t>(std::time(nullptr));
+    rec.cubin = st->cubin;
+    rec.ptx = st->ptx;
+    rec.info_log = st->info_log;
+    disk::write_async(store, key.bytes(), std::move(rec), replace);
+  }
+  return st;
+}
+
+}  // namespace
+
+const std::string& toolchain_id() { return toolchain().id; }
+
+Key cache_key(const ir::Kernel& k, const std::string& arch) {
+  if (!k.valid()) throw UsageError("", "compile", "an empty (default-constructed) Kernel");
+  // IR hash ‖ shape ‖ arch ‖ toolchain (PTX ISA, codegen, nvJitLink, record schema) ‖ link options
+  std::string in;
+  in.reserve(160);
+  in.append(reinterpret_cast<const char*>(&k.hash()), sizeof(ir::Hash128));
+  for (const auto& s : k.specs()) in.append(reinterpret_cast<const char*>(&s.bits), 8);
+  in += '|';
+  in += arch;
+  in += '|';
+  in += toolchain().id;
+  for (const auto& opt : link_options(arch)) {
+    in += '|';
+    in += opt;
+  }
+  return Key{ir::hash_bytes(in.data(), in.size())};
+}
+
+CompiledKernel compile(const ir::Kernel& k, const CompileOptions& o) {
+  const std::string& arch = o.arch.empty() ? driver::device_arch() : o.arch;
+  Key key = cache_key(k, arch);
+  MemoryCache& mc = memory();
+
+  if (!o.force) {
+    std::shared_lock<std::shared_mutex> g(mc.m);
+    auto it = mc.map.find(key.h);
+    if (it != mc.map.end()) {
+      Future f = it->second;
+      g.unlock();
+      return CompiledKernel(f.get(), true);  // waits if another thread is compiling it
+    }
+  }
+
+  // Miss: the first thread to insert the key compiles; the others wait on its future.
+  std::promise<std::shared_ptr<detail::KernelState>> promise;
+  {
+    std::unique_lock<std::shared_mutex> g(mc.m);
+    auto it = mc.map.find(key.h);
+    if (it != mc.map.end() && !o.force) {
+      Future f = it->second;
+      g.unlock();
+      return CompiledKernel(f.get(), true);
+    }
+    mc.map[key.h] = promise.get_future().share();
+  }
+  codegen::parse_arch(arch);  // a bad arch is a UsageError before any tool runs
+  try {
+    bool from_disk = false;
+    auto st = build(k, arch, key, o, from_disk);
+    promise.set_value(st);
+    return CompiledKernel(std::move(st), from_disk);
+  } catch (...) {
+    promise.set_exception(std::current_exception());
+    std::unique_lock<std::shared_mutex> g(mc.m);
+    mc.map.erase(key.h);  // a later compile tries again
+    throw;
+  }
+}
+
+void flush_cache_writes() { disk::flush(); }
+
+void clear_memory_cache() {
+  MemoryCache& mc = memory();
+  std::unique_lock<std::shared_mutex> g(mc.m);
+  mc.map.clear();
+}
+
+}  // namespace kaio::jit

@@ -1,0 +1,34 @@
+// jit::compile(): the front door. IR -> key -> (memory cache | disk cache | codegen +
+// nvJitLink) -> CompiledKernel.
+#pragma once
+
+#include <string>
+
+#include "kaio/ir/kernel.h"
+#include "kaio/jit/compiled_kernel.h"
+
+namespace kaio::jit {
+
+struct CompileOptions {
+  std::string arch;        // "sm_90", "sm_90a", ...; empty: the current device's SM
+  bool use_cache = true;   // the on-disk cache (KAIO_DISABLE_CACHE=1 also turns it off)
+  bool force = false;      // ignore cached entries: recompile and overwrite
+  std::string cache_dir;   // empty: $KAIO_CACHE_DIR, $XDG_CACHE_HOME/kaio, ~/.cache/kaio
+};
+
+CompiledKernel compile(const ir::Kernel& k, const CompileOptions& options = {});
+
+// The key compile() would use, without compiling.
+Key cache_key(const ir::Kernel& k, const std::string& arch);
+
+// Cache writes happen in the background so that a cold compile costs codegen + link;
+// this waits for the pending ones (also done at process exit).
+void flush_cache_writes();
+
+// Drops the in-memory cache (the disk cache is untouched). For tests and benchmarks.
+void clear_memory_cache();
+
+// The toolchain identity that enters every key and record ("codegen=1;ptx=9.0;...").
+const std::string& toolchain_id();
+
+}  // namespace kaio::jit

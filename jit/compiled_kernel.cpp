@@ -1,0 +1,164 @@
+#include <limits>
+
+#include "kaio/jit/compiled_kernel.h"
+#include "kaio/jit/kernel_state.h"
+
+namespace kaio::jit {
+
+namespace detail {
+KernelState::~KernelState() {
+  if (module && driver::available()) driver::api().module_unload(module);
+}
+}  // namespace detail
+
+std::string Key::bytes() const {
+  std::string b(16, '\0');
+  for (int i = 0; i < 8; ++i) {
+    b[i] = static_cast<char>(h.hi >> (56 - 8 * i));
+    b[8 + i] = static_cast<char>(h.lo >> (56 - 8 * i));
+  }
+  return b;
+}
+
+const detail::KernelState& CompiledKernel::state() const {
+  if (!s_) throw UsageError("", "CompiledKernel", "this CompiledKernel is empty (default-constructed)");
+  return *s_;
+}
+
+const Key& CompiledKernel::key() const { return state().key; }
+const std::string& CompiledKernel::name() const { return state().name; }
+const std::string& CompiledKernel::arch() const { return state().arch; }
+const std::string& CompiledKernel::ptx() const { return state().ptx; }
+const std::string& CompiledKernel::cubin() const { return state().cubin; }
+const std::string& CompiledKernel::info_log() const { return state().info_log; }
+const std::vector<ir::Param>& CompiledKernel::params() const { return state().params; }
+
+void CompiledKernel::load() const {
+  const detail::KernelState& cs = state();
+  auto& s = const_cast<detail::KernelState&>(cs);
+  driver::ensure_context();
+  std::call_once(s.load_once, [&] {
+    const std::string& dev = driver::device_arch();
+    // A cubin runs only on its own SM (an 'a'/'f' suffix keeps the number).
+    if (s.arch.compare(0, dev.size(), dev) != 0)
+      throw UsageError(s.name, "launch", "kernel compiled for " + s.arch + " cannot run on this " + dev + " device");
+    const driver::Api& a = driver::api();
+    driver::check(a.module_load_data(&s.module, s.cubin.data()), "cuModuleLoadData for kernel '" + s.name + "'");
+    driver::check(a.module_get_function(&s.function, s.module, s.name.c_str()),
+                  "cuModuleGetFunction for kernel '" + s.name + "'");
+  });
+}
+
+namespace {
+
+std::string arg_desc(const detail::Arg& a) {
+  switch (a.kind) {
+    case detail::Arg::Pointer: return std::string("a buffer of ") + ir::scalar_name(a.elem);
+    case detail::Arg::Int: return "a signed integer (" + std::to_string(a.i) + ")";
+    case detail::Arg::UInt: return "an unsigned integer (" + std::to_string(a.u) + ")";
+    case detail::Arg::Bool: return "a bool";
+    case detail::Arg::F32: return "a float";
+    case detail::Arg::F64: return "a double";
+    case detail::Arg::F16: return "a kaio::half";
+    case detail::Arg::BF16: return "a kaio::bfloat16";
+  }
+  return "?";
+}
+
+// Writes the argument into an 8-byte slot in the parameter's representation, or says why not.
+bool pack(const detail::Arg& a, const ir::Type& t, uint64_t& slot, std::string& why) {
+  using detail::Arg;
+  slot = 0;
+  if (t.ptr) {
+    if (a.kind != Arg::Pointer) return false;
+    if (a.elem != t.elem) return false;
+    slot = a.u;
+    return true;
+  }
+  switch (t.elem) {
+    case ir::Scalar::Pred:
+      if (a.kind != Arg::Bool) return false;
+      slot = a.u;
+      return true;
+    case ir::Scalar::F32:
+      if (a.kind != Arg::F32) return false;
+      slot = a.u;
+      return true;
+    case ir::Scalar::F64:
+      if (a.kind != Arg::F64) return false;
+      slot = a.u;
+      return true;
+    case ir::Scalar::F16:
+      if (a.kind != Arg::F16) return false;
+      slot = a.u;
+      return true;
+    case ir::Scalar::BF16:
+      if (a.kind != Arg::BF16) return false;
+      slot = a.u;
+      return true;
+    default:
+      break;
+  }
+  // Integers: any C++ integer is accepted when its value fits the parameter's type.
+  if (a.kind != Arg::Int && a.kind != Arg::UInt) return false;
+  int bits = ir::scalar_bits(t.elem);
+  bool neg = a.kind == Arg::Int && a.i < 0;
+  if (t.is_signed()) {
+    int64_t lo = bits == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t(1) << (bits - 1));
+    int64_t hi = bits == 64 ? std::numeric_limits<int64_t>::max() : (int64_t(1) << (bits - 1)) - 1;
+    bool fits = a.kind == Arg::UInt ? a.u <= uint64_t(hi) : (a.i >= lo && a.i <= hi);
+    if (!fits) {
+      why = "its value does not fit in " + t.str();
+      return false;
+    }
+  } else {
+    uint64_t hi = bits == 64 ? ~uint64_t(0) : (uint64_t(1) << bits) - 1;
+    if (neg || (a.kind == Arg::UInt ? a.u : uint64_t(a.i)) > hi) {
+      why = "its value does not fit in " + t.str();
+      return false;
+    }
+  }
+  slot = a.kind == Arg::UInt ? a.u : static_cast<uint64_t>(a.i);
+  return true;
+}
+
+void check_dim(const CompiledKernel& k, const char* what, const Dim3& d, uint64_t max_x) {
+  if (d.x == 0 || d.y == 0 || d.z == 0 || d.x > max_x || d.y > 65535 || d.z > 65535)
+    throw UsageError(k.name(), "launch",
+                     std::string(what) + " (" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " +
+                         std::to_string(d.z) + ") is out of range (each dimension >= 1; x <= " +
+                         std::to_string(max_x) + ", y and z <= 65535)");
+}
+
+}  // namespace
+
+void CompiledKernel::launch_packed(const LaunchConfig& cfg, const detail::Arg* args, size_t n) const {
+  const detail::KernelState& s = state();
+  if (n != s.params.size())
+    throw UsageError(s.name, "launch", "expected " + std::to_string(s.params.size()) + " arguments, got " + std::to_string(n));
+  uint64_t slots[64];
+  void* ptrs[64];
+  if (n > 64) throw UsageError(s.name, "launch", "more than 64 kernel arguments");
+  for (size_t i = 0; i < n; ++i) {
+    std::string why;
+    if (!pack(args[i], s.params[i].type, slots[i], why))
+      throw UsageError(s.name, "launch",
+                       "argument " + std::to_string(i) + " ('" + s.params[i].name + "') is " + arg_desc(args[i]) +
+                           ", the kernel expects " + s.params[i].type.str() + (why.empty() ? "" : "; " + why));
+    ptrs[i] = &slots[i];
+  }
+  check_dim(*this, "grid", cfg.grid, 0x7fffffffu);
+  check_dim(*this, "block", cfg.block, 1024);
+  if (cfg.block.x * cfg.block.y * cfg.block.z > 1024)
+    throw UsageError(s.name, "launch", "a block holds at most 1024 threads, asked for " +
+                                           std::to_string(cfg.block.x * cfg.block.y * cfg.block.z));
+  load();
+  CUstream stream = cfg.stream ? static_cast<CUstream>(cfg.stream->handle()) : nullptr;
+  driver::check(driver::api().launch_kernel(s.function, static_cast<unsigned>(cfg.grid.x), static_cast<unsigned>(cfg.grid.y),
+                                            static_cast<unsigned>(cfg.grid.z), static_cast<unsigned>(cfg.block.x),
+                                            static_cast<unsigned>(cfg.block.y), static_cast<unsigned>(cfg.block.z),
+                                            cfg.shared_bytes, stream, n ? ptrs : nullptr, nullptr),
+                "cuLaunchKernel for kernel '" + s.name + "'");
+}
+
+}  // namespace kaio::jit

@@ -1,0 +1,123 @@
+// A compiled kernel: its key, PTX and cubin, and a checked launch.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kaio/ir/error.h"
+#include "kaio/ir/kernel.h"
+#include "kaio/jit/buffer.h"
+
+namespace kaio::jit {
+
+// The cache key: xxh3-128 of IR, shape, target and toolchain (see README).
+struct Key {
+  ir::Hash128 h;
+  std::string hex() const { return h.hex(); }
+  std::string bytes() const;  // 16 bytes, high word first (sorts like hex())
+  bool operator==(const Key&) const = default;
+};
+
+struct Dim3 {
+  uint64_t x = 1, y = 1, z = 1;
+  Dim3() = default;
+  // Any integer type, without narrowing complaints; ranges are checked at launch.
+  template <std::integral X, std::integral Y = int, std::integral Z = int>
+  Dim3(X x_, Y y_ = 1, Z z_ = 1) : x(as_u64(x_)), y(as_u64(y_)), z(as_u64(z_)) {}
+
+ private:
+  template <class T>
+  static uint64_t as_u64(T v) {
+    if constexpr (std::is_signed_v<T>) return v < 0 ? ~uint64_t(0) : static_cast<uint64_t>(v);
+    else return static_cast<uint64_t>(v);
+  }
+};
+
+class Stream;
+
+struct LaunchConfig {
+  Dim3 grid;
+  Dim3 block;
+  uint32_t shared_bytes = 0;       // dynamic shared memory
+  const Stream* stream = nullptr;  // null: the default stream
+};
+
+namespace detail {
+
+struct KernelState;
+
+// One launch argument before it is matched against the kernel's parameter.
+struct Arg {
+  enum Kind : uint8_t { Pointer, Int, UInt, Bool, F32, F64, F16, BF16 } kind;
+  ir::Scalar elem = ir::Scalar::Pred;  // pointee for Pointer
+  int64_t i = 0;
+  uint64_t u = 0;  // also: pointer address, raw f16/bf16/f32/f64 bits
+  double d = 0;
+};
+
+template <class T>
+Arg make_arg(const DeviceBuffer<T>& b) { return Arg{Arg::Pointer, ir::ScalarOf<T>::value, 0, b.device_address(), 0}; }
+template <class T>
+Arg make_arg(const DevicePtr<T>& p) { return Arg{Arg::Pointer, ir::ScalarOf<std::remove_cv_t<T>>::value, 0, p.address, 0}; }
+inline Arg make_arg(bool v) { return Arg{Arg::Bool, {}, v, v, 0}; }
+inline Arg make_arg(float v) { return Arg{Arg::F32, {}, 0, kaio::detail::f32_bits(v), v}; }
+inline Arg make_arg(double v) {
+  uint64_t u;
+  std::memcpy(&u, &v, 8);
+  return Arg{Arg::F64, {}, 0, u, v};
+}
+inline Arg make_arg(kaio::half v) { return Arg{Arg::F16, {}, 0, v.bits, static_cast<float>(v)}; }
+inline Arg make_arg(kaio::bfloat16 v) { return Arg{Arg::BF16, {}, 0, v.bits, static_cast<float>(v)}; }
+template <std::integral T>
+  requires(!std::same_as<T, bool>)
+Arg make_arg(T v) {
+  if constexpr (std::is_signed_v<T>) return Arg{Arg::Int, {}, static_cast<int64_t>(v), 0, 0};
+  else return Arg{Arg::UInt, {}, 0, static_cast<uint64_t>(v), 0};
+}
+
+}  // namespace detail
+
+class CompiledKernel {
+ public:
+  CompiledKernel() = default;
+  CompiledKernel(std::shared_ptr<detail::KernelState> s, bool from_cache) : s_(std::move(s)), from_cache_(from_cache) {}
+
+  const Key& key() const;
+  const std::string& name() const;
+  const std::string& arch() const;
+  const std::string& ptx() const;
+  const std::string& cubin() const;
+  const std::string& info_log() const;  // nvJitLink's info log
+  const std::vector<ir::Param>& params() const;
+  // True when this compile was answered by the in-memory or the on-disk cache.
+  bool from_cache() const { return from_cache_; }
+  bool valid() const { return s_ != nullptr; }
+
+  // Loads the module into the current device's context (launch does it on first use).
+  void load() const;
+
+  // Checks the arguments against the kernel's parameters (count and type) before anything
+  // runs, then launches asynchronously on cfg.stream.
+  template <class... A>
+  void launch(const LaunchConfig& cfg, const A&... args) const {
+    if constexpr (sizeof...(A) == 0) {
+      launch_packed(cfg, nullptr, 0);
+    } else {
+      const detail::Arg packed[] = {detail::make_arg(args)...};
+      launch_packed(cfg, packed, sizeof...(A));
+    }
+  }
+  void launch_packed(const LaunchConfig& cfg, const detail::Arg* args, size_t n) const;
+
+ private:
+  const detail::KernelState& state() const;
+  std::shared_ptr<detail::KernelState> s_;
+  bool from_cache_ = false;
+};
+
+}  // namespace kaio::jit

@@ -1,0 +1,105 @@
+#include "kaio/jit/disk_cache.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "kaio/ir/error.h"
+#include "kaio/jit/compile.h"
+#include "kaio/jit/log.h"
+
+namespace kaio::jit::disk {
+
+std::shared_ptr<cache::Store> store_for(const std::string& dir) {
+  std::filesystem::path p;
+  try {
+    p = dir.empty() ? cache::default_dir() : std::filesystem::path(dir);
+    return cache::Store::open(p);
+  } catch (const std::exception& e) {
+    warn_once("open:" + p.string(), std::string("kernel cache disabled for this process: ") + e.what());
+    return nullptr;
+  }
+}
+
+Lookup read(cache::Store& s, const std::string& key, const std::string& arch, cache::Record& out) {
+  std::optional<std::string> bytes;
+  try {
+    bytes = s.get("kernels", key);
+  } catch (const std::exception& e) {
+    warn_once("read:" + s.dir().string(), std::string("kernel cache read failed, compiling instead: ") + e.what());
+    return Lookup::Miss;
+  }
+  if (!bytes) return Lookup::Miss;
+  std::string why;
+  std::optional<cache::Record> rec = cache::decode_record(*bytes, &why);
+  if (!rec) {
+    warn_once("bad:" + s.dir().string(), "kernel cache record is not valid (" + why + "); recompiling and replacing it");
+    return Lookup::Bad;
+  }
+  if (rec->arch != arch || rec->toolchain != toolchain_id()) {
+    warn_once("stale:" + s.dir().string(), "kernel cache record was made for another target or toolchain; recompiling");
+    return Lookup::Bad;
+  }
+  out = std::move(*rec);
+  return Lookup::Hit;
+}
+
+namespace {
+
+// Counts writes in flight; fork handlers keep a child from waiting on its parent's threads.
+struct Pending {
+  std::mutex m;
+  std::condition_variable cv;
+  int count = 0;
+
+  Pending() {
+    log();  // constructed first, so it outlives the wait in ~Pending
+    pthread_atfork([] { instance().m.lock(); }, [] { instance().m.unlock(); },
+                   [] {
+                     instance().m.unlock();
+                     instance().count = 0;
+                   });
+  }
+  static Pending& instance();
+  ~Pending() {
+    std::unique_lock<std::mutex> g(m);
+    cv.wait(g, [&] { return count == 0; });
+  }
+};
+
+Pending& Pending::instance() {
+  static Pending p;
+  return p;
+}
+
+}  // namespace
+
+void write_async(std::shared_ptr<cache::Store> s, std::string key, cache::Record rec, bool replace) {
+  Pending& p = Pending::instance();
+  {
+    std::lock_guard<std::mutex> g(p.m);
+    ++p.count;
+  }
+  std::thread([s = std::move(s), key = std::move(key), rec = std::move(rec), replace, &p] {
+    try {
+      std::string bytes = cache::encode_record(rec);
+      if (replace) s->put("kernels", key, bytes);
+      else s->put_if_absent("kernels", key, bytes);  // losing a race to another process is fine
+    } catch (const std::exception& e) {
+      warn_once("write:" + s->dir().string(), std::string("kernel cache write failed (the kernel is unaffected): ") + e.what());
+    }
+    std::lock_guard<std::mutex> g(p.m);
+    if (--p.count == 0) p.cv.notify_all();
+  }).detach();
+}
+
+void flush() {
+  Pending& p = Pending::instance();
+  std::unique_lock<std::mutex> g(p.m);
+  p.cv.wait(g, [&] { return p.count == 0; });
+}
+
+}  // namespace kaio::jit::disk

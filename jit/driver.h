@@ -1,0 +1,59 @@
+// The CUDA driver API, loaded with dlopen("libcuda.so.1") at first use, so that every tool
+// and host test runs on a machine with no GPU and no driver. Internal to kaio (includes
+// cuda.h for its types only; nothing links against libcuda).
+#pragma once
+
+#include <cuda.h>
+
+#include <string>
+
+namespace kaio::jit::driver {
+
+struct Api {
+  decltype(&cuInit) init;
+  decltype(&cuDriverGetVersion) driver_get_version;
+  decltype(&cuDeviceGetCount) device_get_count;
+  decltype(&cuDeviceGet) device_get;
+  decltype(&cuDeviceGetAttribute) device_get_attribute;
+  decltype(&cuDeviceGetName) device_get_name;
+  decltype(&cuDevicePrimaryCtxRetain) primary_ctx_retain;
+  decltype(&cuCtxSetCurrent) ctx_set_current;
+  decltype(&cuCtxGetCurrent) ctx_get_current;
+  decltype(&cuCtxSynchronize) ctx_synchronize;
+  decltype(&cuModuleLoadData) module_load_data;
+  decltype(&cuModuleUnload) module_unload;
+  decltype(&cuModuleGetFunction) module_get_function;
+  decltype(&cuFuncGetAttribute) func_get_attribute;
+  decltype(&cuFuncSetAttribute) func_set_attribute;
+  decltype(&cuLaunchKernel) launch_kernel;
+  decltype(&cuMemAlloc_v2) mem_alloc;
+  decltype(&cuMemFree_v2) mem_free;
+  decltype(&cuMemcpyHtoD_v2) memcpy_htod;
+  decltype(&cuMemcpyDtoH_v2) memcpy_dtoh;
+  decltype(&cuMemcpyDtoD_v2) memcpy_dtod;
+  decltype(&cuMemsetD8_v2) memset_d8;
+  decltype(&cuStreamCreate) stream_create;
+  decltype(&cuStreamDestroy_v2) stream_destroy;
+  decltype(&cuStreamSynchronize) stream_synchronize;
+  decltype(&cuEventCreate) event_create;
+  decltype(&cuEventDestroy_v2) event_destroy;
+  decltype(&cuEventRecord) event_record;
+  decltype(&cuEventSynchronize) event_synchronize;
+  decltype(&cuEventElapsedTime_v2) event_elapsed_time;
+  decltype(&cuGetErrorName) get_error_name;
+  decltype(&cuGetErrorString) get_error_string;
+};
+
+// Loads libcuda and calls cuInit once. Throws kaio::ToolError("CUDA driver", ...) with a
+// clear message when there is no driver or no device.
+const Api& api();
+// True when a driver loads, initializes and reports at least one device. Never throws.
+bool available();
+// Throws ToolError("CUDA driver", <CUDA_ERROR_...>, what) when r is not CUDA_SUCCESS.
+void check(CUresult r, const std::string& what);
+// Makes device 0's primary context current on the calling thread (once per thread).
+void ensure_context();
+// "sm_90" for the current device (cached).
+const std::string& device_arch();
+
+}  // namespace kaio::jit::driver

@@ -1,0 +1,34 @@
+#include "kaio/jit/log.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <set>
+
+namespace kaio::jit {
+
+spdlog::logger& log() {
+  static std::shared_ptr<spdlog::logger> logger = [] {
+    auto l = std::make_shared<spdlog::logger>("kaio", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+    l->set_pattern("[%H:%M:%S.%e] [kaio] [%^%l%$] %v");
+    spdlog::level::level_enum lvl = spdlog::level::warn;
+    if (const char* env = std::getenv("KAIO_LOG_LEVEL")) lvl = spdlog::level::from_str(env);
+    l->set_level(lvl);
+    return l;
+  }();
+  return *logger;
+}
+
+void warn_once(const std::string& topic, const std::string& message) {
+  static std::mutex m;
+  static std::set<std::string> seen;
+  {
+    std::lock_guard<std::mutex> g(m);
+    if (!seen.insert(topic).second) return;
+  }
+  log().warn("{}", message);
+}
+
+}  // namespace kaio::jit
