@@ -207,9 +207,20 @@ Value KernelBuilder::block_idx_z() { return sreg(SpecialReg::CtaidZ); }
 Value KernelBuilder::grid_dim_x() { return sreg(SpecialReg::NctaidX); }
 Value KernelBuilder::grid_dim_y() { return sreg(SpecialReg::NctaidY); }
 Value KernelBuilder::grid_dim_z() { return sreg(SpecialReg::NctaidZ); }
-Value KernelBuilder::global_id_x() { return block_idx_x() * block_dim_x() + thread_idx_x(); }
-Value KernelBuilder::global_id_y() { return block_idx_y() * block_dim_y() + thread_idx_y(); }
-Value KernelBuilder::global_id_z() { return block_idx_z() * block_dim_z() + thread_idx_z(); }
+// Each operand is made in its own statement: C++ leaves the evaluation order of operator
+// operands open, and the IR (hence the key) must not depend on the host compiler.
+Value KernelBuilder::global_id_x() {
+  Value c = block_idx_x(), d = block_dim_x(), t = thread_idx_x();
+  return c * d + t;
+}
+Value KernelBuilder::global_id_y() {
+  Value c = block_idx_y(), d = block_dim_y(), t = thread_idx_y();
+  return c * d + t;
+}
+Value KernelBuilder::global_id_z() {
+  Value c = block_idx_z(), d = block_dim_z(), t = thread_idx_z();
+  return c * d + t;
+}
 
 // ---------------- typing helpers ----------------
 

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <atomic>
 #include <future>
 #include <shared_mutex>
 #include <unordered_map>
@@ -47,6 +48,8 @@ bool env_true(const char* name) {
 struct HashOf {
   size_t operator()(const ir::Hash128& h) const { return static_cast<size_t>(h.lo ^ (h.hi * 0x9e3779b97f4a7c15ull)); }
 };
+
+std::atomic<uint64_t> g_builds{0}, g_memory_hits{0}, g_disk_hits{0};
 
 using Future = std::shared_future<std::shared_ptr<detail::KernelState>>;
 
@@ -96,6 +99,7 @@ std::shared_ptr<detail::KernelState> build(const ir::Kernel& k, const std::strin
       st->ptx = std::move(rec.ptx);
       st->info_log = std::move(rec.info_log);
       from_disk = true;
+      ++g_disk_hits;
       log().debug("{} {}: disk hit ({:.3f} ms)", k.name(), key.hex().substr(0, 12), ms_since(t0));
       return st;
     }
@@ -103,6 +107,7 @@ std::shared_ptr<detail::KernelState> build(const ir::Kernel& k, const std::strin
   }
 
   const Toolchain& tc = toolchain();
+  ++g_builds;
   auto t0 = std::chrono::steady_clock::now();
   codegen::Target target{arch, tc.ptx_major, tc.ptx_minor};
   st->ptx = codegen::emit_ptx(k, target);
@@ -162,6 +167,7 @@ CompiledKernel compile(const ir::Kernel& k, const CompileOptions& o) {
     if (it != mc.map.end()) {
       Future f = it->second;
       g.unlock();
+      ++g_memory_hits;
       return CompiledKernel(f.get(), true);  // waits if another thread is compiling it
     }
   }
@@ -174,6 +180,7 @@ CompiledKernel compile(const ir::Kernel& k, const CompileOptions& o) {
     if (it != mc.map.end() && !o.force) {
       Future f = it->second;
       g.unlock();
+      ++g_memory_hits;
       return CompiledKernel(f.get(), true);
     }
     mc.map[key.h] = promise.get_future().share();
@@ -193,6 +200,14 @@ CompiledKernel compile(const ir::Kernel& k, const CompileOptions& o) {
 }
 
 void flush_cache_writes() { disk::flush(); }
+
+CompileStats compile_stats() { return CompileStats{g_builds.load(), g_memory_hits.load(), g_disk_hits.load()}; }
+
+void reset_compile_stats() {
+  g_builds = 0;
+  g_memory_hits = 0;
+  g_disk_hits = 0;
+}
 
 void clear_memory_cache() {
   MemoryCache& mc = memory();

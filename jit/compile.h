@@ -25,6 +25,15 @@ Key cache_key(const ir::Kernel& k, const std::string& arch);
 // this waits for the pending ones (also done at process exit).
 void flush_cache_writes();
 
+// Counters since process start (or the last reset).
+struct CompileStats {
+  uint64_t builds = 0;       // codegen + nvJitLink runs
+  uint64_t memory_hits = 0;  // answered by the in-process cache
+  uint64_t disk_hits = 0;    // answered by the on-disk cache
+};
+CompileStats compile_stats();
+void reset_compile_stats();
+
 // Drops the in-memory cache (the disk cache is untouched). For tests and benchmarks.
 void clear_memory_cache();
 

@@ -11,7 +11,11 @@ ir::Kernel saxpy_kernel() {
   auto y = b.param<float*>("y");
   auto n = b.param<uint32_t>("n");
   auto i = b.global_id_x();
-  b.if_(i < n, [&] { y[i] = a * x[i] + y[i]; });
+  b.if_(i < n, [&] {
+    ir::Value xi = x[i];  // one statement per load keeps the IR order fixed
+    ir::Value yi = y[i];
+    y[i] = a * xi + yi;
+  });
   return b.build();
 }
 
@@ -23,8 +27,9 @@ ir::Kernel silu_gate_kernel() {
   auto n = b.param<uint32_t>("n");
   auto i = b.global_id_x();
   b.if_(i < n, [&] {
-    auto xi = x[i];
-    out[i] = xi / (1.0f + ir::exp(-xi)) * gate[i];
+    ir::Value xi = x[i];
+    ir::Value g = gate[i];
+    out[i] = xi / (1.0f + ir::exp(-xi)) * g;
   });
   return b.build();
 }
@@ -42,8 +47,10 @@ ir::Kernel axpby_2d_kernel() {
   auto row = b.global_id_y();
   b.if_(row < rows && col < cols, [&] {
     // 64-bit offset: rows * ld may exceed 2^32 elements.
-    auto off = ir::cast<uint64_t>(row) * ir::cast<uint64_t>(ld) + ir::cast<uint64_t>(col);
-    c[off] = ir::fma(alpha, bb[off], a[off]);
+    ir::Value r64 = ir::cast<uint64_t>(row), ld64 = ir::cast<uint64_t>(ld), c64 = ir::cast<uint64_t>(col);
+    ir::Value off = r64 * ld64 + c64;
+    ir::Value av = a[off], bv = bb[off];
+    c[off] = ir::fma(alpha, bv, av);
   });
   return b.build();
 }

@@ -13,7 +13,8 @@ ir::Kernel row_sum_kernel() {
   auto r = b.global_id_x();
   b.if_(r < rows, [&] {
     auto acc = b.var<float>(0.0f);
-    auto base = ir::cast<uint64_t>(r) * ir::cast<uint64_t>(cols);
+    ir::Value r64 = ir::cast<uint64_t>(r), cols64 = ir::cast<uint64_t>(cols);
+    ir::Value base = r64 * cols64;
     b.for_(0u, cols, [&](ir::Value c) { acc += m[base + ir::cast<uint64_t>(c)]; });
     sums[r] = acc;
   });

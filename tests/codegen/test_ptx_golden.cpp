@@ -1,0 +1,128 @@
+// One-line PTX goldens per instruction family (asmjit / LLVM lit style). Parameters a, b,
+// c load into the first three registers of their class; the result takes the next one.
+#include <catch2/catch.hpp>
+
+#include "kaio/ops/elementwise.h"
+#include "kaio/ops/reduction.h"
+#include "ptx_check.h"
+
+using namespace kaio;
+using kaio::half;
+
+TEST_CASE("ptx: integer and float arithmetic", "[codegen][golden]") {
+  CHECK_PTX(int32_t, a + bb, "add.s32 %r3, %r0, %r1");
+  CHECK_PTX(uint32_t, a - bb, "sub.u32 %r3, %r0, %r1");
+  CHECK_PTX(uint32_t, a * bb, "mul.lo.u32 %r3, %r0, %r1");
+  CHECK_PTX(int32_t, a / bb, "div.s32 %r3, %r0, %r1");
+  CHECK_PTX(int32_t, a % bb, "rem.s32 %r3, %r0, %r1");
+  CHECK_PTX(float, a * bb, "mul.f32 %f3, %f0, %f1");
+  CHECK_PTX(float, a / bb, "div.rn.f32 %f3, %f0, %f1");
+  CHECK_PTX(double, a - bb, "sub.f64 %fd3, %fd0, %fd1");
+  CHECK_PTX(float, ir::min(a, bb), "min.f32 %f3, %f0, %f1");
+  CHECK_PTX(int64_t, ir::max(a, bb), "max.s64 %rd5, %rd0, %rd1");
+  CHECK_PTX(double, -a, "neg.f64 %fd3, %fd0");
+  CHECK_PTX(int32_t, ir::abs(a), "abs.s32 %r3, %r0");
+  CHECK_PTX(float, ir::fma(a, bb, c), "fma.rn.f32 %f3, %f0, %f1, %f2");
+  CHECK_PTX(double, ir::fma(a, bb, c), "fma.rn.f64 %fd3, %fd0, %fd1, %fd2");
+}
+
+TEST_CASE("ptx: bitwise and shifts", "[codegen][golden]") {
+  CHECK_PTX(uint32_t, a & bb, "and.b32 %r3, %r0, %r1");
+  CHECK_PTX(uint64_t, a ^ bb, "xor.b64 %rd5, %rd0, %rd1");
+  CHECK_PTX(int32_t, ~a, "not.b32 %r3, %r0");
+  CHECK_PTX(uint32_t, a << bb, "shl.b32 %r3, %r0, %r1");
+  CHECK_PTX(int32_t, a >> bb, "shr.s32 %r3, %r0, %r1");
+  CHECK_PTX(uint32_t, a >> bb, "shr.u32 %r3, %r0, %r1");
+}
+
+TEST_CASE("ptx: small integers compute in 16 bits and renormalize", "[codegen][golden]") {
+  CHECK_PTX(int8_t, a + bb, "add.s16 %rs3, %rs0, %rs1");
+  CHECK_PTX(int8_t, a + bb, "cvt.s16.s8 %rs3, %rs3");
+  CHECK_PTX(uint8_t, a * bb, "cvt.u16.u8 %rs3, %rs3");
+  CHECK_PTX(int16_t, a - bb, "sub.s16 %rs3, %rs0, %rs1");
+}
+
+TEST_CASE("ptx: half types compute in f32 and round once", "[codegen][golden]") {
+  CHECK_PTX(half, a + bb, "cvt.f32.f16 %f0, %h0");
+  CHECK_PTX(half, a + bb, "add.f32 %f2, %f0, %f1");
+  CHECK_PTX(half, a + bb, "cvt.rn.f16.f32 %h3, %f2");
+  CHECK_PTX(bfloat16, a * bb, "shl.b32 %r0, %r0, 16");
+  CHECK_PTX(bfloat16, a * bb, "cvt.rn.bf16.f32 %h3, %f2");
+  CHECK_PTX(half, ir::fma(a, bb, c), "fma.rn.f16 %h3, %h0, %h1, %h2");
+}
+
+TEST_CASE("ptx: comparisons and select", "[codegen][golden]") {
+  CHECK_PTX(float, ir::select(a < bb, a, c), "setp.lt.f32 %p0, %f0, %f1");
+  CHECK_PTX(float, ir::select(a < bb, a, c), "selp.f32 %f3, %f0, %f2, %p0");
+  CHECK_PTX(float, ir::select(a != bb, a, c), "setp.neu.f32 %p0, %f0, %f1");
+  CHECK_PTX(uint32_t, ir::select(a >= bb, a, c), "setp.ge.u32 %p0, %r0, %r1");
+  CHECK_PTX(int64_t, ir::select(a == bb, a, c), "setp.eq.s64 %p0, %rd0, %rd1");
+}
+
+TEST_CASE("ptx: math", "[codegen][golden]") {
+  CHECK_PTX(float, ir::sqrt(a), "sqrt.rn.f32 %f4, %f0");
+  CHECK_PTX(float, ir::rsqrt(a), "rsqrt.approx.f32 %f4, %f0");
+  CHECK_PTX(double, ir::sqrt(a), "sqrt.rn.f64 %fd3, %fd0");
+  CHECK_PTX(float, ir::exp(a), "mul.rn.f32 %f4, %f0, 0f3FB8AA3B");
+  CHECK_PTX(float, ir::exp(a), "ex2.approx.f32 %f8, %f4");
+  CHECK_PTX(float, ir::log(a), "lg2.approx.f32 %f4, %f0");
+  CHECK_PTX(float, ir::sin(a), "sin.approx.f32 %f9, %f8");
+  CHECK_PTX(float, ir::cos(a), "cos.approx.f32 %f9, %f8");
+  CHECK_PTX(float, ir::tanh(a), "copysign.f32 %f27, %f0, %f26");
+}
+
+TEST_CASE("ptx: conversions", "[codegen][golden]") {
+  CHECK_PTX_T(float, int32_t, ir::cast<int32_t>(a), "cvt.rzi.s32.f32 %r0, %f0");
+  CHECK_PTX_T(float, int32_t, ir::cast<int32_t>(a, ir::Rounding::Rn), "cvt.rni.s32.f32 %r0, %f0");
+  CHECK_PTX_T(int32_t, float, ir::cast<float>(a), "cvt.rn.f32.s32 %f0, %r0");
+  CHECK_PTX_T(uint32_t, float, ir::cast<float>(a, ir::Rounding::Rz), "cvt.rz.f32.u32 %f0, %r0");
+  CHECK_PTX_T(float, half, ir::cast<half>(a), "cvt.rn.f16.f32 %h0, %f0");
+  CHECK_PTX_T(float, bfloat16, ir::cast<bfloat16>(a, ir::Rounding::Rz), "cvt.rz.bf16.f32 %h0, %f0");
+  CHECK_PTX_T(float, double, ir::cast<double>(a), "cvt.f64.f32 %fd0, %f0");
+  CHECK_PTX_T(double, float, ir::cast<float>(a), "cvt.rn.f32.f64 %f0, %fd0");
+  CHECK_PTX_T(uint32_t, int64_t, ir::cast<int64_t>(a), "cvt.s64.u32 %rd2, %r0");
+  CHECK_PTX_T(int32_t, int8_t, ir::cast<int8_t>(a), "cvt.s8.s32 %rs0, %r0");
+}
+
+TEST_CASE("ptx: constants use one immediate format", "[codegen][golden]") {
+  CHECK_PTX(float, a + 1.0f, "mov.f32 %f3, 0f3F800000");
+  CHECK_PTX(double, a + 1.0, "mov.f64 %fd3, 0d3FF0000000000000");
+  CHECK_PTX(half, a + 1.0f, "mov.b16 %h3, 0x3C00");
+  CHECK_PTX(int8_t, a + (-1), "mov.s16 %rs3, -1");
+  CHECK_PTX(uint64_t, a + 5u, "mov.b64 %rd5, 5");
+}
+
+TEST_CASE("ptx: parameters, loads, stores, special registers, branches", "[codegen][golden]") {
+  std::string ptx = codegen::emit_ptx(ops::saxpy_kernel(), {"sm_90", 9, 0});
+  INFO(ptx);
+  CHECK(ptx.find(".version 9.0\n.target sm_90\n.address_size 64\n") != std::string::npos);
+  CHECK(ptx.find(".visible .entry saxpy(\n\t.param .f32 saxpy_param_0,\n\t.param .u64 saxpy_param_1,") != std::string::npos);
+  CHECK(test::has_line(ptx, "ld.param.f32 %f0, [saxpy_param_0]"));
+  CHECK(test::has_line(ptx, "ld.param.u64 %rd1, [saxpy_param_1]"));
+  CHECK(test::has_line(ptx, "cvta.to.global.u64 %rd0, %rd1"));
+  CHECK(test::has_line(ptx, "mov.u32 %r1, %ctaid.x"));
+  CHECK(test::has_line(ptx, "mov.u32 %r3, %tid.x"));
+  CHECK(test::has_line(ptx, "setp.lt.u32 %p0, %r5, %r0"));
+  CHECK(test::has_line(ptx, "@!%p0 bra $L__kaio_1"));
+  CHECK(test::has_line(ptx, "mul.wide.u32 %rd4, %r5, 4"));
+  CHECK(test::has_line(ptx, "ld.global.f32 %f1, [%rd5]"));
+  CHECK(test::has_line(ptx, "st.global.f32 [%rd9], %f4"));
+
+  std::string loop = codegen::emit_ptx(ops::row_sum_kernel(), {"sm_80", 9, 0});
+  INFO(loop);
+  CHECK(loop.find(".target sm_80\n") != std::string::npos);
+  CHECK(test::has_line(loop, "setp.ge.u32 %p1, %r9, %r1"));
+  CHECK(test::has_line(loop, "bra $L__kaio_2"));
+  CHECK(test::has_line(loop, "mul.lo.s64 %rd9, %rd8, 4"));
+}
+
+TEST_CASE("ptx: targets and ISA versions", "[codegen]") {
+  CHECK(codegen::ptx_isa_for_toolkit(13, 0) == std::pair{9, 0});
+  CHECK(codegen::ptx_isa_for_toolkit(12, 8) == std::pair{8, 7});
+  CHECK(codegen::parse_arch("sm_90a").suffix == 'a');
+  CHECK(codegen::parse_arch("sm_100f").sm == 100);
+  CHECK_THROWS_AS(codegen::parse_arch("sm90"), UsageError);
+  CHECK_THROWS_AS(codegen::parse_arch("sm_70"), UsageError);
+  CHECK_THROWS_AS(codegen::parse_arch("sm_90x"), UsageError);
+  CHECK_THROWS_AS(codegen::emit_ptx(ops::saxpy_kernel(), {"sm_90a", 7, 8}), UsageError);
+}
