@@ -185,8 +185,8 @@ CompiledKernel compile(const ir::Kernel& k, const CompileOptions& o) {
     }
     mc.map[key.h] = promise.get_future().share();
   }
-  codegen::parse_arch(arch);  // a bad arch is a UsageError before any tool runs
   try {
+    codegen::parse_arch(arch);  // a bad arch is a UsageError before any tool runs
     bool from_disk = false;
     auto st = build(k, arch, key, o, from_disk);
     promise.set_value(st);
