@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Install dependencies, build, run the tests. [gpu] tests are skipped without a device.
+# Then install kaio to a temporary prefix and build and run the examples against it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh
+./scripts/build.sh
+BUILD="${KAIO_BUILD_DIR:-build}"
+export KAIO_CACHE_DIR="$(mktemp -d /tmp/kaio-ci-cache-XXXXXX)"
+(cd "$BUILD" && ctest --output-on-failure)
+
+PREFIX="$(mktemp -d /tmp/kaio-install-XXXXXX)"
+cmake --install "$BUILD" --prefix "$PREFIX"
+cmake -S examples -B "$BUILD/installed-examples" -G Ninja -DCMAKE_PREFIX_PATH="$PREFIX"
+cmake --build "$BUILD/installed-examples"
+"$BUILD/installed-examples/quickstart"
+rm -rf "$PREFIX" "$KAIO_CACHE_DIR"
+echo "test.sh: all passed"
