@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "kaio/ir/error.h"
 #include "kaio/jit/compile.h"
@@ -13,16 +14,48 @@
 
 namespace kaio::jit::disk {
 
+namespace {
+// The store of each cache_dir string this process asked for, so that a compile does not
+// resolve paths (syscalls) every time. A forked child starts over: LMDB environments do
+// not cross fork.
+struct Opened {
+  std::mutex m;
+  pid_t pid = 0;
+  std::unordered_map<std::string, std::shared_ptr<cache::Store>> by_dir;
+};
+Opened& opened() {
+  static Opened o;
+  return o;
+}
+std::shared_ptr<cache::Store> open_uncached(const std::string& dir);
+}  // namespace
+
 std::shared_ptr<cache::Store> store_for(const std::string& dir) {
+  Opened& o = opened();
+  std::lock_guard<std::mutex> g(o.m);
+  if (o.pid != getpid()) {
+    o.by_dir.clear();
+    o.pid = getpid();
+  }
+  auto it = o.by_dir.find(dir);
+  if (it != o.by_dir.end()) return it->second;
+  std::shared_ptr<cache::Store> s = open_uncached(dir);
+  if (s) o.by_dir.emplace(dir, s);  // failures are retried by the next compile (one warning)
+  return s;
+}
+
+namespace {
+std::shared_ptr<cache::Store> open_uncached(const std::string& dir) {
   std::filesystem::path p;
   try {
     p = dir.empty() ? cache::default_dir() : std::filesystem::path(dir);
     return cache::Store::open(p);
   } catch (const std::exception& e) {
-    warn_once("open:" + p.string(), std::string("kernel cache disabled for this process: ") + e.what());
+    warn_once("open:" + p.string(), std::string("kernel cache disabled: ") + e.what());
     return nullptr;
   }
 }
+}  // namespace
 
 Lookup read(cache::Store& s, const std::string& key, const std::string& arch, cache::Record& out) {
   std::optional<std::string> bytes;

@@ -48,6 +48,15 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
+// A path next to the running test binary (helpers travel with the build folder).
+inline std::string beside_exe(const std::string& rel) {
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return (exe.parent_path() / rel).lexically_normal().string();
+}
+inline std::string child_exe() { return beside_exe(KAIO_TEST_CHILD_REL); }
+inline std::string cache_tool_exe() { return beside_exe(KAIO_CACHE_TOOL_REL); }
+
 struct CommandResult {
   int status = -1;
   std::string out;

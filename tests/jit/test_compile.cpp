@@ -27,7 +27,7 @@ ir::Kernel unique_kernel(const std::string& name, float c = 2.0f) {
 }
 
 std::string child(const std::string& cache_dir, const std::string& args = "") {
-  test::CommandResult r = test::run_command("KAIO_CACHE_DIR=" + cache_dir + " " KAIO_TEST_CHILD " " + args);
+  test::CommandResult r = test::run_command("KAIO_CACHE_DIR=" + cache_dir + " " + test::child_exe() + " " + args);
   REQUIRE(r.status == 0);
   return r.out;
 }

@@ -136,7 +136,7 @@ TEST_CASE("a 2D kernel on the device", "[gpu]") {
 
 TEST_CASE("a fresh process launching from a disk hit gives the same results", "[gpu][cache]") {
   test::TempDir dir;
-  std::string cmd = "KAIO_CACHE_DIR=" + dir.str() + " " KAIO_TEST_CHILD " --arch " +
+  std::string cmd = "KAIO_CACHE_DIR=" + dir.str() + " " + test::child_exe() + " --arch " +
                     std::string(jit::compile(ops::saxpy_kernel()).arch()) + " --launch 100003";
   test::CommandResult cold = test::run_command(cmd);
   test::CommandResult warm = test::run_command(cmd);

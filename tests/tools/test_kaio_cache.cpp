@@ -9,8 +9,8 @@
 #include "kaio/cache/store.h"
 #include "../support.h"
 
-#ifndef KAIO_CACHE_TOOL
-#error "KAIO_CACHE_TOOL must name the kaio-cache executable"
+#ifndef KAIO_CACHE_TOOL_REL
+#error "KAIO_CACHE_TOOL_REL must name the kaio-cache executable"
 #endif
 
 using Catch::Matchers::Contains;
@@ -46,7 +46,7 @@ void populate(const std::filesystem::path& dir) {
   store->put("kernels", kKeyBad, "garbage");
 }
 
-std::string tool(const std::string& args) { return std::string("'" KAIO_CACHE_TOOL "' ") + args; }
+std::string tool(const std::string& args) { return "'" + kaio::test::cache_tool_exe() + "' " + args; }
 std::string quoted(const TempDir& d) { return "'" + d.str() + "'"; }
 
 }  // namespace
