@@ -74,47 +74,62 @@ struct Row {
   const char* kernel;
   int ptx_lines = 0;
   double codegen_us = 0, link_us = 0, cold_us = 0, disk_us = -1, floor_us = -1, mem_us = 0;
+  double cold_nocache_us = 0, cold_flushed_us = 0;
+  double parts[4] = {0, 0, 0, 0};  // LMDB get, module load (floor); compile, load (kaio)
 };
 
 ir::Kernel make(bool big, const std::string& name) { return big ? large(name) : trivial(name); }
 
-// Child mode: one fresh process measures one disk hit and its floor.
+// Child mode: one fresh process measures one disk hit and its floor. Both sides are warmed
+// first the same way (one kaio compile + module load of a third record: driver, LMDB
+// environment and kaio's statics), so the numbers compare steady-state costs.
 int child(const std::string& dir, bool big, const std::string& floor_name, const std::string& kaio_name,
-          const std::string& warm_name) {
+          const std::string& warm_name, bool kaio_first) {
   jit::driver::ensure_context();
   const auto& api = jit::driver::api();
-  auto store = cache::Store::open(dir);  // opened once, as any process using the cache does
   const std::string& arch = jit::driver::device_arch();
   ir::Kernel kf = make(big, floor_name), kk = make(big, kaio_name), kw = make(big, warm_name);
-  // Warm the driver's first-load path with a third record.
-  {
-    auto rec = cache::decode_record(*store->get("kernels", jit::cache_key(kw, arch).bytes()));
-    CUmodule m;
-    jit::driver::check(api.module_load_data(&m, rec->cubin.data()), "warm load");
-  }
-  // Floor: LMDB get + cuModuleLoadData.
+  jit::compile(kw, {.cache_dir = dir}).load();
+  auto store = cache::Store::open(dir);
   std::string fkey = jit::cache_key(kf, arch).bytes();
-  auto t0 = Clock::now();
-  auto bytes = store->get("kernels", fkey);
-  double get_us = since_us(t0);
-  auto rec = cache::decode_record(*bytes);
-  CUmodule m;
-  t0 = Clock::now();
-  jit::driver::check(api.module_load_data(&m, rec->cubin.data()), "floor load");
-  double load_us = since_us(t0);
-  // kaio: compile (disk hit) + load.
-  t0 = Clock::now();
-  jit::CompiledKernel ck = jit::compile(kk, {.cache_dir = dir});
-  ck.load();
-  double kaio_us = since_us(t0);
-  std::printf("%d %.3f %.3f\n", ck.from_cache() ? 1 : 0, get_us + load_us, kaio_us);
+  double get_us = 0, load_us = 0, compile_us = 0, kload_us = 0;
+  bool hit = false;
+  auto floor = [&] {
+    auto t0 = Clock::now();
+    auto bytes = store->get("kernels", fkey);
+    get_us = since_us(t0);
+    auto rec = cache::decode_record(*bytes);
+    CUmodule m;
+    t0 = Clock::now();
+    jit::driver::check(api.module_load_data(&m, rec->cubin.data()), "floor load");
+    load_us = since_us(t0);
+  };
+  auto kaio = [&] {
+    auto t0 = Clock::now();
+    jit::CompiledKernel ck = jit::compile(kk, {.cache_dir = dir});
+    compile_us = since_us(t0);
+    t0 = Clock::now();
+    ck.load();
+    kload_us = since_us(t0);
+    hit = ck.from_cache();
+  };
+  if (kaio_first) {
+    kaio();
+    floor();
+  } else {
+    floor();
+    kaio();
+  }
+  std::printf("%d %.3f %.3f %.3f %.3f %.3f %.3f\n", hit ? 1 : 0, get_us + load_us, compile_us + kload_us, get_us, load_us,
+              compile_us, kload_us);
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 7 && !std::strcmp(argv[1], "--child")) return child(argv[2], argv[3][0] == '1', argv[4], argv[5], argv[6]);
+  if (argc >= 8 && !std::strcmp(argv[1], "--child"))
+    return child(argv[2], argv[3][0] == '1', argv[4], argv[5], argv[6], argv[7][0] == '1');
   int rounds = 20;
   for (int i = 1; i + 1 < argc; ++i)
     if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[++i]);
@@ -130,7 +145,7 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   for (bool big : {false, true}) {
     Row row{big ? "large" : "trivial"};
-    std::vector<double> cg, lk, cold, mem;
+    std::vector<double> cg, lk, cold, mem, nocache, flushed;
     int n = big ? std::max(5, rounds / 2) : rounds;
     for (int r = 0; r < n + 2; ++r) {  // rounds 0 and 1 warm up
       std::string base = std::string(big ? "big_" : "tiny_") + tag + "_" + std::to_string(r);
@@ -152,6 +167,15 @@ int main(int argc, char** argv) {
         jit::CompiledKernel ck = jit::compile(kc, {.arch = arch, .cache_dir = dir});
         t_cold = since_us(t0);
       };
+      // Diagnostics: the same without the disk cache, and with earlier writes finished first.
+      ir::Kernel kn = make(big, base + "_nocache"), kf = make(big, base + "_flushed");
+      auto t0 = Clock::now();
+      jit::compile(kn, {.arch = arch, .use_cache = false});
+      double t_nocache = since_us(t0);
+      jit::flush_cache_writes();
+      t0 = Clock::now();
+      jit::compile(kf, {.arch = arch, .cache_dir = dir});
+      double t_flushed = since_us(t0);
       if (r % 2) {
         time_link();
         time_cold();
@@ -163,6 +187,8 @@ int main(int argc, char** argv) {
       cg.push_back(t_cg);
       lk.push_back(t_lk);
       cold.push_back(t_cold);
+      nocache.push_back(t_nocache);
+      flushed.push_back(t_flushed);
     }
     // In-process hit: the same kernel again, many times.
     ir::Kernel hot = make(big, std::string(big ? "big_" : "tiny_") + tag + "_hot");
@@ -179,11 +205,13 @@ int main(int argc, char** argv) {
     row.codegen_us = median(cg);
     row.link_us = median(lk);
     row.cold_us = median(cold);
+    row.cold_nocache_us = median(nocache);
+    row.cold_flushed_us = median(flushed);
     row.mem_us = median(mem);
 
     if (gpu) {
       // Records for the fresh-process disk hits: per round a floor, a kaio and a warm-up kernel.
-      std::vector<double> fl, dh;
+      std::vector<double> fl, dh, parts[4];
       int dn = 15;
       for (int r = 0; r < dn; ++r) {
         std::string base = std::string(big ? "dbig_" : "dtiny_") + tag + "_" + std::to_string(r);
@@ -192,18 +220,24 @@ int main(int argc, char** argv) {
       jit::flush_cache_writes();
       for (int r = 0; r < dn; ++r) {
         std::string base = std::string(big ? "dbig_" : "dtiny_") + tag + "_" + std::to_string(r);
-        std::string cmd = std::string(argv[0]) + " --child " + dir + " " + (big ? "1 " : "0 ") + base + "_f " + base + "_k " + base + "_w";
+        std::string cmd = std::string(argv[0]) + " --child " + dir + " " + (big ? "1 " : "0 ") + base + "_f " + base +
+                          "_k " + base + "_w " + (r % 2 ? "1" : "0");
         FILE* p = popen(cmd.c_str(), "r");
         int hit = 0;
-        double f = 0, k = 0;
-        if (p && std::fscanf(p, "%d %lf %lf", &hit, &f, &k) == 3 && hit == 1) {
+        double f = 0, k = 0, g = 0, l = 0, c = 0, kl = 0;
+        if (p && std::fscanf(p, "%d %lf %lf %lf %lf %lf %lf", &hit, &f, &k, &g, &l, &c, &kl) == 7 && hit == 1) {
           fl.push_back(f);
           dh.push_back(k);
+          parts[0].push_back(g);
+          parts[1].push_back(l);
+          parts[2].push_back(c);
+          parts[3].push_back(kl);
         }
         if (p) pclose(p);
       }
       row.floor_us = median(fl);
       row.disk_us = median(dh);
+      for (int q = 0; q < 4; ++q) row.parts[q] = median(parts[q]);
     }
     rows.push_back(row);
   }
@@ -226,5 +260,9 @@ int main(int argc, char** argv) {
                 r.cold_us / r.link_us, disk, floor, ratio, r.mem_us);
   }
   std::printf("targets: codegen/link <= 2%%, cold/link <= 1.05, hit/floor <= 1.2, memory hit <= 0.5 us\n");
+  std::printf("diagnostics (us): kernel | cold without disk cache | cold after pending writes finished | floor: LMDB get, module load | kaio: compile, module load\n");
+  for (const Row& r : rows)
+    std::printf("  %-7s | %9.1f | %9.1f | %7.1f %7.1f | %7.1f %7.1f\n", r.kernel, r.cold_nocache_us, r.cold_flushed_us,
+                r.parts[0], r.parts[1], r.parts[2], r.parts[3]);
   return 0;
 }

@@ -100,7 +100,7 @@ std::shared_ptr<detail::KernelState> build(const ir::Kernel& k, const std::strin
       st->info_log = std::move(rec.info_log);
       from_disk = true;
       ++g_disk_hits;
-      log().debug("{} {}: disk hit ({:.3f} ms)", k.name(), key.hex().substr(0, 12), ms_since(t0));
+      if (debug_enabled()) log().debug("{} {}: disk hit ({:.3f} ms)", k.name(), key.hex().substr(0, 12), ms_since(t0));
       return st;
     }
     replace = r == disk::Lookup::Bad;
@@ -117,8 +117,9 @@ std::shared_ptr<detail::KernelState> build(const ir::Kernel& k, const std::strin
   LinkResult lr = link_ptx(st->ptx, arch, link_options(arch), k.name());
   st->cubin = std::move(lr.cubin);
   st->info_log = std::move(lr.info_log);
-  log().debug("{} {}: compiled for {} (codegen {:.3f} ms, nvJitLink {:.3f} ms)", k.name(), key.hex().substr(0, 12),
-              arch, t_codegen, ms_since(t1));
+  if (debug_enabled())
+    log().debug("{} {}: compiled for {} (codegen {:.3f} ms, nvJitLink {:.3f} ms)", k.name(), key.hex().substr(0, 12),
+                arch, t_codegen, ms_since(t1));
 
   if (store) {
     cache::Record rec;

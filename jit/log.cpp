@@ -21,6 +21,16 @@ spdlog::logger& log() {
   return *logger;
 }
 
+bool debug_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("KAIO_LOG_LEVEL");
+    if (!env) return false;
+    auto l = spdlog::level::from_str(env);
+    return l <= spdlog::level::debug;
+  }();
+  return on;
+}
+
 void warn_once(const std::string& topic, const std::string& message) {
   static std::mutex m;
   static std::set<std::string> seen;
