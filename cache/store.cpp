@@ -372,6 +372,18 @@ std::optional<std::string> Store::get(std::string_view db, std::string_view key)
   });
 }
 
+bool Store::visit(std::string_view db, std::string_view key, const std::function<void(std::string_view)>& fn) {
+  const MDB_dbi dbi = impl_->dbi(db);
+  return impl_->read("reading from", db, [&](MDB_txn* txn) -> bool {
+    MDB_val k = as_val(key), v{};
+    const int rc = mdb_get(txn, dbi, &k, &v);
+    if (rc == MDB_NOTFOUND) return false;
+    lmdb_check(rc, impl_->where("reading from", db));
+    fn(as_view(v));
+    return true;
+  });
+}
+
 bool Store::put_if_absent(std::string_view db, std::string_view key, std::string_view value) {
   const MDB_dbi dbi = impl_->dbi(db);
   const int rc = impl_->write("writing to", db, [&](MDB_txn* txn) {

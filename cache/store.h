@@ -28,6 +28,9 @@ class Store {
 
   // A miss is nullopt, not an exception. Throws ToolError on LMDB failures.
   std::optional<std::string> get(std::string_view db, std::string_view key);
+  // Calls fn with the stored bytes, in place, inside the read transaction (no copy; the
+  // view is valid only during the call). Returns false on a miss.
+  bool visit(std::string_view db, std::string_view key, const std::function<void(std::string_view value)>& fn);
   // Writes key -> value unless the key exists (a lost race is a normal outcome: returns
   // false). Grows the map and retries on MDB_MAP_FULL.
   bool put_if_absent(std::string_view db, std::string_view key, std::string_view value);

@@ -42,9 +42,15 @@ void CompiledKernel::load() const {
     // A cubin runs only on its own SM (an 'a'/'f' suffix keeps the number).
     if (s.arch.compare(0, dev.size(), dev) != 0)
       throw UsageError(s.name, "launch", "kernel compiled for " + s.arch + " cannot run on this " + dev + " device");
-    const driver::Api& a = driver::api();
-    driver::check(a.module_load_data(&s.module, s.cubin.data()), "cuModuleLoadData for kernel '" + s.name + "'");
-    driver::check(a.module_get_function(&s.function, s.module, s.name.c_str()),
+    driver::check(driver::api().module_load_data(&s.module, s.cubin.data()), "cuModuleLoadData for kernel '" + s.name + "'");
+  });
+}
+
+void CompiledKernel::resolve() const {
+  load();
+  auto& s = const_cast<detail::KernelState&>(state());
+  std::call_once(s.function_once, [&] {
+    driver::check(driver::api().module_get_function(&s.function, s.module, s.name.c_str()),
                   "cuModuleGetFunction for kernel '" + s.name + "'");
   });
 }
@@ -152,7 +158,7 @@ void CompiledKernel::launch_packed(const LaunchConfig& cfg, const detail::Arg* a
   if (cfg.block.x * cfg.block.y * cfg.block.z > 1024)
     throw UsageError(s.name, "launch", "a block holds at most 1024 threads, asked for " +
                                            std::to_string(cfg.block.x * cfg.block.y * cfg.block.z));
-  load();
+  resolve();
   CUstream stream = cfg.stream ? static_cast<CUstream>(cfg.stream->handle()) : nullptr;
   driver::check(driver::api().launch_kernel(s.function, static_cast<unsigned>(cfg.grid.x), static_cast<unsigned>(cfg.grid.y),
                                             static_cast<unsigned>(cfg.grid.z), static_cast<unsigned>(cfg.block.x),

@@ -100,6 +100,9 @@ class CompiledKernel {
 
   // Loads the module into the current device's context (launch does it on first use).
   void load() const;
+  // Looks up the kernel's function in its module (launch does it on first use). With the
+  // driver's lazy loading (the default) this is where the function's code is loaded.
+  void resolve() const;
 
   // Checks the arguments against the kernel's parameters (count and type) before anything
   // runs, then launches asynchronously on cfg.stream.

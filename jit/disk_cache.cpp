@@ -58,16 +58,17 @@ std::shared_ptr<cache::Store> open_uncached(const std::string& dir) {
 }  // namespace
 
 Lookup read(cache::Store& s, const std::string& key, const std::string& arch, cache::Record& out) {
-  std::optional<std::string> bytes;
+  bool found = false;
+  std::optional<cache::Record> rec;
+  std::string why;
   try {
-    bytes = s.get("kernels", key);
+    // Decoded straight from the mapped page: the payload is copied once, into the record.
+    found = s.visit("kernels", key, [&](std::string_view bytes) { rec = cache::decode_record(bytes, &why); });
   } catch (const std::exception& e) {
     warn_once("read:" + s.dir().string(), std::string("kernel cache read failed, compiling instead: ") + e.what());
     return Lookup::Miss;
   }
-  if (!bytes) return Lookup::Miss;
-  std::string why;
-  std::optional<cache::Record> rec = cache::decode_record(*bytes, &why);
+  if (!found) return Lookup::Miss;
   if (!rec) {
     warn_once("bad:" + s.dir().string(), "kernel cache record is not valid (" + why + "); recompiling and replacing it");
     return Lookup::Bad;

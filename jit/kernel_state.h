@@ -17,7 +17,8 @@ struct KernelState {
   std::vector<ir::Param> params;
 
   // Loaded lazily into the current device's context.
-  std::once_flag load_once;
+  std::once_flag load_once;      // cuModuleLoadData
+  std::once_flag function_once;  // cuModuleGetFunction (with lazy loading, the real load)
   CUmodule module = nullptr;
   CUfunction function = nullptr;
 

@@ -306,3 +306,15 @@ TEST_CASE("store in a fork child is opened afresh", "[cache][store]") {
   CHECK(wait_exit(pid) == 0);
   CHECK(parent->get("kernels", "from-child") == std::optional<std::string>("c"));
 }
+
+TEST_CASE("visit reads a value in place; a miss returns false", "[cache]") {
+  kaio::test::TempDir dir;
+  auto store = kaio::cache::Store::open(dir.path());
+  store->put("kernels", "k", "payload");
+  std::string seen;
+  CHECK(store->visit("kernels", "k", [&](std::string_view v) { seen = std::string(v); }));
+  CHECK(seen == "payload");
+  bool called = false;
+  CHECK_FALSE(store->visit("kernels", "missing", [&](std::string_view) { called = true; }));
+  CHECK_FALSE(called);
+}
