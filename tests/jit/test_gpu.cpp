@@ -157,3 +157,16 @@ TEST_CASE("a kernel compiled for another SM is refused at launch", "[gpu]") {
   if (jit::compile(ops::saxpy_kernel()).arch() == "sm_80") return;
   CHECK_THROWS_AS(ck.launch({.grid = {1}, .block = {4}}, 1.0f, x, y, 4u), UsageError);
 }
+
+TEST_CASE("launches on a stream", "[gpu]") {
+  jit::CompiledKernel ck = jit::compile(ops::saxpy_kernel());
+  const uint32_t n = 4099;
+  auto x = random_floats(n), y = random_floats(n);
+  DeviceBuffer<float> dx(x), dy(y);
+  Stream s;
+  ck.launch({.grid = {(n + 127) / 128}, .block = {128}, .stream = &s}, 3.0f, dx, dy, n);
+  s.synchronize();
+  std::vector<float> out = dy.to_host();
+  CHECK(count_bad(out, [&](size_t i) { return 3.0 * x[i] + double(y[i]); },
+                  [&](size_t i, double) { return 2 * kEps * (std::fabs(3.0 * x[i]) + std::fabs(y[i])); }) == 0);
+}
