@@ -1,5 +1,8 @@
 // Arithmetic, logic, comparison, select and fma.
-// f16/bf16 compute in f32 and round once to nearest (fma uses the native instruction).
+// f16 add/sub/mul/min/max/neg/abs/fma use the native instructions (sm_80+); bf16 does too
+// where the target has them (add/sub/mul need sm_90; on sm_80 they are one fma.rn.bf16,
+// also rounded once). Division and comparisons of halves go through f32, which rounds to
+// the same result: f32 has more than twice the precision bits (+2) of f16 and bf16.
 // 8-bit integers compute in 16-bit registers and are re-normalized after each op.
 #include "kaio/codegen/emitter.h"
 
@@ -25,13 +28,13 @@ const char* cmp_name(Op op, bool is_float) {
 }
 
 // The PTX mnemonic (without type) of a binary op on a given scalar.
-std::string bin_mnemonic(Op op, Scalar s) {
-  bool fl = s == Scalar::F32 || s == Scalar::F64;
+std::string bin_mnemonic(Op op, Scalar s, bool fast = false) {
+  bool fl = s == Scalar::F32 || s == Scalar::F64 || is_half(s);
   switch (op) {
     case Op::Add: return "add";
     case Op::Sub: return "sub";
     case Op::Mul: return fl ? "mul" : "mul.lo";
-    case Op::Div: return fl ? "div.rn" : "div";
+    case Op::Div: return fl ? (fast && s == Scalar::F32 ? "div.approx" : "div.rn") : "div";
     case Op::Rem: return "rem";
     case Op::Min: return "min";
     case Op::Max: return "max";
@@ -74,6 +77,10 @@ void emit_arith(Emitter& e, const ir::Inst& i) {
     case Op::Neg: case Op::Abs: {
       const char* m = i.op == Op::Neg ? "neg" : "abs";
       if (is_half(s)) {
+        e.ins(std::string(m) + "." + arith_type(s) + " " + d + ", " + e.reg(i.args[0]));
+        return;
+      }
+      if (false) {
         std::string f = e.widen_to_f32(i.args[0]);
         std::string r = e.fresh(RegClass::F32);
         e.ins(std::string(m) + ".f32 " + r + ", " + f);
@@ -134,13 +141,30 @@ void emit_arith(Emitter& e, const ir::Inst& i) {
   }
 
   // add sub mul div rem min max
-  std::string m = bin_mnemonic(i.op, s);
-  if (is_half(s)) {
+  std::string m = bin_mnemonic(i.op, s, e.k.fast_math);
+  if (is_half(s) && i.op != Op::Div) {
+    const std::string& a = e.reg(i.args[0]);
+    const std::string& b = e.reg(i.args[1]);
+    bool native = s == Scalar::F16 || i.op == Op::Min || i.op == Op::Max || e.sm() >= 90;
+    if (native) return e.ins(m + "." + arith_type(s) + " " + d + ", " + a + ", " + b);
+    // bf16 add/sub/mul before sm_90: one fma, one rounding.
+    std::string k = e.fresh(RegClass::H16);
+    if (i.op == Op::Add) {
+      e.ins("mov.b16 " + k + ", 0x3F80");  // 1.0
+      return e.ins("fma.rn.bf16 " + d + ", " + a + ", " + k + ", " + b);
+    }
+    if (i.op == Op::Sub) {
+      e.ins("mov.b16 " + k + ", 0xBF80");  // -1.0
+      return e.ins("fma.rn.bf16 " + d + ", " + b + ", " + k + ", " + a);
+    }
+    e.ins("mov.b16 " + k + ", 0x8000");  // -0.0 keeps the sign of a zero product
+    return e.ins("fma.rn.bf16 " + d + ", " + a + ", " + b + ", " + k);
+  }
+  if (is_half(s)) {  // division through f32
     std::string a = e.widen_to_f32(i.args[0]);
     std::string b = e.widen_to_f32(i.args[1]);
     std::string r = e.fresh(RegClass::F32);
-    std::string fm = bin_mnemonic(i.op, Scalar::F32);
-    e.ins(fm + ".f32 " + r + ", " + a + ", " + b);
+    e.ins(bin_mnemonic(i.op, Scalar::F32, e.k.fast_math) + ".f32 " + r + ", " + a + ", " + b);
     e.narrow_from_f32(r, s, d);
     return;
   }

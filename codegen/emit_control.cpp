@@ -91,6 +91,9 @@ void emit_control(Emitter& e, const ir::Inst& i) {
     case Op::Return:
       e.ins("ret");
       return;
+    case Op::Comment:
+      e.body += "\t// " + e.k.comments[i.imm] + "\n";
+      return;
     default:
       e.unsupported(i, "this control op");
   }

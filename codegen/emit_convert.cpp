@@ -30,9 +30,34 @@ std::string rnd_int(Rounding r) {  // for integer results from floats
 
 }  // namespace
 
+void emit_convert_plain(Emitter& e, const ir::Inst& i, bool sat);
+
+// Saturating float results clamp to [0, 1] (NaN becomes 0); integer results clamp to the
+// target's range (float sources always do, as PTX cvt saturates them).
 void emit_convert(Emitter& e, const ir::Inst& i) {
+  bool sat = (i.imm & ir::kCastSaturate) != 0;
+  Scalar to = i.type.elem;
+  emit_convert_plain(e, i, sat);
+  if (!sat || !i.type.is_float()) return;
+  const std::string& d = e.reg(i.result);
+  if (to == Scalar::F32 || to == Scalar::F64) {
+    const char* t = to == Scalar::F32 ? "f32" : "f64";
+    std::string zero = to == Scalar::F32 ? fmt_f32(0.0f) : "0d0000000000000000";
+    std::string one = to == Scalar::F32 ? fmt_f32(1.0f) : "0d3FF0000000000000";
+    e.ins(std::string("max.") + t + " " + d + ", " + d + ", " + zero);  // max(NaN, 0) = 0
+    e.ins(std::string("min.") + t + " " + d + ", " + d + ", " + one);
+    return;
+  }
+  // f16/bf16: clamp exactly representable bounds in f32 and narrow again (exact).
+  std::string f = e.widen_to_f32(i.result);
+  e.ins("max.f32 " + f + ", " + f + ", " + fmt_f32(0.0f));
+  e.ins("min.f32 " + f + ", " + f + ", " + fmt_f32(1.0f));
+  e.narrow_from_f32(f, to, d);
+}
+
+void emit_convert_plain(Emitter& e, const ir::Inst& i, bool sat) {
   Scalar from = e.type(i.args[0]).elem, to = i.type.elem;
-  Rounding r = static_cast<Rounding>(i.imm);
+  Rounding r = static_cast<Rounding>(i.imm & 0xff);
   const std::string d = e.reg(i.result);
   const std::string& src = e.reg(i.args[0]);
   ir::Type tt = i.type, ft = e.type(i.args[0]);
@@ -57,7 +82,7 @@ void emit_convert(Emitter& e, const ir::Inst& i) {
   bool ff = ft.is_float(), tf = tt.is_float();
   if (!ff && !tf) {  // integer <-> integer: truncate or extend; 8-bit targets named exactly
     std::string dt = (to == Scalar::S8 || to == Scalar::U8) ? ir::scalar_name(to) : arith_type(to);
-    e.ins("cvt." + dt + "." + arith_type(from) + " " + d + ", " + src);
+    e.ins(std::string("cvt") + (sat ? ".sat." : ".") + dt + "." + arith_type(from) + " " + d + ", " + src);
     e.normalize(to, d);
     return;
   }
@@ -80,6 +105,7 @@ void emit_convert(Emitter& e, const ir::Inst& i) {
     return;
   }
   // float -> float
+  if (from == to) return e.ins(std::string("mov.") + (is_half(to) ? "b16" : arith_type(to)) + " " + d + ", " + src);
   if (is_half(from)) {
     std::string f = e.widen_to_f32(i.args[0]);  // exact
     if (to == Scalar::F32) return e.ins("mov.f32 " + d + ", " + f);

@@ -30,6 +30,9 @@ struct Emitter {
   std::vector<std::string> regs;  // value id -> register
   std::array<int, static_cast<size_t>(RegClass::kCount)> counts{};
   std::string body;
+  std::string shared_decls;      // static shared arrays, declared in the entry
+  uint64_t static_shared = 0;    // bytes, for the target's limit
+  bool dynamic_shared = false;   // .extern .shared declared at module scope
   int labels = 0;
 
   Emitter(const ir::Kernel::Data& kd, const Target& t) : k(kd), target(t), regs(kd.values.size()) {}
@@ -48,6 +51,7 @@ struct Emitter {
   // Keeps 8-bit integers normalized (sign- or zero-extended) in their 16-bit registers.
   void normalize(ir::Scalar s, const std::string& reg);
 
+  int sm() const;  // 80, 90, ...
   void block(const ir::Block& b);
   void inst(const ir::Inst& i);
 };
@@ -57,6 +61,7 @@ void emit_arith(Emitter& e, const ir::Inst& i);    // neg not abs add..shr, comp
 void emit_math(Emitter& e, const ir::Inst& i);     // sqrt rsqrt exp log tanh sin cos
 void emit_convert(Emitter& e, const ir::Inst& i);  // cast
 void emit_memory(Emitter& e, const ir::Inst& i);   // param, load, store
-void emit_control(Emitter& e, const ir::Inst& i);  // const, sreg, vars, if, for, while, return
+void emit_control(Emitter& e, const ir::Inst& i);  // const, sreg, vars, if, for, while, return, comment
+void emit_parallel(Emitter& e, const ir::Inst& i); // barrier, fence, shfl, vote, atomics
 
 }  // namespace kaio::codegen

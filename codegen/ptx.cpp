@@ -142,9 +142,15 @@ std::string Emitter::fresh(RegClass c) {
 
 const std::string& Emitter::reg(uint32_t value) {
   std::string& r = regs[value];
-  if (r.empty()) r = fresh(reg_class(k.values[value].type.ptr ? Scalar::U64 : k.values[value].type.elem));
+  if (r.empty()) {
+    const ir::Type& t = k.values[value].type;
+    // Global pointers are 64-bit addresses; shared pointers are 32-bit shared-window offsets.
+    r = fresh(t.ptr ? (t.space == ir::Space::Shared ? RegClass::B32 : RegClass::B64) : reg_class(t.elem));
+  }
   return r;
 }
+
+int Emitter::sm() const { return parse_arch(target.arch).sm; }
 
 void Emitter::ins(std::string_view text) {
   body += '\t';
@@ -189,16 +195,22 @@ void Emitter::block(const ir::Block& b) {
 
 void Emitter::inst(const ir::Inst& i) {
   using ir::Op;
+  if (target.annotate && i.op != Op::Comment) body += "\t// " + ir::print_inst(k, i) + "\n";
   switch (i.op) {
-    case Op::Param: case Op::Load: case Op::Store:
+    case Op::Param: case Op::Load: case Op::Store: case Op::LoadVec: case Op::StoreVec: case Op::SharedAlloc:
+    case Op::DynamicShared:
       return emit_memory(*this, i);
     case Op::Sqrt: case Op::Rsqrt: case Op::Exp: case Op::Log: case Op::Tanh: case Op::Sin: case Op::Cos:
+    case Op::Rcp: case Op::Exp2: case Op::Log2: case Op::Erf: case Op::Floor: case Op::Ceil: case Op::Round:
+    case Op::Trunc: case Op::Rint: case Op::Pow: case Op::CopySign: case Op::IsNan: case Op::IsInf:
       return emit_math(*this, i);
     case Op::Cast:
       return emit_convert(*this, i);
     case Op::Const: case Op::SReg: case Op::VarDecl: case Op::VarRead: case Op::VarWrite:
-    case Op::If: case Op::For: case Op::While: case Op::Return:
+    case Op::If: case Op::For: case Op::While: case Op::Return: case Op::Comment:
       return emit_control(*this, i);
+    case Op::Barrier: case Op::Fence: case Op::Shfl: case Op::Vote: case Op::AtomicRmw: case Op::AtomicCas:
+      return emit_parallel(*this, i);
     default:
       return emit_arith(*this, i);
   }
@@ -217,6 +229,12 @@ std::string emit_ptx(const ir::Kernel& kernel, const Target& t) {
   out += ".version " + std::to_string(t.ptx_major) + "." + std::to_string(t.ptx_minor) + "\n";
   out += ".target " + t.arch + "\n";
   out += ".address_size 64\n\n";
+  if (e.static_shared > kStaticSharedLimit)
+    throw UsageError(kernel.name(), "shared",
+                     "static shared memory of " + std::to_string(e.static_shared) + " bytes exceeds the " +
+                         std::to_string(kStaticSharedLimit) + "-byte limit of " + t.arch +
+                         "; use b.dynamic_shared<T>() and LaunchConfig::shared_bytes for more");
+  if (e.dynamic_shared) out += ".extern .shared .align 16 .b8 kaio_dynamic_smem[];\n\n";
   out += ".visible .entry " + kernel.name() + "(";
   const auto& params = kernel.params();
   for (size_t p = 0; p < params.size(); ++p) {
@@ -226,7 +244,12 @@ std::string emit_ptx(const ir::Kernel& kernel, const Target& t) {
     out += pt.ptr ? "u64" : mem_type(pt.elem);
     out += " " + kernel.name() + "_param_" + std::to_string(p);
   }
-  out += params.empty() ? ")\n{\n" : "\n)\n{\n";
+  out += params.empty() ? ")\n" : "\n)\n";
+  const ir::Kernel::Data& kd = kernel.data();
+  if (kd.max_threads) out += ".maxntid " + std::to_string(kd.max_threads) + ", 1, 1\n";
+  if (kd.min_blocks) out += ".minnctapersm " + std::to_string(kd.min_blocks) + "\n";
+  out += "{\n";
+  out += e.shared_decls;
   for (size_t c = 0; c < static_cast<size_t>(RegClass::kCount); ++c) {
     if (e.counts[c] == 0) continue;
     out += "\t.reg ";

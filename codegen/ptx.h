@@ -15,7 +15,11 @@ struct Target {
   std::string arch = "sm_90";  // sm_NN with an optional a/f suffix: sm_80, sm_90a, sm_100f
   int ptx_major = 9;
   int ptx_minor = 0;
+  bool annotate = false;  // KAIO_PTX_ANNOTATE: each IR op as a comment before its PTX
 };
+
+// Static shared memory one block may declare (all targets).
+inline constexpr uint64_t kStaticSharedLimit = 48 * 1024;
 
 struct ArchInfo {
   int sm = 0;          // 80, 90, 100, ...

@@ -51,6 +51,7 @@ void KernelBuilder::ensure_open(const char* op) const {
 }
 
 Block* KernelBuilder::current() { return s_->blocks.back(); }
+Kernel::Data& KernelBuilder::data() { return *s_->k; }
 
 uint32_t KernelBuilder::new_value(Type t, bool is_var, std::string name) {
   auto& vals = s_->k->values;
@@ -260,10 +261,13 @@ Value KernelBuilder::unary(Op op, Value a) {
     case Op::Abs:
       if (!t.is_signed()) fail(name, "abs needs a signed integer or floating-point value, got " + t.str());
       break;
-    default:  // math functions
+    default: {  // math functions
       if (!t.is_float()) fail(name, std::string(name) + " needs a floating-point value, got " + t.str() + "; use ir::cast<float>()");
-      if (t.elem == Scalar::F64 && op != Op::Sqrt && op != Op::Rsqrt)
-        fail(name, std::string(name) + " on f64 is not supported; cast to f32");
+      bool f64_ok = op == Op::Sqrt || op == Op::Rsqrt || op == Op::Rcp || op == Op::Floor || op == Op::Ceil ||
+                    op == Op::Round || op == Op::Trunc || op == Op::Rint || op == Op::IsNan || op == Op::IsInf;
+      if (t.elem == Scalar::F64 && !f64_ok) fail(name, std::string(name) + " on f64 is not supported; cast to f32");
+      if (op == Op::IsNan || op == Op::IsInf) return emit(op, Type::scalar(Scalar::Pred), {a});
+    }
   }
   return emit(op, t, {a});
 }
@@ -296,6 +300,17 @@ Value KernelBuilder::binary(Op op, const AnyOperand& a, const AnyOperand& b) {
   Value va = resolve_literal(a, t, name);
   Value vb = resolve_literal(b, t, name);
   return emit(op, cmp ? Type::scalar(Scalar::Pred) : t, {va, vb});
+}
+
+Value KernelBuilder::binary_math(Op op, const AnyOperand& a, const AnyOperand& b) {
+  const char* name = op_name(op);
+  ensure_open(name);
+  Type t = unify(name, a, b);
+  if (!t.is_float()) fail(name, std::string(name) + " needs floating-point operands, got " + t.str());
+  if (t.elem == Scalar::F64 && op == Op::Pow) fail(name, "pow on f64 is not supported; cast to f32");
+  Value va = resolve_literal(a, t, name);
+  Value vb = resolve_literal(b, t, name);
+  return emit(op, t, {va, vb});
 }
 
 Value KernelBuilder::select(Value c, const AnyOperand& a, const AnyOperand& b) {
@@ -360,6 +375,20 @@ Value KernelBuilder::cast(Value v, Type to, Rounding r) {
   return emit(Op::Cast, to, {v}, static_cast<uint64_t>(eff));
 }
 
+Value KernelBuilder::cast_sat(Value v, Type to, Rounding r) {
+  check(v, "cast_sat");
+  if (v.type().is_pred() || to.is_pred() || v.type().ptr || to.ptr)
+    fail("cast_sat", "saturating conversions are between numeric types, not " + v.type().str() + " -> " + to.str());
+  if (v.type() == to) {
+    if (!to.is_float()) return v;
+  }
+  Value c = v.type() == to ? emit(Op::Cast, to, {v}, static_cast<uint64_t>(Rounding::Default)) : cast(v, to, r);
+  // cast() may have returned v itself for identical types; mark the emitted Cast saturating.
+  Inst& last = current()->insts.back();
+  if (last.op == Op::Cast && last.result == c.id()) last.imm |= kCastSaturate;
+  return c;
+}
+
 // ---------------- memory ----------------
 
 Value KernelBuilder::index_operand(const AnyOperand& idx) {
@@ -377,14 +406,17 @@ Value KernelBuilder::index_operand(const AnyOperand& idx) {
   return constant(Type::scalar(Scalar::U64), l, "index");
 }
 
-Value KernelBuilder::load(Value ptr, Value index) {
+Value KernelBuilder::load(Value ptr, Value index, CacheHint hint) {
   check(ptr, "load");
   check(index, "load");
   if (!ptr.type().ptr) fail("load", "indexing needs a pointer, got " + ptr.type().str());
-  return emit(Op::Load, Type::scalar(ptr.type().elem), {ptr, index});
+  if (hint != CacheHint::Default && ptr.type().is_shared_ptr()) fail("load", "cache hints apply to global memory only");
+  if (hint == CacheHint::ReadOnly && !ptr.type().is_const)
+    fail("load", "read-only (.nc) loads need a pointer to const: the kernel must not write that memory");
+  return emit(Op::Load, Type::scalar(ptr.type().elem), {ptr, index}, static_cast<uint64_t>(hint));
 }
 
-void KernelBuilder::store(Value ptr, Value index, const AnyOperand& v) {
+void KernelBuilder::store(Value ptr, Value index, const AnyOperand& v, CacheHint hint) {
   check(ptr, "store");
   check(index, "store");
   Type pt = ptr.type();
@@ -400,8 +432,10 @@ void KernelBuilder::store(Value ptr, Value index, const AnyOperand& v) {
       fail("store", "storing a " + v.value.type().str() + " value into " + pt.str() + " " +
                         vname(info, ptr.id()) + "; convert it with ir::cast<T>()");
   }
+  if (hint == CacheHint::ReadOnly || hint == CacheHint::LastUse) fail("store", "this cache hint applies to loads only");
+  if (hint != CacheHint::Default && pt.is_shared_ptr()) fail("store", "cache hints apply to global memory only");
   Value val = resolve_literal(v, et, "store");
-  emit(Op::Store, et, {ptr, index, val}, 0, false);
+  emit(Op::Store, et, {ptr, index, val}, static_cast<uint64_t>(hint), false);
 }
 
 // ---------------- variables ----------------

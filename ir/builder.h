@@ -185,6 +185,37 @@ class KernelBuilder {
   void while_(const std::function<Value()>& cond, const std::function<void()>& body);
   void return_();
 
+  // ---- shared memory and synchronization ----
+  // A static shared array of `count` elements (16-byte aligned). Several may be declared.
+  template <HostScalar T>
+  Value shared(uint32_t count) { return shared(ScalarOf<T>::value, count); }
+  Value shared(Scalar elem, uint32_t count);
+  // The dynamic shared memory, sized by LaunchConfig::shared_bytes.
+  template <HostScalar T>
+  Value dynamic_shared() { return dynamic_shared(ScalarOf<T>::value); }
+  Value dynamic_shared(Scalar elem);
+  void barrier();                                  // every thread of the block waits here
+  void fence(FenceScope scope = FenceScope::Gpu);  // orders this thread's memory accesses
+
+  // ---- warp level ----
+  Value lane_id();  // 0..31
+  Value warp_id();  // linear thread index / 32
+  // Reductions over a warp or the whole block; every participating thread gets the result.
+  // s32, u32, f32 (f16/bf16 accumulate in f32 and return f32). Block forms must be reached
+  // by every thread of the block (they contain barriers).
+  Value warp_reduce_sum(Value v), warp_reduce_max(Value v), warp_reduce_min(Value v);
+  Value block_reduce_sum(Value v), block_reduce_max(Value v), block_reduce_min(Value v);
+  // Block-wide prefix sums in linear thread order.
+  Value block_scan_inclusive(Value v), block_scan_exclusive(Value v);
+
+  // ---- kernel attributes ----
+  // .maxntid / .minnctapersm: the compiler may use more registers per thread.
+  void launch_bounds(uint32_t max_threads_per_block, uint32_t min_blocks_per_sm = 0);
+  // Selects .approx forms (div, sqrt, rcp, exp, log, sin, cos, tanh) for this kernel.
+  void fast_math(bool on = true);
+  // A comment in the PTX (not part of the cache key).
+  void comment(const std::string& text);
+
   // Verifies and seals the kernel; the builder cannot be used afterwards.
   Kernel build();
 
@@ -213,8 +244,17 @@ class KernelBuilder {
   Value select(Value c, const AnyOperand& a, const AnyOperand& b);
   Value fma(const AnyOperand& a, const AnyOperand& b, const AnyOperand& c);
   Value cast(Value v, Type to, Rounding r);
-  Value load(Value ptr, Value index);
-  void store(Value ptr, Value index, const AnyOperand& v);
+  Value load(Value ptr, Value index, CacheHint hint = CacheHint::Default);
+  void store(Value ptr, Value index, const AnyOperand& v, CacheHint hint = CacheHint::Default);
+  std::vector<Value> load_vec(Value ptr, Value index, int width, CacheHint hint);
+  void store_vec(Value ptr, Value index, const std::vector<Value>& values, CacheHint hint);
+  Value atomic(AtomicOp op, Value ptr, Value index, const AnyOperand& v);
+  Value atomic_cas(Value ptr, Value index, const AnyOperand& cmp, const AnyOperand& v);
+  Value shfl(ShflMode mode, Value v, const AnyOperand& lane, uint32_t width, uint32_t mask);
+  Value vote(VoteMode mode, Value p, uint32_t mask);
+  Value binary_math(Op op, const AnyOperand& a, const AnyOperand& b);
+  Value cast_sat(Value v, Type to, Rounding r);
+
   Value var_read(const Var& v);
   void var_write(const Var& v, const AnyOperand& val);
   Value index_operand(const AnyOperand& idx);
@@ -225,6 +265,10 @@ class KernelBuilder {
   void for_impl(AnyOperand lo, AnyOperand hi, AnyOperand step, const std::function<void(Value)>& body);
   Value sreg(SpecialReg r);
   Value emit(Op op, Type t, std::initializer_list<Value> args, uint64_t imm = 0, bool result = true);
+  Value warp_reduce(Op op, Value v);
+  Value block_reduce(Op op, Value v);
+  Value linear_tid();
+  Kernel::Data& data();
   uint32_t new_value(Type t, bool is_var, std::string name = {});
   Block* current();
   void push_region(Block* blk);
@@ -298,7 +342,144 @@ KAIO_UNARY_FN(log, Log)
 KAIO_UNARY_FN(tanh, Tanh)
 KAIO_UNARY_FN(sin, Sin)
 KAIO_UNARY_FN(cos, Cos)
+KAIO_UNARY_FN(rcp, Rcp)
+KAIO_UNARY_FN(exp2, Exp2)
+KAIO_UNARY_FN(log2, Log2)
+KAIO_UNARY_FN(erf, Erf)
+KAIO_UNARY_FN(floor, Floor)
+KAIO_UNARY_FN(ceil, Ceil)
+KAIO_UNARY_FN(round, Round)  // half away from zero, as C's round()
+KAIO_UNARY_FN(trunc, Trunc)
+KAIO_UNARY_FN(rint, Rint)    // half to even
+KAIO_UNARY_FN(isnan, IsNan)
+KAIO_UNARY_FN(isinf, IsInf)
 #undef KAIO_UNARY_FN
+
+template <Operand A, Operand B>
+  requires(ExprHandle<A> || ExprHandle<B>)
+Value pow(const A& a, const B& b) {
+  auto x = KernelBuilder::make_operand(a), y = KernelBuilder::make_operand(b);
+  return (x.is_value ? x.value.builder() : y.value.builder())->binary_math(Op::Pow, x, y);
+}
+// |a| with the sign of b.
+template <Operand A, Operand B>
+  requires(ExprHandle<A> || ExprHandle<B>)
+Value copysign(const A& a, const B& b) {
+  auto x = KernelBuilder::make_operand(a), y = KernelBuilder::make_operand(b);
+  return (x.is_value ? x.value.builder() : y.value.builder())->binary_math(Op::CopySign, x, y);
+}
+
+// ---- warp-level free functions ----
+// mask: the lanes taking part (all 32 by default); width: the segment size (power of 2).
+template <ExprHandle V, Operand D>
+Value shfl_down(const V& v, const D& delta, uint32_t width = 32, uint32_t mask = 0xffffffffu) {
+  Value x = KernelBuilder::to_value(v);
+  return x.builder()->shfl(ShflMode::Down, x, KernelBuilder::make_operand(delta), width, mask);
+}
+template <ExprHandle V, Operand D>
+Value shfl_up(const V& v, const D& delta, uint32_t width = 32, uint32_t mask = 0xffffffffu) {
+  Value x = KernelBuilder::to_value(v);
+  return x.builder()->shfl(ShflMode::Up, x, KernelBuilder::make_operand(delta), width, mask);
+}
+template <ExprHandle V, Operand D>
+Value shfl_xor(const V& v, const D& lane_mask, uint32_t width = 32, uint32_t mask = 0xffffffffu) {
+  Value x = KernelBuilder::to_value(v);
+  return x.builder()->shfl(ShflMode::Xor, x, KernelBuilder::make_operand(lane_mask), width, mask);
+}
+template <ExprHandle V, Operand D>
+Value shfl_idx(const V& v, const D& lane, uint32_t width = 32, uint32_t mask = 0xffffffffu) {
+  Value x = KernelBuilder::to_value(v);
+  return x.builder()->shfl(ShflMode::Idx, x, KernelBuilder::make_operand(lane), width, mask);
+}
+template <ExprHandle P>
+Value vote_all(const P& p, uint32_t mask = 0xffffffffu) {
+  Value x = KernelBuilder::to_value(p);
+  return x.builder()->vote(VoteMode::All, x, mask);
+}
+template <ExprHandle P>
+Value vote_any(const P& p, uint32_t mask = 0xffffffffu) {
+  Value x = KernelBuilder::to_value(p);
+  return x.builder()->vote(VoteMode::Any, x, mask);
+}
+// A u32 with bit k set when lane k's predicate is true.
+template <ExprHandle P>
+Value ballot(const P& p, uint32_t mask = 0xffffffffu) {
+  Value x = KernelBuilder::to_value(p);
+  return x.builder()->vote(VoteMode::Ballot, x, mask);
+}
+
+// ---- atomics (global or shared pointers); each returns the previous value ----
+#define KAIO_ATOMIC_FN(fname, OPC)                                                          \
+  template <Operand I, Operand V>                                                           \
+  Value fname(const Value& p, const I& index, const V& v) {                                 \
+    Value i = p.builder()->index_operand(KernelBuilder::make_operand(index));               \
+    return p.builder()->atomic(AtomicOp::OPC, p, i, KernelBuilder::make_operand(v));        \
+  }
+KAIO_ATOMIC_FN(atomic_add, Add)
+KAIO_ATOMIC_FN(atomic_min, Min)
+KAIO_ATOMIC_FN(atomic_max, Max)
+KAIO_ATOMIC_FN(atomic_exch, Exch)
+#undef KAIO_ATOMIC_FN
+// Stores v at p[index] if it holds `compare`; returns what it held.
+template <Operand I, Operand C, Operand V>
+Value atomic_cas(const Value& p, const I& index, const C& compare, const V& v) {
+  Value i = p.builder()->index_operand(KernelBuilder::make_operand(index));
+  return p.builder()->atomic_cas(p, i, KernelBuilder::make_operand(compare), KernelBuilder::make_operand(v));
+}
+
+// ---- memory with hints, vectors ----
+template <Operand I>
+Value load(const Value& p, const I& index, CacheHint hint) {
+  return p.builder()->load(p, p.builder()->index_operand(KernelBuilder::make_operand(index)), hint);
+}
+template <Operand I, Operand V>
+void store(const Value& p, const I& index, const V& v, CacheHint hint) {
+  p.builder()->store(p, p.builder()->index_operand(KernelBuilder::make_operand(index)), KernelBuilder::make_operand(v), hint);
+}
+// width (2 or 4) consecutive elements from p[index] in one access of up to 16 bytes. The
+// address must be aligned to the access: a constant index that is not a multiple of the
+// width is rejected when building; at run time a misaligned address faults. Use
+// load_vec_checked when alignment is not known.
+template <Operand I>
+std::vector<Value> load_vec(const Value& p, const I& index, int width, CacheHint hint = CacheHint::Default) {
+  return p.builder()->load_vec(p, p.builder()->index_operand(KernelBuilder::make_operand(index)), width, hint);
+}
+template <Operand I>
+void store_vec(const Value& p, const I& index, const std::vector<Value>& values, CacheHint hint = CacheHint::Default) {
+  p.builder()->store_vec(p, p.builder()->index_operand(KernelBuilder::make_operand(index)), values, hint);
+}
+
+// As load_vec, for indices of unknown alignment (the base pointer must be aligned to the
+// vector size, as device allocations are): one vector access when the index is a multiple
+// of the width, scalar loads otherwise.
+template <Operand I>
+std::vector<Value> load_vec_checked(const Value& p, const I& index, int width) {
+  KernelBuilder* b = p.builder();
+  Value i = b->index_operand(KernelBuilder::make_operand(index));
+  Type et = Type::scalar(p.type().elem);
+  std::vector<Var> vars;
+  for (int k = 0; k < width; ++k) vars.push_back(b->var(et, b->constant(et, Literal{Literal::Int, 0, 0, 0}, "load_vec")));
+  Value aligned = (i % width) == 0;
+  b->if_(aligned, [&] {
+    std::vector<Value> v = b->load_vec(p, i, width, CacheHint::Default);
+    for (int k = 0; k < width; ++k) vars[k] = v[k];
+  }).else_([&] {
+    for (int k = 0; k < width; ++k) {
+      Value ik = i + k;
+      vars[k] = b->load(p, ik);
+    }
+  });
+  std::vector<Value> out;
+  for (auto& v : vars) out.push_back(v.get());
+  return out;
+}
+
+// Converts with saturation: integer targets clamp to their range, float targets to [0, 1].
+template <HostScalar T, ExprHandle A>
+Value cast_sat(const A& a, Rounding r = Rounding::Default) {
+  Value v = KernelBuilder::to_value(a);
+  return v.builder()->cast_sat(v, type_of<T>(), r);
+}
 
 template <Operand A, Operand B>
   requires(ExprHandle<A> || ExprHandle<B>)

@@ -22,9 +22,13 @@ struct Encoder {
     u8(static_cast<uint8_t>(t.ptr ? 1 : 0) | static_cast<uint8_t>(t.is_const ? 2 : 0));
   }
   void block(const Block& b) {
-    u32(static_cast<uint32_t>(b.insts.size()));
+    uint32_t n = 0;
+    for (const Inst& i : b.insts) n += i.op != Op::Comment;
+    u32(n);
     for (const Inst& i : b.insts) {
+      if (i.op == Op::Comment) continue;  // comments change no code
       u8(static_cast<uint8_t>(i.op));
+      u8(i.nresults);
       type(i.type);
       u32(i.result);
       u8(i.nargs);
@@ -42,6 +46,9 @@ std::string encode(const Kernel::Data& k) {
   Encoder e;
   e.out = "kaio-ir\x01";
   e.str(k.name);  // the entry symbol: it is in the PTX
+  e.u32(k.max_threads);
+  e.u32(k.min_blocks);
+  e.u8(k.fast_math ? 1 : 0);
   e.u32(static_cast<uint32_t>(k.params.size()));
   for (const Param& p : k.params) e.type(p.type);
   e.u32(static_cast<uint32_t>(k.specs.size()));

@@ -42,6 +42,30 @@ const char* op_name(Op op) {
     case Op::Tanh: return "tanh";
     case Op::Sin: return "sin";
     case Op::Cos: return "cos";
+    case Op::Rcp: return "rcp";
+    case Op::Exp2: return "exp2";
+    case Op::Log2: return "log2";
+    case Op::Erf: return "erf";
+    case Op::Floor: return "floor";
+    case Op::Ceil: return "ceil";
+    case Op::Round: return "round";
+    case Op::Trunc: return "trunc";
+    case Op::Rint: return "rint";
+    case Op::Pow: return "pow";
+    case Op::CopySign: return "copysign";
+    case Op::IsNan: return "isnan";
+    case Op::IsInf: return "isinf";
+    case Op::LoadVec: return "load_vec";
+    case Op::StoreVec: return "store_vec";
+    case Op::SharedAlloc: return "shared";
+    case Op::DynamicShared: return "dynamic_shared";
+    case Op::AtomicRmw: return "atomic";
+    case Op::AtomicCas: return "atomic_cas";
+    case Op::Barrier: return "barrier";
+    case Op::Fence: return "fence";
+    case Op::Shfl: return "shfl";
+    case Op::Vote: return "vote";
+    case Op::Comment: return "comment";
     case Op::Cast: return "cast";
     case Op::Load: return "load";
     case Op::Store: return "store";
@@ -58,7 +82,8 @@ const char* op_name(Op op) {
 
 const char* sreg_name(SpecialReg r) {
   static const char* names[] = {"tid.x",   "tid.y",   "tid.z",    "ntid.x",   "ntid.y",   "ntid.z",
-                                "ctaid.x", "ctaid.y", "ctaid.z", "nctaid.x", "nctaid.y", "nctaid.z"};
+                                "ctaid.x", "ctaid.y", "ctaid.z", "nctaid.x", "nctaid.y", "nctaid.z",
+                                "laneid"};
   return names[static_cast<int>(r)];
 }
 

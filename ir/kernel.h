@@ -29,10 +29,25 @@ enum class Op : uint8_t {
   Fma,     // args: a, b, c -> a*b+c rounded once
   // math (floating point)
   Sqrt, Rsqrt, Exp, Log, Tanh, Sin, Cos,
+  Rcp, Exp2, Log2, Erf, Floor, Ceil, Round, Trunc, Rint,
+  Pow, CopySign,          // binary
+  IsNan, IsInf,           // result pred
   Cast,    // imm = Rounding
-  // memory
+  // memory (imm of Load/Store/LoadVec/StoreVec: CacheHint | vector width << 8)
   Load,    // args: ptr, index; result elem type
   Store,   // args: ptr, index, value
+  LoadVec, // args: ptr, index (element index, aligned to the width); results: result .. result+N-1
+  StoreVec,// args: ptr, index, v0 .. v{N-1}
+  SharedAlloc,   // result ptr<shared T>; imm = element count (static shared memory)
+  DynamicShared, // result ptr<shared T>: the dynamic shared memory sized at launch
+  AtomicRmw,     // args: ptr, index, value; imm = AtomicOp; result = the old value
+  AtomicCas,     // args: ptr, index, compare, value; result = the old value
+  // synchronization and warp level
+  Barrier,       // bar.sync 0
+  Fence,         // imm = FenceScope
+  Shfl,          // args: value, lane/delta; imm = ShflMode | member mask << 8 | width << 40
+  Vote,          // args: pred; imm = VoteMode | member mask << 8; result pred (all/any) or u32 (ballot)
+  Comment,       // no operands; the text is in Kernel::Data::comments[imm]
   // mutable variables
   VarDecl, // result = the variable; args: initial value
   VarRead, // args: var
@@ -45,8 +60,17 @@ enum class Op : uint8_t {
 };
 
 enum class SpecialReg : uint8_t {
-  TidX, TidY, TidZ, NtidX, NtidY, NtidZ, CtaidX, CtaidY, CtaidZ, NctaidX, NctaidY, NctaidZ,
+  TidX, TidY, TidZ, NtidX, NtidY, NtidZ, CtaidX, CtaidY, CtaidZ, NctaidX, NctaidY, NctaidZ, LaneId,
 };
+
+enum class CacheHint : uint8_t { Default, ReadOnly /* ld.global.nc */, Streaming /* .cs */, Global /* .cg */, LastUse /* .lu */ };
+enum class AtomicOp : uint8_t { Add, Min, Max, Exch };
+enum class FenceScope : uint8_t { Cta, Gpu, Sys };
+enum class ShflMode : uint8_t { Up, Down, Xor, Idx };
+enum class VoteMode : uint8_t { All, Any, Ballot };
+
+// Cast flags beyond the rounding (kept in bits 8.. of a Cast's imm).
+inline constexpr uint64_t kCastSaturate = 1u << 8;
 
 enum class Rounding : uint8_t { Default, Rn, Rz, Rm, Rp };
 
@@ -61,7 +85,8 @@ struct Inst {
   Type type{};                 // result type (element type for Load; var type for VarDecl)
   uint32_t result = kNoValue;  // value defined by this instruction
   uint8_t nargs = 0;
-  std::array<uint32_t, 3> args{kNoValue, kNoValue, kNoValue};
+  uint8_t nresults = 1;  // LoadVec defines nresults consecutive values from `result`
+  std::array<uint32_t, 6> args{kNoValue, kNoValue, kNoValue, kNoValue, kNoValue, kNoValue};
   uint64_t imm = 0;
   std::vector<Block> regions;
 };
@@ -101,6 +126,10 @@ class Kernel {
   struct Data {
     std::string name;
     std::vector<Param> params;
+    uint32_t max_threads = 0;     // launch bounds: .maxntid (0: none)
+    uint32_t min_blocks = 0;      // launch bounds: .minnctapersm (0: none)
+    bool fast_math = false;       // .approx forms for div, sqrt, rcp, exp, log, sin, cos, tanh
+    std::vector<std::string> comments;  // b.comment() texts (not part of the key)
     std::vector<SpecConstant> specs;
     std::vector<ValueInfo> values;
     Block body;
@@ -132,5 +161,6 @@ void verify(const Kernel::Data& k);  // throws UsageError
 std::string encode(const Kernel::Data& k);
 Hash128 hash_bytes(const void* data, size_t size);
 std::string print(const Kernel::Data& k);
+std::string print_inst(const Kernel::Data& k, const Inst& i);  // one line (control flow: header only)
 
 }  // namespace kaio::ir

@@ -37,6 +37,22 @@ std::string format_constant(Type t, uint64_t bits) {
 
 namespace {
 
+const char* hint_suffix(uint64_t imm) {
+  switch (static_cast<CacheHint>(imm & 0xff)) {
+    case CacheHint::ReadOnly: return ".nc";
+    case CacheHint::Streaming: return ".cs";
+    case CacheHint::Global: return ".cg";
+    case CacheHint::LastUse: return ".lu";
+    default: return "";
+  }
+}
+
+std::string hex32(uint64_t x) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", static_cast<unsigned>(x));
+  return buf;
+}
+
 struct Printer {
   const Kernel::Data& k;
   std::string out;
@@ -67,12 +83,52 @@ struct Printer {
       case Op::SReg:
         return line(d, v(i.result) + " = sreg " + sreg_name(static_cast<SpecialReg>(i.imm)) + ty);
       case Op::Cast:
-        return line(d, v(i.result) + " = cast." + rounding_name(static_cast<Rounding>(i.imm)) + " " +
-                           v(i.args[0]) + ty);
+        return line(d, v(i.result) + " = cast." + rounding_name(static_cast<Rounding>(i.imm & 0xff)) +
+                           ((i.imm & kCastSaturate) ? ".sat " : " ") + v(i.args[0]) + ty);
       case Op::Load:
-        return line(d, v(i.result) + " = load " + v(i.args[0]) + "[" + v(i.args[1]) + "]" + ty);
+        return line(d, v(i.result) + " = load" + hint_suffix(i.imm) + " " + v(i.args[0]) + "[" + v(i.args[1]) + "]" + ty);
       case Op::Store:
-        return line(d, "store " + v(i.args[0]) + "[" + v(i.args[1]) + "], " + v(i.args[2]) + ty);
+        return line(d, "store" + std::string(hint_suffix(i.imm)) + " " + v(i.args[0]) + "[" + v(i.args[1]) + "], " +
+                           v(i.args[2]) + ty);
+      case Op::LoadVec: {
+        std::string s;
+        for (int r = 0; r < i.nresults; ++r) s += (r ? ", " : "") + v(i.result + r);
+        return line(d, s + " = load_vec" + hint_suffix(i.imm) + " " + v(i.args[0]) + "[" + v(i.args[1]) + "]" + ty);
+      }
+      case Op::StoreVec: {
+        std::string s = "store_vec" + std::string(hint_suffix(i.imm)) + " " + v(i.args[0]) + "[" + v(i.args[1]) + "]";
+        for (int a = 2; a < i.nargs; ++a) s += ", " + v(i.args[a]);
+        return line(d, s + ty);
+      }
+      case Op::SharedAlloc:
+        return line(d, v(i.result) + " = shared " + std::to_string(i.imm) + ty);
+      case Op::DynamicShared:
+        return line(d, v(i.result) + " = dynamic_shared" + ty);
+      case Op::AtomicRmw: {
+        static const char* n[] = {"add", "min", "max", "exch"};
+        return line(d, v(i.result) + " = atomic." + n[i.imm] + " " + v(i.args[0]) + "[" + v(i.args[1]) + "], " +
+                           v(i.args[2]) + ty);
+      }
+      case Op::AtomicCas:
+        return line(d, v(i.result) + " = atomic_cas " + v(i.args[0]) + "[" + v(i.args[1]) + "], " + v(i.args[2]) +
+                           ", " + v(i.args[3]) + ty);
+      case Op::Barrier:
+        return line(d, "barrier");
+      case Op::Fence: {
+        static const char* n[] = {"cta", "gpu", "sys"};
+        return line(d, std::string("fence.") + n[i.imm]);
+      }
+      case Op::Shfl: {
+        static const char* n[] = {"up", "down", "xor", "idx"};
+        return line(d, v(i.result) + " = shfl." + n[i.imm & 0xff] + " " + v(i.args[0]) + ", " + v(i.args[1]) +
+                           " width " + std::to_string(i.imm >> 40) + " mask " + hex32((i.imm >> 8) & 0xffffffffu) + ty);
+      }
+      case Op::Vote: {
+        static const char* n[] = {"all", "any", "ballot"};
+        return line(d, v(i.result) + " = vote." + n[i.imm & 0xff] + " " + v(i.args[0]) + " mask " + hex32(i.imm >> 8) + ty);
+      }
+      case Op::Comment:
+        return line(d, "; " + k.comments[i.imm]);
       case Op::VarDecl:
         return line(d, v(i.result) + " = var " + v(i.args[0]) + ty);
       case Op::VarRead:
@@ -111,6 +167,16 @@ struct Printer {
 
 }  // namespace
 
+std::string print_inst(const Kernel::Data& k, const Inst& i) {
+  Printer p{k, {}};
+  if (i.op == Op::If) return "if %" + std::to_string(i.args[0]);
+  if (i.op == Op::For) return "for %" + std::to_string(i.result);
+  if (i.op == Op::While) return "while";
+  p.inst(i, 0);
+  if (!p.out.empty() && p.out.back() == '\n') p.out.pop_back();
+  return p.out;
+}
+
 std::string print(const Kernel::Data& k) {
   Printer p{k, {}};
   p.out = "kernel " + k.name + "(";
@@ -123,6 +189,8 @@ std::string print(const Kernel::Data& k) {
     p.out += Printer::v(i.result) + ": " + i.type.str() + " " + k.params[i.imm].name;
   }
   p.out += ") {\n";
+  if (k.max_threads) p.out += "  .launch_bounds " + std::to_string(k.max_threads) + ", " + std::to_string(k.min_blocks) + "\n";
+  if (k.fast_math) p.out += "  .fast_math\n";
   p.block(k.body, 1);
   p.out += "}\n";
   return p.out;

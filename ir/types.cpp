@@ -52,7 +52,8 @@ const char* scalar_name(Scalar s) {
 
 std::string Type::str() const {
   if (!ptr) return scalar_name(elem);
-  return std::string("ptr<") + (is_const ? "const " : "") + scalar_name(elem) + ">";
+  return std::string("ptr<") + (space == Space::Shared ? "shared " : "") + (is_const ? "const " : "") +
+         scalar_name(elem) + ">";
 }
 
 }  // namespace kaio::ir

@@ -11,21 +11,26 @@ namespace kaio::ir {
 
 enum class Scalar : uint8_t { Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64 };
 
-// A value's type: a scalar, or a pointer to global memory holding scalars of `elem`.
+// Where a pointer points: global memory (kernel parameters) or the block's shared memory.
+enum class Space : uint8_t { Global, Shared };
+
+// A value's type: a scalar, or a pointer holding scalars of `elem`.
 struct Type {
   Scalar elem = Scalar::Pred;
   bool ptr = false;
   bool is_const = false;  // pointee is read-only (only meaningful for pointers)
+  Space space = Space::Global;
 
-  static constexpr Type scalar(Scalar s) { return Type{s, false, false}; }
-  static constexpr Type pointer(Scalar s, bool c) { return Type{s, true, c}; }
+  static constexpr Type scalar(Scalar s) { return Type{s, false, false, Space::Global}; }
+  static constexpr Type pointer(Scalar s, bool c, Space sp = Space::Global) { return Type{s, true, c, sp}; }
   bool operator==(const Type&) const = default;
 
   bool is_pred() const { return !ptr && elem == Scalar::Pred; }
   bool is_float() const;  // f16 bf16 f32 f64 scalars
   bool is_int() const;    // signed or unsigned integer scalars
   bool is_signed() const; // signed integers and floats
-  std::string str() const;  // "f32", "ptr<const f32>"
+  bool is_shared_ptr() const { return ptr && space == Space::Shared; }
+  std::string str() const;  // "f32", "ptr<const f32>", "ptr<shared f32>"
 };
 
 int scalar_bytes(Scalar s);  // pred counts as 1

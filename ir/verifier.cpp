@@ -50,7 +50,43 @@ struct Verifier {
       case Op::Param:
         if (i.imm >= k.params.size() || !(k.params[i.imm].type == i.type)) fail(i, "parameter mismatch");
         break;
-      case Op::Const: case Op::SReg: case Op::Return:
+      case Op::Const: case Op::SReg: case Op::Return: case Op::SharedAlloc: case Op::DynamicShared:
+      case Op::Barrier: case Op::Fence: case Op::Comment:
+        break;
+      case Op::Rcp: case Op::Exp2: case Op::Log2: case Op::Erf: case Op::Floor: case Op::Ceil: case Op::Round:
+      case Op::Trunc: case Op::Rint:
+        same(i, use(i, i.args[0]), i.type);
+        break;
+      case Op::IsNan: case Op::IsInf:
+        if (!use(i, i.args[0]).is_float() || !i.type.is_pred()) fail(i, "isnan/isinf take a float and give a pred");
+        break;
+      case Op::LoadVec: {
+        Type p = use(i, i.args[0]);
+        if (!p.ptr || !use(i, i.args[1]).is_int()) fail(i, "load_vec needs a pointer and an integer index");
+        same(i, Type::scalar(p.elem), i.type);
+        if (i.nresults != 2 && i.nresults != 4) fail(i, "vector width must be 2 or 4");
+        break;
+      }
+      case Op::StoreVec: {
+        Type p = use(i, i.args[0]);
+        if (!p.ptr || p.is_const || !use(i, i.args[1]).is_int()) fail(i, "store_vec needs a mutable pointer and an integer index");
+        for (int a = 2; a < i.nargs; ++a) same(i, Type::scalar(p.elem), use(i, i.args[a]));
+        break;
+      }
+      case Op::AtomicRmw: case Op::AtomicCas: {
+        Type p = use(i, i.args[0]);
+        if (!p.ptr || p.is_const || !use(i, i.args[1]).is_int()) fail(i, "atomics need a mutable pointer and an integer index");
+        for (int a = 2; a < i.nargs; ++a) same(i, Type::scalar(p.elem), use(i, i.args[a]));
+        same(i, Type::scalar(p.elem), i.type);
+        break;
+      }
+      case Op::Shfl:
+        same(i, use(i, i.args[0]), i.type);
+        if (i.type.is_pred() || i.type.ptr) fail(i, "shfl on an unsupported type " + i.type.str());
+        use(i, i.args[1]);
+        break;
+      case Op::Vote:
+        if (!use(i, i.args[0]).is_pred()) fail(i, "vote needs a pred");
         break;
       case Op::Neg: case Op::Not: case Op::Abs: case Op::Sqrt: case Op::Rsqrt: case Op::Exp:
       case Op::Log: case Op::Tanh: case Op::Sin: case Op::Cos:
@@ -126,15 +162,19 @@ struct Verifier {
         same(i, use(i, i.args[0]), i.type);
         break;
     }
-    if (i.result != kNoValue) define(i, i.result, scope);
+    if (i.result != kNoValue)
+      for (uint32_t r = 0; r < i.nresults; ++r) define(i, i.result + r, scope);
   }
 };
 
 }  // namespace
 
+void check_barriers(const Kernel::Data& k);  // divergence.cpp
+
 void verify(const Kernel::Data& k) {
   Verifier v{k, std::vector<uint8_t>(k.values.size(), 0)};
   v.block(k.body);
+  check_barriers(k);
 }
 
 }  // namespace kaio::ir

@@ -52,7 +52,8 @@ struct Handle {
 
 }  // namespace
 
-std::vector<std::string> link_options(const std::string& arch) { return {"-arch=" + arch}; }
+// -verbose fills the info log with the resource usage (registers, spills, shared memory).
+std::vector<std::string> link_options(const std::string& arch) { return {"-arch=" + arch, "-verbose"}; }
 
 std::pair<int, int> nvjitlink_version() {
   unsigned major = 0, minor = 0;

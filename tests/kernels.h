@@ -92,6 +92,135 @@ inline ir::Kernel control_kernel() {
   return b.build();
 }
 
+// Shared memory, barriers, fences, shuffles, votes, reductions, scans, atomics.
+inline ir::Kernel parallel_kernel(ir::Scalar s) {
+  using namespace ir;
+  KernelBuilder b(std::string("parallel_") + scalar_name(s));
+  auto in = b.param("in", Type::pointer(s, true));
+  auto out = b.param("out", Type::pointer(s, false));
+  b.launch_bounds(256, 2);
+  auto sm = b.shared(s, 256);
+  auto dyn = b.dynamic_shared(s);
+  auto tid = b.thread_idx_x();
+  Value x = in[tid];
+  sm[tid] = x;
+  dyn[tid] = x;
+  b.barrier();
+  b.fence(FenceScope::Cta);
+  b.fence(FenceScope::Gpu);
+  b.fence(FenceScope::Sys);
+  Value y = sm[(tid + 1u) & 255u];
+  for (uint32_t w : {32u, 16u}) {
+    y = ir::shfl_up(y, 1u, w);
+    y = ir::shfl_down(y, 2u, w);
+    y = ir::shfl_xor(y, 3u, w);
+    y = ir::shfl_idx(y, b.lane_id(), w, 0x0000ffffu);
+  }
+  Value p = ir::vote_any(y == x) || ir::vote_all(y != x);
+  Value bal = ir::ballot(p);
+  out[tid] = ir::select(p, y, x);
+  out[bal] = y;
+  return b.build();
+}
+
+inline ir::Kernel reductions_kernel(ir::Scalar s) {
+  using namespace ir;
+  KernelBuilder b(std::string("reductions_") + scalar_name(s));
+  auto in = b.param("in", Type::pointer(s, true));
+  auto out = b.param("out", Type::pointer(ir::Scalar::F32, false));
+  auto outs = b.param("outs", Type::pointer(s == Scalar::F16 || s == Scalar::BF16 ? Scalar::F32 : s, false));
+  auto tid = b.thread_idx_x();
+  Value x = in[tid];
+  Value r1 = b.warp_reduce_sum(x), r2 = b.warp_reduce_max(x), r3 = b.warp_reduce_min(x);
+  Value r4 = b.block_reduce_sum(x), r5 = b.block_reduce_max(x), r6 = b.block_reduce_min(x);
+  for (Value r : {r1, r2, r3, r4, r5, r6}) outs[tid] = r;
+  if (s == Scalar::S32 || s == Scalar::U32 || s == Scalar::F32) {
+    outs[tid] = b.block_scan_inclusive(x);
+    outs[tid] = b.block_scan_exclusive(x);
+  }
+  out[0] = 0.0f;
+  return b.build();
+}
+
+inline ir::Kernel atomics_kernel() {
+  using namespace ir;
+  KernelBuilder b("atomics");
+  auto gu = b.param<uint32_t*>("gu");
+  auto gi = b.param<int32_t*>("gi");
+  auto g64 = b.param<uint64_t*>("g64");
+  auto gf = b.param<float*>("gf");
+  auto gd = b.param<double*>("gd");
+  auto su = b.shared<uint32_t>(32);
+  auto sf = b.shared<float>(32);
+  auto t = b.thread_idx_x();
+  Value a1 = ir::atomic_add(gu, t, 1u), a2 = ir::atomic_min(gi, t, -5), a3 = ir::atomic_max(g64, t, uint64_t(7));
+  Value a4 = ir::atomic_exch(gf, t, 2.0f), a5 = ir::atomic_add(gf, t, 1.5f), a6 = ir::atomic_add(gd, t, 0.5);
+  Value a7 = ir::atomic_cas(gu, t, 3u, a1), a8 = ir::atomic_cas(g64, t, uint64_t(1), a3);
+  Value s1 = ir::atomic_add(su, t & 31u, a1), s2 = ir::atomic_max(su, 0, s1), s3 = ir::atomic_add(sf, 1, a5);
+  Value s4 = ir::atomic_cas(su, 2, s2, a7);
+  gu[t] = s4;
+  gf[t] = s3 + a4;
+  gd[t] = a6;
+  g64[t] = a8;
+  gi[t] = a2;
+  return b.build();
+}
+
+inline ir::Kernel vectors_math_kernel(bool fast) {
+  using namespace ir;
+  KernelBuilder b(fast ? "vectors_math_fast" : "vectors_math");
+  if (fast) b.fast_math();
+  auto xf = b.param<const float*>("xf");
+  auto yf = b.param<float*>("yf");
+  auto xd = b.param<const double*>("xd");
+  auto yd = b.param<double*>("yd");
+  auto xh = b.param<const kaio::half*>("xh");
+  auto yh = b.param<kaio::half*>("yh");
+  auto xb = b.param<const uint8_t*>("xb");
+  auto yb = b.param<uint8_t*>("yb");
+  auto i = b.global_id_x();
+  Value i4 = i * 4u;
+  auto f4 = ir::load_vec(xf, i4, 4, CacheHint::ReadOnly);
+  auto d2 = ir::load_vec(xd, i * 2u, 2);
+  auto h4 = ir::load_vec(xh, i4, 4, CacheHint::Streaming);
+  auto b4 = ir::load_vec(xb, i4, 4);
+  auto c4 = ir::load_vec_checked(xf, i + 1u, 4);
+  Value f = f4[0];
+  f = f + ir::rcp(f4[1]) + ir::exp2(f4[2]) + ir::log2(f4[3]) + ir::erf(f) + ir::floor(f) + ir::ceil(f);
+  f = f + ir::round(f) + ir::trunc(f) + ir::rint(f) + ir::pow(f, c4[0]) + ir::copysign(f, c4[1]);
+  f = f + ir::exp(f) + ir::log(f) + ir::sin(f) + ir::cos(f) + ir::tanh(f) + ir::sqrt(f) + f / c4[2];
+  f = ir::select(ir::isnan(f) || ir::isinf(f), c4[3], f);
+  f = ir::cast_sat<float>(f);
+  Value d = d2[0];
+  d = d + ir::rcp(d2[1]) + ir::floor(d) + ir::ceil(d) + ir::round(d) + ir::trunc(d) + ir::rint(d) + ir::copysign(d, d2[1]);
+  d = ir::select(ir::isnan(d), d2[1], d);
+  Value h = h4[0] + h4[1] * h4[2] - ir::min(h4[3], h4[0]) + ir::max(h4[1], h4[2]) + ir::abs(h4[3]) - (-h4[0]);
+  h = h / h4[1] + ir::exp(h) + ir::round(h);
+  h = ir::cast_sat<kaio::half>(h);
+  Value bb = ir::cast_sat<uint8_t>(ir::cast<int32_t>(f) + ir::cast<int32_t>(b4[0]));
+  ir::store_vec(yf, i4, {f, f4[1], f4[2], f4[3]}, CacheHint::Streaming);
+  ir::store_vec(yd, i * 2u, {d, d2[1]});
+  ir::store_vec(yh, i4, {h, h4[1], h4[2], h4[3]});
+  ir::store_vec(yb, i4, {bb, b4[1], b4[2], b4[3]}, CacheHint::Global);
+  ir::store(yf, i, ir::load(xf, i, CacheHint::LastUse), CacheHint::Global);
+  return b.build();
+}
+
+inline ir::Kernel bf16_kernel() {
+  using namespace ir;
+  KernelBuilder b("bf16_arith");
+  auto x = b.param<const kaio::bfloat16*>("x");
+  auto y = b.param<kaio::bfloat16*>("y");
+  auto i = b.global_id_x();
+  Value a = x[i];
+  Value c = x[i + 1u];
+  Value r = a + c;
+  r = r - a * c;
+  r = ir::fma(r, a, c) + ir::min(a, c) - ir::max(a, c) + ir::abs(-a);
+  y[i] = r;
+  return b.build();
+}
+
 inline std::vector<ir::Kernel> test_kernels() {
   std::vector<ir::Kernel> ks = ops::catalog();
   for (ir::Scalar s : {ir::Scalar::S8, ir::Scalar::S16, ir::Scalar::S32, ir::Scalar::S64, ir::Scalar::U8,
@@ -99,6 +228,15 @@ inline std::vector<ir::Kernel> test_kernels() {
                        ir::Scalar::F32, ir::Scalar::F64})
     ks.push_back(all_ops_kernel(s));
   ks.push_back(control_kernel());
+  for (ir::Scalar s : {ir::Scalar::S32, ir::Scalar::U32, ir::Scalar::U64, ir::Scalar::F32, ir::Scalar::F64,
+                       ir::Scalar::S8, ir::Scalar::F16, ir::Scalar::BF16})
+    ks.push_back(parallel_kernel(s));
+  for (ir::Scalar s : {ir::Scalar::S32, ir::Scalar::U32, ir::Scalar::F32, ir::Scalar::F16, ir::Scalar::BF16})
+    ks.push_back(reductions_kernel(s));
+  ks.push_back(atomics_kernel());
+  ks.push_back(vectors_math_kernel(false));
+  ks.push_back(vectors_math_kernel(true));
+  ks.push_back(bf16_kernel());
   return ks;
 }
 

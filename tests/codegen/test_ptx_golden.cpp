@@ -42,13 +42,88 @@ TEST_CASE("ptx: small integers compute in 16 bits and renormalize", "[codegen][g
   CHECK_PTX(int16_t, a - bb, "sub.s16 %rs3, %rs0, %rs1");
 }
 
-TEST_CASE("ptx: half types compute in f32 and round once", "[codegen][golden]") {
-  CHECK_PTX(half, a + bb, "cvt.f32.f16 %f0, %h0");
-  CHECK_PTX(half, a + bb, "add.f32 %f2, %f0, %f1");
-  CHECK_PTX(half, a + bb, "cvt.rn.f16.f32 %h3, %f2");
-  CHECK_PTX(bfloat16, a * bb, "shl.b32 %r0, %r0, 16");
-  CHECK_PTX(bfloat16, a * bb, "cvt.rn.bf16.f32 %h3, %f2");
+TEST_CASE("ptx: half types use native instructions, else f32 rounded once", "[codegen][golden]") {
+  CHECK_PTX(half, a + bb, "add.f16 %h3, %h0, %h1");
+  CHECK_PTX(half, ir::min(a, bb), "min.f16 %h3, %h0, %h1");
+  CHECK_PTX(half, -a, "neg.f16 %h3, %h0");
   CHECK_PTX(half, ir::fma(a, bb, c), "fma.rn.f16 %h3, %h0, %h1, %h2");
+  CHECK_PTX(bfloat16, a * bb, "mul.bf16 %h3, %h0, %h1");
+  // Division goes through f32.
+  CHECK_PTX(half, a / bb, "cvt.f32.f16 %f0, %h0");
+  CHECK_PTX(half, a / bb, "div.rn.f32 %f2, %f0, %f1");
+  CHECK_PTX(half, a / bb, "cvt.rn.f16.f32 %h3, %f2");
+  CHECK_PTX(bfloat16, a / bb, "shl.b32 %r0, %r0, 16");
+  // bf16 add before sm_90 is one fma with 1.0.
+  std::string ptx = test::ptx_of(ir::type_of<bfloat16>(), ir::type_of<bfloat16>(),
+                                 [](auto&, auto a, auto bb, auto) -> ir::Value { return a + bb; }, "sm_80");
+  CHECK(test::has_line(ptx, "mov.b16 %h4, 0x3F80"));
+  CHECK(test::has_line(ptx, "fma.rn.bf16 %h3, %h0, %h4, %h1"));
+}
+
+TEST_CASE("ptx: shared memory, barriers, fences, warp ops, atomics, vectors", "[codegen][golden]") {
+  ir::KernelBuilder b("par");
+  auto g = b.param<uint32_t*>("g");
+  auto f = b.param<const float*>("f");
+  auto s = b.shared<uint32_t>(128);
+  auto l = b.lane_id();
+  s[l] = l;
+  b.barrier();
+  b.fence(ir::FenceScope::Gpu);
+  ir::Value v = s[l];
+  auto x = ir::shfl_down(v, 1u, 16);
+  auto bal = ir::ballot(x > 3u);
+  auto any = ir::vote_any(x > 3u);
+  auto old = ir::atomic_add(g, 0, ir::select(any, bal, 0u));
+  auto sm = ir::atomic_max(s, 1, old);
+  auto f4 = ir::load_vec(f, 4, 4, ir::CacheHint::ReadOnly);
+  ir::store(g, 2, ir::cast<uint32_t>(f4[3]) + sm, ir::CacheHint::Streaming);
+  std::string ptx = codegen::emit_ptx(b.build(), {"sm_90", 9, 0});
+  INFO(ptx);
+  CHECK(ptx.find("\t.shared .align 16 .b8 kaio_smem_2[512];\n") != std::string::npos);
+  CHECK(test::has_line(ptx, "mov.u32 %r0, kaio_smem_2"));
+  CHECK(test::has_line(ptx, "mov.u32 %r1, %laneid"));
+  CHECK(test::has_line(ptx, "mad.lo.u32 %r2, %r1, 4, %r0"));
+  CHECK(test::has_line(ptx, "st.shared.u32 [%r2], %r1"));
+  CHECK(test::has_line(ptx, "bar.sync 0"));
+  CHECK(test::has_line(ptx, "membar.gl"));
+  CHECK(test::has_line(ptx, "shfl.sync.down.b32 %r6, %r4, %r5, 4127, 4294967295"));
+  CHECK(test::has_line(ptx, "vote.sync.ballot.b32 %r8, %p0, 4294967295"));
+  CHECK(test::has_line(ptx, "vote.sync.any.pred %p2, %p1, 4294967295"));
+  CHECK(test::has_line(ptx, "atom.global.add.u32 %r13, [%rd5], %r11"));
+  CHECK(test::has_line(ptx, "atom.shared.max.u32 %r16, [%r15], %r13"));
+  CHECK(test::has_line(ptx, "ld.global.nc.v4.f32 {%f0, %f1, %f2, %f3}, [%rd7]"));
+  CHECK(test::has_line(ptx, "st.global.cs.u32 [%rd9], %r19"));
+}
+
+TEST_CASE("ptx: launch bounds, comments, annotations, fast math", "[codegen][golden]") {
+  ir::KernelBuilder b("attrs");
+  auto x = b.param<float*>("x");
+  b.launch_bounds(256, 2);
+  b.fast_math();
+  b.comment("scale by e");
+  ir::Value v = x[0];
+  x[0] = ir::exp(v) / v;
+  ir::Kernel k = b.build();
+  std::string ptx = codegen::emit_ptx(k, {"sm_90", 9, 0});
+  INFO(ptx);
+  CHECK(ptx.find(")\n.maxntid 256, 1, 1\n.minnctapersm 2\n{") != std::string::npos);
+  CHECK(ptx.find("\t// scale by e\n") != std::string::npos);
+  CHECK(test::has_line(ptx, "ex2.approx.ftz.f32 %f3, %f2"));
+  CHECK(test::has_line(ptx, "div.approx.f32 %f4, %f1, %f0"));
+  std::string annotated = codegen::emit_ptx(k, {"sm_90", 9, 0, true});
+  CHECK(annotated.find("\t// %3 = exp %2 : f32\n") != std::string::npos);
+}
+
+TEST_CASE("ptx: more math and saturating conversions", "[codegen][golden]") {
+  CHECK_PTX(float, ir::floor(a), "cvt.rmi.f32.f32 %f4, %f0");
+  CHECK_PTX(float, ir::rint(a), "cvt.rni.f32.f32 %f4, %f0");
+  CHECK_PTX(float, ir::rcp(a), "rcp.rn.f32 %f4, %f0");
+  CHECK_PTX(double, ir::ceil(a), "cvt.rpi.f64.f64 %fd3, %fd0");
+  CHECK_PTX(float, ir::copysign(a, bb), "copysign.f32 %f4, %f1, %f0");
+  CHECK_PTX(float, ir::select(ir::isnan(a), a, bb), "testp.notanumber.f32 %p0, %f0");
+  CHECK_PTX_T(int32_t, int8_t, ir::cast_sat<int8_t>(a), "cvt.sat.s8.s32 %rs0, %r0");
+  CHECK_PTX(float, ir::cast_sat<float>(a), "max.f32 %f3, %f3, 0f00000000");
+  CHECK_PTX(float, ir::cast_sat<float>(a), "min.f32 %f3, %f3, 0f3F800000");
 }
 
 TEST_CASE("ptx: comparisons and select", "[codegen][golden]") {
