@@ -60,11 +60,6 @@ class Reader {
   std::string_view rest_;
 };
 
-std::optional<Record> fail(std::string* why, std::string reason) {
-  if (why) *why = std::move(reason);
-  return std::nullopt;
-}
-
 }  // namespace
 
 std::string encode_record(const Record& r) {
@@ -93,46 +88,76 @@ std::string encode_record(const Record& r) {
   return out;
 }
 
-std::optional<Record> decode_record(std::string_view bytes, std::string* why) {
+namespace {
+
+template <class T>
+std::optional<T> fail_as(std::string* why, std::string reason) {
+  if (why) *why = std::move(reason);
+  return std::nullopt;
+}
+
+// Parses and checks everything but the payload copy; `payload` is set to the payload bytes.
+std::optional<RecordInfo> parse(std::string_view bytes, bool check_checksum, std::string* why,
+                                std::string_view* payload_out) {
+  using R = RecordInfo;
   if (bytes.size() < kPrefixBytes + kChecksumBytes)
-    return fail(why, "short record: " + std::to_string(bytes.size()) + " bytes");
+    return fail_as<R>(why, "short record: " + std::to_string(bytes.size()) + " bytes");
   if (std::memcmp(bytes.data(), kMagic.data(), kMagic.size()) != 0)
-    return fail(why, "bad magic (not a kaio record)");
+    return fail_as<R>(why, "bad magic (not a kaio record)");
   const auto schema = static_cast<uint32_t>(load_le(bytes.substr(8), 4));
   if (schema != kRecordSchema)
-    return fail(why, "record schema " + std::to_string(schema) + ", expected " +
-                         std::to_string(kRecordSchema));
+    return fail_as<R>(why, "record schema " + std::to_string(schema) + ", expected " +
+                               std::to_string(kRecordSchema));
   const uint64_t header_bytes = load_le(bytes.substr(12), 4);
   const std::string_view body =
       bytes.substr(kPrefixBytes, bytes.size() - kPrefixBytes - kChecksumBytes);
   if (header_bytes > body.size())
-    return fail(why, "size mismatch: header of " + std::to_string(header_bytes) +
-                         " bytes in a body of " + std::to_string(body.size()));
+    return fail_as<R>(why, "size mismatch: header of " + std::to_string(header_bytes) +
+                               " bytes in a body of " + std::to_string(body.size()));
 
-  Record r;
-  uint64_t cubin_bytes = 0, ptx_bytes = 0, log_bytes = 0;
+  RecordInfo r;
   Reader header(body.substr(0, header_bytes));
   if (!header.str(r.name) || !header.str(r.arch) || !header.str(r.toolchain) ||
-      !header.u64(r.created_unix) || !header.u64(cubin_bytes) || !header.u64(ptx_bytes) ||
-      !header.u64(log_bytes) || !header.done())
-    return fail(why, "malformed header");
+      !header.u64(r.created_unix) || !header.u64(r.cubin_bytes) || !header.u64(r.ptx_bytes) ||
+      !header.u64(r.log_bytes) || !header.done())
+    return fail_as<R>(why, "malformed header");
 
   // Compared one by one so that huge sizes in a damaged header cannot overflow a sum.
   std::string_view payload = body.substr(header_bytes);
   const uint64_t payload_bytes = payload.size();
-  if (cubin_bytes > payload_bytes || ptx_bytes > payload_bytes - cubin_bytes ||
-      log_bytes != payload_bytes - cubin_bytes - ptx_bytes)
-    return fail(why, "size mismatch: header declares " + std::to_string(cubin_bytes) + "+" +
-                         std::to_string(ptx_bytes) + "+" + std::to_string(log_bytes) +
-                         " payload bytes, record holds " + std::to_string(payload_bytes));
+  if (r.cubin_bytes > payload_bytes || r.ptx_bytes > payload_bytes - r.cubin_bytes ||
+      r.log_bytes != payload_bytes - r.cubin_bytes - r.ptx_bytes)
+    return fail_as<R>(why, "size mismatch: header declares " + std::to_string(r.cubin_bytes) + "+" +
+                               std::to_string(r.ptx_bytes) + "+" + std::to_string(r.log_bytes) +
+                               " payload bytes, record holds " + std::to_string(payload_bytes));
 
-  const uint64_t stored = load_le(bytes.substr(bytes.size() - kChecksumBytes), 8);
-  const uint64_t actual = XXH3_64bits(body.data(), body.size());
-  if (stored != actual) return fail(why, "checksum mismatch (record is damaged)");
+  if (check_checksum) {
+    const uint64_t stored = load_le(bytes.substr(bytes.size() - kChecksumBytes), 8);
+    const uint64_t actual = XXH3_64bits(body.data(), body.size());
+    if (stored != actual) return fail_as<R>(why, "checksum mismatch (record is damaged)");
+  }
+  if (payload_out) *payload_out = payload;
+  return r;
+}
 
-  r.cubin.assign(payload.substr(0, cubin_bytes));
-  r.ptx.assign(payload.substr(cubin_bytes, ptx_bytes));
-  r.info_log.assign(payload.substr(cubin_bytes + ptx_bytes));
+}  // namespace
+
+std::optional<RecordInfo> decode_record_info(std::string_view bytes, bool check_checksum, std::string* why) {
+  return parse(bytes, check_checksum, why, nullptr);
+}
+
+std::optional<Record> decode_record(std::string_view bytes, std::string* why) {
+  std::string_view payload;
+  std::optional<RecordInfo> info = parse(bytes, true, why, &payload);
+  if (!info) return std::nullopt;
+  Record r;
+  r.name = std::move(info->name);
+  r.arch = std::move(info->arch);
+  r.toolchain = std::move(info->toolchain);
+  r.created_unix = info->created_unix;
+  r.cubin.assign(payload.substr(0, info->cubin_bytes));
+  r.ptx.assign(payload.substr(info->cubin_bytes, info->ptx_bytes));
+  r.info_log.assign(payload.substr(info->cubin_bytes + info->ptx_bytes));
   return r;
 }
 

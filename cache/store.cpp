@@ -118,6 +118,9 @@ struct CursorClose {
   ~CursorClose() { mdb_cursor_close(cursor); }
 };
 
+// Thrown by a Txn operation that found the map full; Store::update grows it and retries.
+struct MapFull {};
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -438,6 +441,138 @@ uint64_t Store::count(std::string_view db) {
 uint64_t Store::map_size() const {
   std::shared_lock lock(impl_->map_mu);
   return impl_->current_map_size();
+}
+
+void Store::update(const std::function<void(Txn&)>& fn) {
+  Impl& im = *impl_;
+  im.check_process();
+  std::lock_guard writer(im.write_mu);
+  for (int attempt = 0;; ++attempt) {
+    int rc;
+    {
+      std::shared_lock lock(im.map_mu);
+      MDB_txn* txn = nullptr;
+      rc = mdb_txn_begin(im.env, nullptr, 0, &txn);
+      if (rc == MDB_SUCCESS) {
+        bool full = false;
+        try {
+          Txn t(txn, this, true);
+          fn(t);
+        } catch (const MapFull&) {
+          full = true;
+        } catch (...) {
+          mdb_txn_abort(txn);
+          throw;
+        }
+        if (full) {
+          mdb_txn_abort(txn);
+          rc = MDB_MAP_FULL;
+        } else {
+          rc = mdb_txn_commit(txn);  // frees the transaction whatever it returns
+          if (rc == MDB_SUCCESS) return;
+        }
+      }
+    }
+    if (rc == MDB_MAP_FULL && attempt < kMaxRetries) {
+      im.grow_map("updating", "");
+    } else if (rc == MDB_MAP_RESIZED && attempt < kMaxRetries) {
+      im.on_map_resized();
+    } else {
+      lmdb_fail(rc, im.where("updating", ""));
+    }
+  }
+}
+
+void Store::view(const std::function<void(Txn&)>& fn) {
+  impl_->read("reading", "", [&](MDB_txn* txn) {
+    Txn t(txn, this, false);
+    fn(t);
+  });
+}
+
+Store::Usage Store::usage() {
+  Usage u;
+  impl_->read("measuring", "", [&](MDB_txn*) {
+    MDB_envinfo info;
+    MDB_stat st;
+    lmdb_check(mdb_env_info(impl_->env, &info), impl_->where("measuring", ""));
+    lmdb_check(mdb_env_stat(impl_->env, &st), impl_->where("measuring", ""));
+    u.map_bytes = info.me_mapsize;
+    u.page_bytes = st.ms_psize;
+    u.used_bytes = (uint64_t(info.me_last_pgno) + 1) * st.ms_psize;
+    return 0;
+  });
+  std::error_code ec;
+  const auto size = fs::file_size(impl_->dir / "data.mdb", ec);
+  u.file_bytes = ec ? 0 : size;
+  return u;
+}
+
+// ---------------------------------------------------------------------------------------
+// Txn
+
+namespace {
+int txn_op_check(int rc, Store::Impl& im, std::string_view op, std::string_view db) {
+  if (rc == MDB_MAP_FULL) throw MapFull{};
+  if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND && rc != MDB_KEYEXIST) lmdb_fail(rc, im.where(op, db));
+  return rc;
+}
+}  // namespace
+
+std::optional<std::string_view> Txn::get(std::string_view db, std::string_view key) {
+  Store::Impl& im = *store_->impl_;
+  MDB_val k = as_val(key), v{};
+  const int rc = txn_op_check(mdb_get(static_cast<MDB_txn*>(txn_), im.dbi(db), &k, &v), im, "reading from", db);
+  if (rc == MDB_NOTFOUND) return std::nullopt;
+  return as_view(v);
+}
+
+bool Txn::put(std::string_view db, std::string_view key, std::string_view value, bool overwrite) {
+  Store::Impl& im = *store_->impl_;
+  if (!writable_) throw UsageError("", "cache", "put in a read-only transaction");
+  MDB_val k = as_val(key), v = as_val(value);
+  const int rc = txn_op_check(mdb_put(static_cast<MDB_txn*>(txn_), im.dbi(db), &k, &v, overwrite ? 0 : MDB_NOOVERWRITE),
+                              im, "writing to", db);
+  return rc != MDB_KEYEXIST;
+}
+
+bool Txn::erase(std::string_view db, std::string_view key) {
+  Store::Impl& im = *store_->impl_;
+  if (!writable_) throw UsageError("", "cache", "erase in a read-only transaction");
+  MDB_val k = as_val(key);
+  const int rc = txn_op_check(mdb_del(static_cast<MDB_txn*>(txn_), im.dbi(db), &k, nullptr), im, "erasing from", db);
+  return rc != MDB_NOTFOUND;
+}
+
+void Txn::clear(std::string_view db) {
+  Store::Impl& im = *store_->impl_;
+  if (!writable_) throw UsageError("", "cache", "clear in a read-only transaction");
+  txn_op_check(mdb_drop(static_cast<MDB_txn*>(txn_), im.dbi(db), 0), im, "clearing", db);
+}
+
+void Txn::for_each(std::string_view db, const std::function<void(std::string_view, std::string_view)>& fn) {
+  Store::Impl& im = *store_->impl_;
+  MDB_cursor* cursor = nullptr;
+  lmdb_check(mdb_cursor_open(static_cast<MDB_txn*>(txn_), im.dbi(db), &cursor), im.where("listing", db));
+  CursorClose guard{cursor};
+  MDB_val k{}, v{};
+  int rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST);
+  for (; rc == MDB_SUCCESS; rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) fn(as_view(k), as_view(v));
+  if (rc != MDB_NOTFOUND) lmdb_fail(rc, im.where("listing", db));
+}
+
+uint64_t Txn::count(std::string_view db) {
+  Store::Impl& im = *store_->impl_;
+  MDB_stat st;
+  lmdb_check(mdb_stat(static_cast<MDB_txn*>(txn_), im.dbi(db), &st), im.where("counting", db));
+  return st.ms_entries;
+}
+
+uint64_t Txn::bytes(std::string_view db) {
+  Store::Impl& im = *store_->impl_;
+  MDB_stat st;
+  lmdb_check(mdb_stat(static_cast<MDB_txn*>(txn_), im.dbi(db), &st), im.where("measuring", db));
+  return (uint64_t(st.ms_branch_pages) + st.ms_leaf_pages + st.ms_overflow_pages) * st.ms_psize;
 }
 
 }  // namespace kaio::cache

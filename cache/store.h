@@ -1,5 +1,6 @@
 // An LMDB environment holding named databases: "kernels" (key -> record bytes), "meta"
-// (reserved for last use / hits) and "tuning". One environment per process per path.
+// (per-key last use and hits, global counters; see cache/meta.h) and "tuning". One
+// environment per process per path.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,32 @@ namespace kaio::cache {
 
 // $KAIO_CACHE_DIR, else $XDG_CACHE_HOME/kaio, else $HOME/.cache/kaio.
 std::filesystem::path default_dir();
+
+class Store;
+
+// A transaction handed to Store::update (read-write) or Store::view (read-only). Views of
+// stored bytes are valid until the transaction ends. Only usable inside the callback.
+class Txn {
+ public:
+  std::optional<std::string_view> get(std::string_view db, std::string_view key);
+  // Returns false when `overwrite` is false and the key exists. Read-only: UsageError.
+  bool put(std::string_view db, std::string_view key, std::string_view value, bool overwrite = true);
+  bool erase(std::string_view db, std::string_view key);
+  // Removes every entry of a database.
+  void clear(std::string_view db);
+  void for_each(std::string_view db, const std::function<void(std::string_view key, std::string_view value)>& fn);
+  uint64_t count(std::string_view db);
+  // Pages the database occupies (branch + leaf + overflow) times the page size: what its
+  // entries cost on disk, as this transaction sees it. O(1).
+  uint64_t bytes(std::string_view db);
+
+ private:
+  friend class Store;
+  Txn(void* txn, Store* store, bool writable) : txn_(txn), store_(store), writable_(writable) {}
+  void* txn_;
+  Store* store_;
+  bool writable_;
+};
 
 class Store {
  public:
@@ -42,9 +69,25 @@ class Store {
   uint64_t count(std::string_view db);
   uint64_t map_size() const;
 
+  // Runs fn in one write transaction and commits it: all of fn's changes or none. fn may
+  // run more than once (the map is grown and fn retried on MDB_MAP_FULL), so it must only
+  // change the store through the Txn. Exceptions from fn abort the transaction.
+  void update(const std::function<void(Txn&)>& fn);
+  // Runs fn in one read transaction (a consistent snapshot).
+  void view(const std::function<void(Txn&)>& fn);
+
+  struct Usage {
+    uint64_t map_bytes = 0;   // the map size (address space reserved; the file is sparse)
+    uint64_t used_bytes = 0;  // pages in use up to the high-water mark, times the page size
+    uint64_t file_bytes = 0;  // size of data.mdb
+    uint64_t page_bytes = 0;
+  };
+  Usage usage();
+
   struct Impl;
 
  private:
+  friend class Txn;
   explicit Store(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -11,6 +11,12 @@
 
 namespace kaio::jit {
 
+// KAIO_INTERPRET=1 (read once, at first use): launches run in the CPU interpreter
+// (ir/interp.h), DeviceBuffer memory lives in host RAM registered with the interpreter,
+// streams and synchronize() do nothing, and compile() without an arch targets sm_90 with
+// no driver. Applications and the [gpu] tests run unchanged on a machine without a GPU.
+bool interpret_mode();
+
 namespace detail {
 uint64_t device_alloc(size_t bytes);
 void device_free(uint64_t ptr) noexcept;

@@ -45,6 +45,12 @@ bool env_true(const char* name) {
   return v && *v && std::string(v) != "0";
 }
 
+// KAIO_PTX_ANNOTATE changes the PTX text, so it is part of the key.
+bool annotate_ptx() {
+  static const bool on = env_true("KAIO_PTX_ANNOTATE");
+  return on;
+}
+
 struct HashOf {
   size_t operator()(const ir::Hash128& h) const { return static_cast<size_t>(h.lo ^ (h.hi * 0x9e3779b97f4a7c15ull)); }
 };
@@ -85,15 +91,20 @@ std::shared_ptr<detail::KernelState> build(const ir::Kernel& k, const std::strin
   st->name = k.name();
   st->arch = arch;
   st->params = k.params();
+  st->kernel = k;
+  st->launch_bound_threads = k.data().max_threads;
   from_disk = false;
 
   bool use_disk = o.use_cache && !env_true("KAIO_DISABLE_CACHE");
   std::shared_ptr<cache::Store> store = use_disk ? disk::store_for(o.cache_dir) : nullptr;
-  bool replace = o.force;
-  if (store && !o.force) {
+  // KAIO_FORCE_RECOMPILE=1: like .force for the disk cache (records are rebuilt and
+  // replaced), but repeat compiles in this process are still answered from memory.
+  const bool force_disk = o.force || (store && env_true("KAIO_FORCE_RECOMPILE"));
+  bool replace = force_disk;
+  if (store && !force_disk) {
     auto t0 = std::chrono::steady_clock::now();
     cache::Record rec;
-    disk::Lookup r = disk::read(*store, key.bytes(), arch, rec);
+    disk::Lookup r = disk::read(store, key.bytes(), arch, rec);
     if (r == disk::Lookup::Hit) {
       st->cubin = std::move(rec.cubin);
       st->ptx = std::move(rec.ptx);
@@ -109,7 +120,7 @@ std::shared_ptr<detail::KernelState> build(const ir::Kernel& k, const std::strin
   const Toolchain& tc = toolchain();
   ++g_builds;
   auto t0 = std::chrono::steady_clock::now();
-  codegen::Target target{arch, tc.ptx_major, tc.ptx_minor};
+  codegen::Target target{arch, tc.ptx_major, tc.ptx_minor, annotate_ptx()};
   st->ptx = codegen::emit_ptx(k, target);
   double t_codegen = ms_since(t0);
   if (const char* dir = std::getenv("KAIO_DUMP_PTX"); dir && *dir) dump_ptx(dir, k.name(), key, st->ptx);
@@ -154,11 +165,12 @@ Key cache_key(const ir::Kernel& k, const std::string& arch) {
     in += '|';
     in += opt;
   }
+  if (annotate_ptx()) in += "|annotate";
   return Key{ir::hash_bytes(in.data(), in.size())};
 }
 
 CompiledKernel compile(const ir::Kernel& k, const CompileOptions& o) {
-  const std::string& arch = o.arch.empty() ? driver::device_arch() : o.arch;
+  const std::string& arch = o.arch.empty() ? driver::default_arch() : o.arch;
   Key key = cache_key(k, arch);
   MemoryCache& mc = memory();
 

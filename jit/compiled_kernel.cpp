@@ -1,6 +1,7 @@
 #include <limits>
 
 #include "kaio/jit/compiled_kernel.h"
+#include "kaio/ir/interp.h"
 #include "kaio/jit/kernel_state.h"
 
 namespace kaio::jit {
@@ -33,8 +34,26 @@ const std::string& CompiledKernel::cubin() const { return state().cubin; }
 const std::string& CompiledKernel::info_log() const { return state().info_log; }
 const std::vector<ir::Param>& CompiledKernel::params() const { return state().params; }
 
+Resources CompiledKernel::resources() const {
+  const detail::KernelState& s = state();
+  Resources r = parse_resources(s.info_log, s.launch_bound_threads);
+  if (driver::available() && driver::device_arch() == s.arch.substr(0, driver::device_arch().size())) {
+    resolve();
+    const driver::Api& a = driver::api();
+    int v = 0;
+    if (a.func_get_attribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, s.function) == CUDA_SUCCESS) r.registers = v;
+    if (a.func_get_attribute(&v, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, s.function) == CUDA_SUCCESS) r.static_shared = v;
+    if (a.func_get_attribute(&v, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, s.function) == CUDA_SUCCESS) r.local_bytes = v;
+    if (a.func_get_attribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, s.function) == CUDA_SUCCESS)
+      r.max_threads_per_block = v;
+    r.from_device = true;
+  }
+  return r;
+}
+
 void CompiledKernel::load() const {
   const detail::KernelState& cs = state();
+  if (interpret_mode()) return;  // nothing to load: launches run in the interpreter
   auto& s = const_cast<detail::KernelState&>(cs);
   driver::ensure_context();
   std::call_once(s.load_once, [&] {
@@ -47,6 +66,7 @@ void CompiledKernel::load() const {
 }
 
 void CompiledKernel::resolve() const {
+  if (interpret_mode()) return;
   load();
   auto& s = const_cast<detail::KernelState&>(state());
   std::call_once(s.function_once, [&] {
@@ -138,6 +158,27 @@ void check_dim(const CompiledKernel& k, const char* what, const Dim3& d, uint64_
 
 }  // namespace
 
+// Dynamic shared memory above 48 KB needs the function's limit raised first; more than the
+// device allows per block (minus the static part) is a usage error, not a launch failure.
+void CompiledKernel::set_dynamic_shared(uint32_t bytes) const {
+  auto& s = const_cast<detail::KernelState&>(state());
+  if (bytes <= 48 * 1024 || static_cast<int>(bytes) <= s.dynamic_smem_set) return;
+  const driver::Api& a = driver::api();
+  CUdevice dev;
+  int optin = 0, static_bytes = 0;
+  driver::check(a.device_get(&dev, 0), "cuDeviceGet");
+  driver::check(a.device_get_attribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev), "cuDeviceGetAttribute");
+  driver::check(a.func_get_attribute(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, s.function), "cuFuncGetAttribute");
+  if (static_cast<int64_t>(bytes) + static_bytes > optin)
+    throw UsageError(s.name, "launch",
+                     "asked for " + std::to_string(bytes) + " bytes of dynamic shared memory; with " +
+                         std::to_string(static_bytes) + " static bytes this device allows at most " +
+                         std::to_string(optin - static_bytes));
+  driver::check(a.func_set_attribute(s.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(bytes)),
+                "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) for kernel '" + s.name + "'");
+  s.dynamic_smem_set = static_cast<int>(bytes);
+}
+
 void CompiledKernel::launch_packed(const LaunchConfig& cfg, const detail::Arg* args, size_t n) const {
   const detail::KernelState& s = state();
   if (n != s.params.size())
@@ -158,7 +199,15 @@ void CompiledKernel::launch_packed(const LaunchConfig& cfg, const detail::Arg* a
   if (cfg.block.x * cfg.block.y * cfg.block.z > 1024)
     throw UsageError(s.name, "launch", "a block holds at most 1024 threads, asked for " +
                                            std::to_string(cfg.block.x * cfg.block.y * cfg.block.z));
+  if (interpret_mode()) {  // synchronous, on the host; any stream is ignored
+    if (!s.kernel.valid())
+      throw UsageError(s.name, "launch", "interpret mode: this compiled kernel carries no IR to interpret");
+    ir::LaunchShape shape{{cfg.grid.x, cfg.grid.y, cfg.grid.z}, {cfg.block.x, cfg.block.y, cfg.block.z}, cfg.shared_bytes};
+    ir::interp::run(s.kernel, shape, std::span<const uint64_t>(slots, n));
+    return;
+  }
   resolve();
+  set_dynamic_shared(cfg.shared_bytes);
   CUstream stream = cfg.stream ? static_cast<CUstream>(cfg.stream->handle()) : nullptr;
   driver::check(driver::api().launch_kernel(s.function, static_cast<unsigned>(cfg.grid.x), static_cast<unsigned>(cfg.grid.y),
                                             static_cast<unsigned>(cfg.grid.z), static_cast<unsigned>(cfg.block.x),

@@ -12,6 +12,7 @@
 #include "kaio/ir/error.h"
 #include "kaio/ir/kernel.h"
 #include "kaio/jit/buffer.h"
+#include "kaio/jit/resources.h"
 
 namespace kaio::jit {
 
@@ -94,6 +95,9 @@ class CompiledKernel {
   const std::string& cubin() const;
   const std::string& info_log() const;  // nvJitLink's info log
   const std::vector<ir::Param>& params() const;
+  // Registers, shared and local memory, max threads per block: from the link log, and from
+  // the driver when the kernel is loaded on a device.
+  Resources resources() const;
   // True when this compile was answered by the in-memory or the on-disk cache.
   bool from_cache() const { return from_cache_; }
   bool valid() const { return s_ != nullptr; }
@@ -119,6 +123,7 @@ class CompiledKernel {
 
  private:
   const detail::KernelState& state() const;
+  void set_dynamic_shared(uint32_t bytes) const;
   std::shared_ptr<detail::KernelState> s_;
   bool from_cache_ = false;
 };

@@ -2,9 +2,11 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <mutex>
 
 #include "kaio/ir/error.h"
+#include "kaio/jit/buffer.h"
 
 namespace kaio::jit::driver {
 
@@ -132,4 +134,21 @@ const std::string& device_arch() {
   return loaded().arch;
 }
 
+const std::string& default_arch() {
+  static const std::string interpreted = "sm_90";
+  return interpret_mode() ? interpreted : device_arch();
+}
+
 }  // namespace kaio::jit::driver
+
+namespace kaio::jit {
+
+bool interpret_mode() {
+  static const bool on = [] {
+    const char* v = std::getenv("KAIO_INTERPRET");
+    return v && *v && std::string(v) != "0";
+  }();
+  return on;
+}
+
+}  // namespace kaio::jit

@@ -55,5 +55,8 @@ void check(CUresult r, const std::string& what);
 void ensure_context();
 // "sm_90" for the current device (cached).
 const std::string& device_arch();
+// The arch compile() uses when none is given: the device's, or in interpret mode the
+// nominal "sm_90" (no driver needed).
+const std::string& default_arch();
 
 }  // namespace kaio::jit::driver

@@ -15,6 +15,9 @@ struct KernelState {
   Key key;
   std::string name, arch, ptx, cubin, info_log;
   std::vector<ir::Param> params;
+  ir::Kernel kernel;  // the IR: launches run it in the interpreter in interpret mode
+  uint32_t launch_bound_threads = 0;
+  int dynamic_smem_set = 0;  // the MAX_DYNAMIC_SHARED_SIZE_BYTES attribute set so far
 
   // Loaded lazily into the current device's context.
   std::once_flag load_once;      // cuModuleLoadData

@@ -1,0 +1,693 @@
+// Interpreter: the allocation registry, the compiler from the IR tree to the flat program
+// (with its per-kernel cache), the warp loop (control flow), the block scheduler and the
+// host-thread pool, and the entry points. See interp_impl.h for the program's design.
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "kaio/ir/interp_impl.h"
+
+namespace kaio::ir::interp {
+
+using namespace impl;
+
+// ---------------- allocation registry ----------------
+
+namespace {
+
+struct Registry {
+  std::shared_mutex m;
+  std::map<uint64_t, uint64_t> allocs;  // base -> bytes
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+bool registry_find(uint64_t ptr, LRegion& out) {
+  Registry& r = registry();
+  std::shared_lock g(r.m);
+  auto it = r.allocs.upper_bound(ptr);
+  if (it == r.allocs.begin()) return false;
+  --it;
+  if (ptr >= it->first + it->second) return false;
+  out = LRegion{it->first, it->first + it->second, true};
+  return true;
+}
+
+}  // namespace
+
+void register_allocation(uint64_t base, uint64_t bytes) {
+  if (!bytes) return;
+  Registry& r = registry();
+  std::unique_lock g(r.m);
+  r.allocs[base] = bytes;
+}
+
+void unregister_allocation(uint64_t base) {
+  Registry& r = registry();
+  std::unique_lock g(r.m);
+  r.allocs.erase(base);
+}
+
+// ---------------- warp diagnostics ----------------
+
+namespace impl {
+
+std::string Warp::where(int lane) const {
+  auto s = [](uint64_t v) { return std::to_string(v); };
+  return "block (" + s(B->ctaid[0]) + ", " + s(B->ctaid[1]) + ", " + s(B->ctaid[2]) + "), thread (" +
+         s(tid[0][lane]) + ", " + s(tid[1][lane]) + ", " + s(tid[2][lane]) + ")";
+}
+
+void Warp::fail(const PInst& p, int lane, const std::string& msg) const {
+  throw UsageError(L->k->name, p.src ? op_name(p.src->op) : "interpret", "in " + where(lane) + ": " + msg);
+}
+
+}  // namespace impl
+
+// ---------------- compiler: IR tree -> flat program ----------------
+
+namespace {
+
+struct Compiler {
+  const Kernel::Data& k;
+  Program& P;
+  std::vector<std::vector<uint32_t>> fix;  // per open region: instructions whose target is its join
+  uint32_t depth = 0;
+
+  uint32_t emit(const PInst& p) {
+    P.code.push_back(p);
+    return static_cast<uint32_t>(P.code.size() - 1);
+  }
+  void patch(const std::vector<uint32_t>& list, uint32_t to) {
+    for (uint32_t i : list) P.code[i].target = to;
+  }
+  PInst control(Kind kind, const Inst& i) {
+    PInst p;
+    p.kind = kind;
+    p.depth = static_cast<uint8_t>(depth);
+    p.src = &i;
+    return p;
+  }
+  PInst exec(ExecFn fn, const Inst& i, uint32_t dst, uint32_t a = 0, uint32_t b = 0, uint32_t c = 0) {
+    PInst p;
+    p.fn = fn;
+    p.dst = dst;
+    p.a = a;
+    p.b = b;
+    p.c = c;
+    p.imm = i.imm;
+    p.src = &i;
+    return p;
+  }
+  [[noreturn]] void unsupported(const Inst& i) {
+    throw UsageError(k.name, op_name(i.op), "not supported by the interpreter yet");
+  }
+  static uint32_t arg(const Inst& i, int n) { return i.nargs > n && i.args[n] != kNoValue ? i.args[n] : 0; }
+
+  // Compiles a nested region; returns the instructions to patch to its join.
+  std::vector<uint32_t> region(const Block& b) {
+    fix.emplace_back();
+    ++depth;
+    if (depth >= 255) throw UsageError(k.name, "interpret", "control flow nested deeper than 254 levels");
+    P.frames = std::max(P.frames, depth + 1);
+    block(b);
+    --depth;
+    std::vector<uint32_t> out = std::move(fix.back());
+    fix.pop_back();
+    return out;
+  }
+
+  void block(const Block& b) {
+    for (const Inst& i : b.insts) inst(i);
+  }
+
+  void inst(const Inst& i) {
+    switch (i.op) {
+      // ---- leaves: filled into the register file, not executed ----
+      case Op::Param:
+        P.params.push_back({i.result, static_cast<uint32_t>(i.imm), i.type});
+        return;
+      case Op::Const:
+        P.consts.push_back({i.result, normalize(i.type, i.imm)});
+        return;
+      case Op::SReg:
+        if (i.imm > static_cast<uint64_t>(SpecialReg::LaneId)) unsupported(i);
+        P.sregs.push_back({i.result, static_cast<SpecialReg>(i.imm)});
+        return;
+      // ---- shared memory: pointers are fixed offsets of the block's window ----
+      case Op::SharedAlloc: {
+        uint64_t bytes = i.imm * static_cast<uint64_t>(scalar_bytes(i.type.elem));
+        uint64_t off = P.static_shared;
+        if (off + bytes > (uint64_t(1) << 24)) throw UsageError(k.name, op_name(i.op), "static shared memory larger than any GPU's");
+        P.shared_arrays.push_back({i.result, static_cast<uint32_t>(off), static_cast<uint32_t>(bytes), i.type.elem});
+        P.static_shared = static_cast<uint32_t>((off + bytes + 15) / 16 * 16);
+        return;
+      }
+      case Op::DynamicShared:
+        P.dynamic_slots.push_back(i.result);
+        return;
+      // ---- no effect in the interpreter ----
+      case Op::Comment:
+      case Op::Fence:  // one host thread runs a block in program order; global atomics are seq-consistent enough
+        return;
+      case Op::Barrier:
+        emit(control(Kind::Barrier, i));
+        return;
+      // ---- per-family executors ----
+      case Op::Neg: case Op::Not: case Op::Abs:
+      case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Rem: case Op::Min: case Op::Max:
+      case Op::And: case Op::Or: case Op::Xor: case Op::Shl: case Op::Shr:
+      case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
+      case Op::Select: case Op::Fma:
+        return simple(i, pick_arith(k, i));
+      case Op::Sqrt: case Op::Rsqrt: case Op::Exp: case Op::Log: case Op::Tanh: case Op::Sin: case Op::Cos:
+      case Op::Rcp: case Op::Exp2: case Op::Log2: case Op::Erf: case Op::Floor: case Op::Ceil: case Op::Round:
+      case Op::Trunc: case Op::Rint: case Op::Pow: case Op::CopySign: case Op::IsNan: case Op::IsInf:
+        return simple(i, pick_math(k, i));
+      case Op::Cast:
+        return simple(i, pick_convert(k, i));
+      case Op::Load: case Op::Store: case Op::LoadVec: case Op::StoreVec: case Op::AtomicRmw: case Op::AtomicCas:
+        return simple(i, pick_memory(k, i));
+      case Op::Shfl: case Op::Vote:
+        return simple(i, pick_parallel(k, i));
+      // ---- variables ----
+      case Op::VarDecl:
+        emit(exec(copy_masked_fn(), i, i.result, arg(i, 0)));
+        return;
+      case Op::VarRead:
+        emit(exec(copy_all_fn(), i, i.result, arg(i, 0)));
+        return;
+      case Op::VarWrite:
+        emit(exec(copy_masked_fn(), i, arg(i, 0), arg(i, 1)));
+        return;
+      // ---- structured control flow ----
+      case Op::If: {
+        PInst pif = control(Kind::If, i);
+        pif.a = arg(i, 0);
+        uint32_t at_if = emit(pif);
+        std::vector<uint32_t> then_fix = region(i.regions[0]);
+        bool has_else = i.imm != 0 && i.regions.size() > 1 && !i.regions[1].insts.empty();
+        if (has_else) {
+          uint32_t at_else = emit(control(Kind::Else, i));
+          patch(then_fix, at_else);
+          P.code[at_if].target = at_else;
+          std::vector<uint32_t> else_fix = region(i.regions[1]);
+          uint32_t at_join = emit(control(Kind::Join, i));
+          patch(else_fix, at_join);
+          P.code[at_else].target = at_join;
+          fix.back().push_back(at_join);
+        } else {
+          uint32_t at_join = emit(control(Kind::Join, i));
+          patch(then_fix, at_join);
+          P.code[at_if].target = at_join;
+          fix.back().push_back(at_join);
+        }
+        return;
+      }
+      case Op::For: {
+        // Enter; iv = lo (active lanes); head: t = iv < hi; Test t; body; iv += step; Jump head; Join
+        Scalar s = i.type.elem;
+        emit(control(Kind::Enter, i));
+        emit(exec(copy_masked_fn(), i, i.result, arg(i, 0)));
+        uint32_t t = P.nslots++;
+        uint32_t head = emit(exec(less_fn(s), i, t, i.result, arg(i, 1)));
+        PInst test = control(Kind::Test, i);
+        test.a = t;
+        uint32_t at_test = emit(test);
+        std::vector<uint32_t> body_fix = region(i.regions[0]);
+        emit(exec(add_fn(s), i, i.result, i.result, arg(i, 2)));
+        PInst jump = control(Kind::Jump, i);
+        jump.target = head;
+        emit(jump);
+        uint32_t at_join = emit(control(Kind::Join, i));
+        patch(body_fix, at_join);
+        P.code[at_test].target = at_join;
+        fix.back().push_back(at_join);
+        return;
+      }
+      case Op::While: {
+        // Enter; head: cond block; Test c; body; Jump head; Join
+        emit(control(Kind::Enter, i));
+        uint32_t head = static_cast<uint32_t>(P.code.size());
+        std::vector<uint32_t> cond_fix = region(i.regions[0]);
+        PInst test = control(Kind::Test, i);
+        test.a = static_cast<uint32_t>(i.imm);
+        uint32_t at_test = emit(test);
+        std::vector<uint32_t> body_fix = region(i.regions[1]);
+        PInst jump = control(Kind::Jump, i);
+        jump.target = head;
+        emit(jump);
+        uint32_t at_join = emit(control(Kind::Join, i));
+        patch(cond_fix, at_join);
+        patch(body_fix, at_join);
+        P.code[at_test].target = at_join;
+        fix.back().push_back(at_join);
+        return;
+      }
+      case Op::Return:
+        fix.back().push_back(emit(control(Kind::Return, i)));
+        return;
+      default:
+        unsupported(i);
+    }
+  }
+
+  void simple(const Inst& i, ExecFn fn) {
+    if (!fn) unsupported(i);
+    uint32_t dst = i.result == kNoValue ? 0 : i.result;
+    emit(exec(fn, i, dst, arg(i, 0), arg(i, 1), arg(i, 2)));
+  }
+};
+
+std::shared_ptr<const Program> compile_program(const Kernel& kernel) {
+  auto P = std::make_shared<Program>();
+  P->kernel = kernel;
+  const Kernel::Data& k = kernel.data();
+  P->nslots = static_cast<uint32_t>(k.values.size());
+  Compiler c{k, *P, {}, 0};
+  c.fix.emplace_back();
+  c.block(k.body);
+  PInst end;
+  end.kind = Kind::End;
+  uint32_t at_end = c.emit(end);
+  c.patch(c.fix.back(), at_end);
+  return P;
+}
+
+struct HashOf {
+  size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.lo ^ (h.hi * 0x9e3779b97f4a7c15ull)); }
+};
+
+std::shared_ptr<const Program> program_for(const Kernel& k) {
+  static std::mutex m;
+  static std::unordered_map<Hash128, std::shared_ptr<const Program>, HashOf> cache;
+  {
+    std::lock_guard g(m);
+    auto it = cache.find(k.hash());
+    if (it != cache.end()) return it->second;
+  }
+  std::shared_ptr<const Program> p = compile_program(k);  // throws for unsupported ops
+  std::lock_guard g(m);
+  return cache.emplace(k.hash(), std::move(p)).first->second;
+}
+
+// ---------------- execution ----------------
+
+void copy_all(Warp& w, const PInst& p) {
+  uint64_t* d = w.slot(p.dst);
+  const uint64_t* a = w.slot(p.a);
+  for (int l = 0; l < kLanes; ++l) d[l] = a[l];
+}
+
+void copy_masked(Warp& w, const PInst& p) {
+  uint64_t* d = w.slot(p.dst);
+  const uint64_t* a = w.slot(p.a);
+  if (w.active == kFullMask) {
+    for (int l = 0; l < kLanes; ++l) d[l] = a[l];
+  } else {
+    for_active(w.active, [&](int l) { d[l] = a[l]; });
+  }
+}
+
+// Runs a warp until it ends (done) or reaches a barrier (not done; pc is past the barrier).
+void run_warp(Warp& w, const Program& P) {
+  const PInst* code = P.code.data();
+  uint32_t pc = w.pc;
+  uint64_t steps = 0, lanes = 0;
+  for (;;) {
+    const PInst& p = code[pc];
+    ++steps;
+    lanes += static_cast<uint64_t>(std::popcount(w.active));
+    switch (p.kind) {
+      case Kind::Exec:
+        w.pc = pc;  // for messages
+        p.fn(w, p);
+        ++pc;
+        break;
+      case Kind::If: {
+        uint32_t m = w.mask_of(p.a) & w.active;
+        w.saved[p.depth] = w.active;
+        w.els[p.depth] = w.active & ~m;
+        w.active = m;
+        pc = m ? pc + 1 : p.target;
+        break;
+      }
+      case Kind::Else:
+        w.active = w.els[p.depth];
+        pc = w.active ? pc + 1 : p.target;
+        break;
+      case Kind::Join:
+        w.active = w.saved[p.depth] & ~w.returned;
+        pc = w.active ? pc + 1 : p.target;
+        break;
+      case Kind::Enter:
+        w.saved[p.depth] = w.active;
+        ++pc;
+        break;
+      case Kind::Test:
+        w.active &= w.mask_of(p.a);
+        pc = w.active ? pc + 1 : p.target;
+        break;
+      case Kind::Jump:
+        pc = p.target;
+        break;
+      case Kind::Return:
+        w.returned |= w.active;
+        w.active = 0;
+        pc = p.target;
+        break;
+      case Kind::Barrier:  // stop here; the block resumes every warp once all have arrived
+        w.pc = pc + 1;
+        w.steps += steps;
+        w.lane_steps += lanes;
+        return;
+      case Kind::End:
+        w.pc = pc;
+        w.done = true;
+        w.steps += steps;
+        w.lane_steps += lanes;
+        return;
+    }
+  }
+}
+
+// One host thread's state: the register files of a block's warps, reused block after block.
+struct Runner {
+  const LaunchCtx& L;
+  const Program& P;
+  uint32_t nthreads = 0, nwarps = 0;
+  std::vector<uint64_t> regs;
+  std::vector<uint32_t> frames;
+  std::vector<Warp> warps;
+  BlockCtx block;
+
+  Runner(const LaunchCtx& l, std::span<const uint64_t> params) : L(l), P(*l.prog) {
+    const Extent& b = L.shape.block;
+    nthreads = static_cast<uint32_t>(b.x * b.y * b.z);
+    nwarps = (nthreads + kLanes - 1) / kLanes;
+    size_t per_warp = size_t(P.nslots) * kLanes;
+    regs.assign(per_warp * nwarps, 0);
+    frames.assign(size_t(P.frames) * 2 * nwarps, 0);
+    warps.resize(nwarps);
+    const uint32_t window = P.static_shared + L.shape.shared_bytes;
+    block.shared.assign(window, 0);
+    block.shadow.assign(window, ShadowByte{});
+    for (const auto& a : P.shared_arrays) block.regions.push_back({a.offset, a.bytes, a.slot, a.elem});
+    block.regions.push_back({P.dynamic_offset(), L.shape.shared_bytes, kNoValue, Scalar::U8});
+    for (uint32_t wi = 0; wi < nwarps; ++wi) {
+      Warp& w = warps[wi];
+      w.R = regs.data() + per_warp * wi;
+      w.saved = frames.data() + size_t(P.frames) * 2 * wi;
+      w.els = w.saved + P.frames;
+      w.index = wi;
+      w.L = &L;
+      w.B = &block;
+      for (const auto& c : P.consts) std::fill_n(w.slot(c.slot), kLanes, c.bits);
+      for (const auto& pi : P.params) std::fill_n(w.slot(pi.slot), kLanes, normalize(pi.type, params[pi.index]));
+      for (const auto& a : P.shared_arrays) std::fill_n(w.slot(a.slot), kLanes, uint64_t(a.offset));
+      for (uint32_t s : P.dynamic_slots) std::fill_n(w.slot(s), kLanes, uint64_t(P.dynamic_offset()));
+      for (int l = 0; l < kLanes; ++l) {
+        uint32_t t = wi * kLanes + l;
+        w.tid[0][l] = static_cast<uint32_t>(t % b.x);
+        w.tid[1][l] = static_cast<uint32_t>((t / b.x) % b.y);
+        w.tid[2][l] = static_cast<uint32_t>(t / (b.x * b.y));
+      }
+    }
+  }
+
+  uint32_t sreg_value(const Warp& w, SpecialReg r, int lane) const {
+    const LaunchShape& s = L.shape;
+    switch (r) {
+      case SpecialReg::TidX: return w.tid[0][lane];
+      case SpecialReg::TidY: return w.tid[1][lane];
+      case SpecialReg::TidZ: return w.tid[2][lane];
+      case SpecialReg::NtidX: return static_cast<uint32_t>(s.block.x);
+      case SpecialReg::NtidY: return static_cast<uint32_t>(s.block.y);
+      case SpecialReg::NtidZ: return static_cast<uint32_t>(s.block.z);
+      case SpecialReg::CtaidX: return block.ctaid[0];
+      case SpecialReg::CtaidY: return block.ctaid[1];
+      case SpecialReg::CtaidZ: return block.ctaid[2];
+      case SpecialReg::NctaidX: return static_cast<uint32_t>(s.grid.x);
+      case SpecialReg::NctaidY: return static_cast<uint32_t>(s.grid.y);
+      case SpecialReg::NctaidZ: return static_cast<uint32_t>(s.grid.z);
+      case SpecialReg::LaneId: return static_cast<uint32_t>(lane);
+      default: return 0;
+    }
+  }
+
+  void run_block(uint64_t linear, uint64_t& steps, uint64_t& lane_steps) {
+    const Extent& g = L.shape.grid;
+    block.ctaid[0] = static_cast<uint32_t>(linear % g.x);
+    block.ctaid[1] = static_cast<uint32_t>((linear / g.x) % g.y);
+    block.ctaid[2] = static_cast<uint32_t>(linear / (g.x * g.y));
+    if (block.epoch > 0xffff0000u) {  // epochs never repeat within a runner: restart the shadow
+      std::fill(block.shadow.begin(), block.shadow.end(), ShadowByte{});
+      block.epoch = 0;
+    }
+    block.gen = ++block.epoch;
+    for (uint32_t wi = 0; wi < nwarps; ++wi) {
+      Warp& w = warps[wi];
+      uint32_t live = std::min<uint32_t>(kLanes, nthreads - wi * kLanes);
+      w.active = live == kLanes ? kFullMask : ((1u << live) - 1);
+      w.returned = 0;
+      w.pc = 0;
+      w.done = false;
+      w.last = nullptr;
+      w.steps = w.lane_steps = 0;
+      for (const auto& sr : P.sregs) {
+        uint64_t* d = w.slot(sr.slot);
+        for (int l = 0; l < kLanes; ++l) d[l] = sreg_value(w, sr.reg, l);
+      }
+    }
+    // Each warp runs until it reaches a barrier or ends; once every warp has (an ended warp
+    // counts as arrived), the barrier epoch advances and the waiting warps resume.
+    for (;;) {
+      bool waiting = false;
+      for (Warp& w : warps) {
+        if (w.done) continue;
+        run_warp(w, P);
+        waiting |= !w.done;
+      }
+      if (!waiting) break;
+      ++block.epoch;
+    }
+    for (Warp& w : warps) {
+      steps += w.steps;
+      lane_steps += w.lane_steps;
+    }
+  }
+};
+
+unsigned env_threads() {
+  const char* v = std::getenv("KAIO_INTERP_THREADS");
+  if (v && *v) {
+    long n = std::strtol(v, nullptr, 10);
+    if (n > 0) return static_cast<unsigned>(std::min(n, 1024L));
+  }
+  unsigned h = std::thread::hardware_concurrency();
+  return h ? h : 1;
+}
+
+constexpr uint64_t kMaxSharedPerBlock = 227 * 1024;  // sm_90 with the opt-in
+
+void check_shape(const Kernel& k, const LaunchShape& s) {
+  auto bad = [&](const char* what, const Extent& d, uint64_t max_x) {
+    if (d.x == 0 || d.y == 0 || d.z == 0 || d.x > max_x || d.y > 65535 || d.z > 65535)
+      throw UsageError(k.name(), "interpret",
+                       std::string(what) + " (" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " +
+                           std::to_string(d.z) + ") is out of range (each dimension >= 1; x <= " +
+                           std::to_string(max_x) + ", y and z <= 65535)");
+  };
+  bad("grid", s.grid, 0x7fffffffu);
+  bad("block", s.block, 1024);
+  if (s.block.x * s.block.y * s.block.z > 1024)
+    throw UsageError(k.name(), "interpret",
+                     "a block holds at most 1024 threads, asked for " + std::to_string(s.block.x * s.block.y * s.block.z));
+}
+
+}  // namespace
+
+namespace impl {
+ExecFn copy_all_fn() { return &copy_all; }
+ExecFn copy_masked_fn() { return &copy_masked; }
+}  // namespace impl
+
+unsigned default_threads() { return env_threads(); }
+
+RunStats run(const Kernel& k, const LaunchShape& shape, std::span<const uint64_t> params, std::span<const Region> local,
+             const RunOptions& options) {
+  if (!k.valid()) throw UsageError("", "interpret", "an empty (default-constructed) Kernel");
+  check_shape(k, shape);
+  if (params.size() != k.params().size())
+    throw UsageError(k.name(), "interpret",
+                     "expected " + std::to_string(k.params().size()) + " arguments, got " + std::to_string(params.size()));
+  std::shared_ptr<const Program> prog = program_for(k);
+  const uint64_t block_threads = shape.block.x * shape.block.y * shape.block.z;
+  if (k.data().max_threads && block_threads > k.data().max_threads)
+    throw UsageError(k.name(), "launch",
+                     "a block of " + std::to_string(block_threads) + " threads exceeds the kernel's launch bounds (" +
+                         std::to_string(k.data().max_threads) + " threads); the GPU would refuse this launch");
+  if (uint64_t(prog->static_shared) + shape.shared_bytes > kMaxSharedPerBlock)
+    throw UsageError(k.name(), "launch",
+                     "static (" + std::to_string(prog->static_shared) + " bytes) plus dynamic (" +
+                         std::to_string(shape.shared_bytes) + " bytes) shared memory exceeds " +
+                         std::to_string(kMaxSharedPerBlock) + " bytes, the most any GPU gives a block");
+
+  LaunchCtx L;
+  L.prog = prog.get();
+  L.k = &k.data();
+  L.shape = shape;
+  // The allocations this launch may touch: those its pointer arguments point into.
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!k.params()[i].type.ptr) continue;
+    uint64_t ptr = params[i];
+    LRegion rg;
+    bool found = false;
+    for (const Region& r : local) {
+      if (ptr >= r.base && ptr < r.base + r.bytes) {
+        rg = LRegion{r.base, r.base + r.bytes, r.writable};
+        found = true;
+        break;
+      }
+    }
+    if (!found) found = registry_find(ptr, rg);
+    if (found) L.regions.push_back(rg);
+  }
+
+  const uint64_t nblocks = shape.grid.x * shape.grid.y * shape.grid.z;
+  unsigned nthreads = options.threads ? options.threads : env_threads();
+  nthreads = static_cast<unsigned>(std::min<uint64_t>(nthreads, nblocks));
+  std::atomic<uint64_t> next{0};
+  std::atomic<uint64_t> total_steps{0}, total_lanes{0};
+  std::mutex err_m;
+  std::exception_ptr err;
+
+  auto worker = [&] {
+    uint64_t steps = 0, lanes = 0;
+    try {
+      Runner r(L, params);
+      for (;;) {
+        if (L.stop.load(std::memory_order_relaxed)) break;
+        uint64_t b = next.fetch_add(1, std::memory_order_relaxed);
+        if (b >= nblocks) break;
+        r.run_block(b, steps, lanes);
+      }
+    } catch (...) {
+      std::lock_guard g(err_m);
+      if (!err) err = std::current_exception();
+      L.stop = true;
+    }
+    total_steps += steps;
+    total_lanes += lanes;
+  };
+
+  std::vector<std::thread> pool;
+  pool.reserve(nthreads > 0 ? nthreads - 1 : 0);
+  try {
+    for (unsigned t = 1; t < nthreads; ++t) pool.emplace_back(worker);
+  } catch (...) {
+    // Could not start more threads: the ones running (and this one) do the work.
+  }
+  worker();
+  for (auto& t : pool) t.join();
+  if (err) std::rethrow_exception(err);
+
+  RunStats st;
+  st.thread_instructions = total_lanes.load();
+  st.warp_instructions = total_steps.load();
+  st.blocks = nblocks;
+  st.threads = nthreads;
+  return st;
+}
+
+// ---------------- ir::interpret: host arguments ----------------
+
+HostArg host_arg(double v) { return HostArg{HostArg::F64, {}, false, 0, std::bit_cast<uint64_t>(v), 0}; }
+
+namespace {
+
+std::string arg_desc(const HostArg& a) {
+  switch (a.kind) {
+    case HostArg::Buffer: return std::string(a.writable ? "a host buffer of " : "a const host buffer of ") + scalar_name(a.elem);
+    case HostArg::Int: return "a signed integer (" + std::to_string(a.i) + ")";
+    case HostArg::UInt: return "an unsigned integer (" + std::to_string(a.u) + ")";
+    case HostArg::Bool: return "a bool";
+    case HostArg::F32: return "a float";
+    case HostArg::F64: return "a double";
+    case HostArg::F16: return "a kaio::half";
+    case HostArg::BF16: return "a kaio::bfloat16";
+  }
+  return "?";
+}
+
+bool pack(const HostArg& a, const Type& t, uint64_t& slot, std::string& why) {
+  slot = 0;
+  if (t.ptr) {
+    if (a.kind != HostArg::Buffer || a.elem != t.elem) return false;
+    if (!t.is_const && !a.writable) {
+      why = "the kernel stores through it; pass a non-const buffer";
+      return false;
+    }
+    slot = a.u;
+    return true;
+  }
+  switch (t.elem) {
+    case Scalar::Pred: slot = a.u; return a.kind == HostArg::Bool;
+    case Scalar::F32: slot = a.u; return a.kind == HostArg::F32;
+    case Scalar::F64: slot = a.u; return a.kind == HostArg::F64;
+    case Scalar::F16: slot = a.u; return a.kind == HostArg::F16;
+    case Scalar::BF16: slot = a.u; return a.kind == HostArg::BF16;
+    default: break;
+  }
+  if (a.kind != HostArg::Int && a.kind != HostArg::UInt) return false;
+  int bits = scalar_bits(t.elem);
+  bool neg = a.kind == HostArg::Int && a.i < 0;
+  bool fits;
+  if (t.is_signed()) {
+    __int128 lo = -(__int128(1) << (bits - 1)), hi = (__int128(1) << (bits - 1)) - 1;
+    __int128 v = a.kind == HostArg::Int ? __int128(a.i) : __int128(a.u);
+    fits = v >= lo && v <= hi;
+  } else {
+    uint64_t hi = bits == 64 ? ~uint64_t(0) : (uint64_t(1) << bits) - 1;
+    fits = !neg && (a.kind == HostArg::UInt ? a.u : uint64_t(a.i)) <= hi;
+  }
+  if (!fits) {
+    why = "its value does not fit in " + t.str();
+    return false;
+  }
+  slot = a.kind == HostArg::UInt ? a.u : static_cast<uint64_t>(a.i);
+  return true;
+}
+
+}  // namespace
+
+RunStats interpret_packed(const Kernel& k, const LaunchShape& shape, const HostArg* args, size_t n,
+                          const RunOptions& options) {
+  if (!k.valid()) throw UsageError("", "interpret", "an empty (default-constructed) Kernel");
+  const auto& ps = k.params();
+  if (n != ps.size())
+    throw UsageError(k.name(), "interpret", "expected " + std::to_string(ps.size()) + " arguments, got " + std::to_string(n));
+  std::vector<uint64_t> slots(n);
+  std::vector<Region> local;
+  for (size_t i = 0; i < n; ++i) {
+    std::string why;
+    if (!pack(args[i], ps[i].type, slots[i], why))
+      throw UsageError(k.name(), "interpret",
+                       "argument " + std::to_string(i) + " ('" + ps[i].name + "') is " + arg_desc(args[i]) +
+                           ", the kernel expects " + ps[i].type.str() + (why.empty() ? "" : "; " + why));
+    if (args[i].kind == HostArg::Buffer && args[i].bytes) local.push_back(Region{args[i].u, args[i].bytes, args[i].writable});
+  }
+  return run(k, shape, slots, local, options);
+}
+
+}  // namespace kaio::ir::interp
