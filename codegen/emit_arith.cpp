@@ -1,4 +1,6 @@
 // Arithmetic, logic, comparison, select and fma.
+// f32/f64 add, sub and mul carry no rounding suffix, so ptxas may contract a mul and an add
+// into one fma (as nvcc does by default); use ir::fma for a guaranteed single rounding.
 // f16 add/sub/mul/min/max/neg/abs/fma use the native instructions (sm_80+); bf16 does too
 // where the target has them (add/sub/mul need sm_90; on sm_80 they are one fma.rn.bf16,
 // also rounded once). Division and comparisons of halves go through f32, which rounds to
@@ -146,7 +148,11 @@ void emit_arith(Emitter& e, const ir::Inst& i) {
     const std::string& a = e.reg(i.args[0]);
     const std::string& b = e.reg(i.args[1]);
     bool native = s == Scalar::F16 || i.op == Op::Min || i.op == Op::Max || e.sm() >= 90;
-    if (native) return e.ins(m + "." + arith_type(s) + " " + d + ", " + a + ", " + b);
+    // .rn: each half op rounds once, never contracted with a neighbour into an fma.
+    if (native) {
+      bool minmax = i.op == Op::Min || i.op == Op::Max;
+      return e.ins(m + (minmax ? "." : ".rn.") + arith_type(s) + " " + d + ", " + a + ", " + b);
+    }
     // bf16 add/sub/mul before sm_90: one fma, one rounding.
     std::string k = e.fresh(RegClass::H16);
     if (i.op == Op::Add) {

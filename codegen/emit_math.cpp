@@ -9,7 +9,7 @@
 //            absolute error <= 2^-20 for |x| <= 2^15
 //   rcp    correctly rounded (rcp.rn); exp2 ex2.approx: <= 2 ulp; log2 lg2.approx: <= 2^-22 abs
 //   erf    |x| < 0.5: Taylor series to x^13; else Abramowitz-Stegun 7.1.26 with exp above:
-//          absolute error <= 2e-7
+//          absolute error <= 4e-7
 //   pow    exp2(y * log2|x|) with the sign of x for odd integer y, NaN for x < 0 and
 //          non-integer y, pow(x, 0) = 1: relative error <= 2^-21 * (1 + |y log2 x|)
 //   floor ceil trunc rint (half to even) round (half away from zero): exact

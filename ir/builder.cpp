@@ -546,7 +546,11 @@ void IfChain::else_(const std::function<void()>& body) {
 void KernelBuilder::for_impl(AnyOperand lo, AnyOperand hi, AnyOperand step,
                              const std::function<void(Value)>& body) {
   ensure_open("for_");
-  Type t = Type::scalar(Scalar::S32);
+  // All literals: unsigned literals (0u) give u32, any other s32.
+  bool all_unsigned = true;
+  for (const AnyOperand* x : {&lo, &hi, &step})
+    if (!x->is_value && x->lit.kind != Literal::UInt) all_unsigned = false;
+  Type t = Type::scalar(all_unsigned ? Scalar::U32 : Scalar::S32);
   bool have = false;
   for (const AnyOperand* x : {&lo, &hi, &step}) {
     if (!x->is_value) continue;

@@ -43,11 +43,11 @@ TEST_CASE("ptx: small integers compute in 16 bits and renormalize", "[codegen][g
 }
 
 TEST_CASE("ptx: half types use native instructions, else f32 rounded once", "[codegen][golden]") {
-  CHECK_PTX(half, a + bb, "add.f16 %h3, %h0, %h1");
+  CHECK_PTX(half, a + bb, "add.rn.f16 %h3, %h0, %h1");
   CHECK_PTX(half, ir::min(a, bb), "min.f16 %h3, %h0, %h1");
   CHECK_PTX(half, -a, "neg.f16 %h3, %h0");
   CHECK_PTX(half, ir::fma(a, bb, c), "fma.rn.f16 %h3, %h0, %h1, %h2");
-  CHECK_PTX(bfloat16, a * bb, "mul.bf16 %h3, %h0, %h1");
+  CHECK_PTX(bfloat16, a * bb, "mul.rn.bf16 %h3, %h0, %h1");
   // Division goes through f32.
   CHECK_PTX(half, a / bb, "cvt.f32.f16 %f0, %h0");
   CHECK_PTX(half, a / bb, "div.rn.f32 %f2, %f0, %f1");
