@@ -55,9 +55,46 @@ const char* bit_type(Scalar s) {
 
 }  // namespace
 
+// f16x2 / bf16x2: the pairwise instructions, each half rounded once (bf16x2 add/sub/mul
+// need sm_90; before it they are one fma.rn.bf16x2).
+void emit_packed(Emitter& e, const ir::Inst& i, Scalar s, const std::string& d) {
+  const char* t = arith_type(s);
+  switch (i.op) {
+    case Op::Neg: case Op::Abs:
+      return e.ins(std::string(i.op == Op::Neg ? "neg." : "abs.") + t + " " + d + ", " + e.reg(i.args[0]));
+    case Op::Fma:
+      return e.ins(std::string("fma.rn.") + t + " " + d + ", " + e.reg(i.args[0]) + ", " + e.reg(i.args[1]) + ", " +
+                   e.reg(i.args[2]));
+    case Op::Select:
+      return e.ins("selp.b32 " + d + ", " + e.reg(i.args[1]) + ", " + e.reg(i.args[2]) + ", " + e.reg(i.args[0]));
+    case Op::Min: case Op::Max:
+      return e.ins(std::string(i.op == Op::Min ? "min." : "max.") + t + " " + d + ", " + e.reg(i.args[0]) + ", " +
+                   e.reg(i.args[1]));
+    default:
+      break;
+  }
+  const std::string& a = e.reg(i.args[0]);
+  const std::string& b = e.reg(i.args[1]);
+  const char* m = i.op == Op::Add ? "add" : i.op == Op::Sub ? "sub" : "mul";
+  if (s == Scalar::F16x2 || e.sm() >= 90) return e.ins(std::string(m) + ".rn." + t + " " + d + ", " + a + ", " + b);
+  std::string k = e.fresh(RegClass::B32);
+  if (i.op == Op::Add) {
+    e.ins("mov.b32 " + k + ", 0x3F803F80");
+    return e.ins("fma.rn.bf16x2 " + d + ", " + a + ", " + k + ", " + b);
+  }
+  if (i.op == Op::Sub) {
+    e.ins("mov.b32 " + k + ", 0xBF80BF80");
+    return e.ins("fma.rn.bf16x2 " + d + ", " + b + ", " + k + ", " + a);
+  }
+  e.ins("mov.b32 " + k + ", 0x80008000");
+  return e.ins("fma.rn.bf16x2 " + d + ", " + a + ", " + b + ", " + k);
+}
+
 void emit_arith(Emitter& e, const ir::Inst& i) {
   Scalar s = e.type(i.args[0]).elem;
   const std::string d = e.reg(i.result);
+  Scalar vs = i.op == Op::Select ? e.type(i.args[1]).elem : s;
+  if (vs == Scalar::F16x2 || vs == Scalar::BF16x2) return emit_packed(e, i, vs, d);
 
   if (is_cmp(i.op)) {
     if (s == Scalar::Pred) {  // pred == pred: xor (+ not)

@@ -53,7 +53,10 @@ void emit_atomic(Emitter& e, const ir::Inst& i) {
   std::string t;
   switch (static_cast<ir::AtomicOp>(i.imm)) {
     case ir::AtomicOp::Add:
-      t = s == Scalar::S64 ? "add.u64" : std::string("add.") + arith_type(s);
+      if (s == Scalar::BF16x2 && e.sm() < 90) e.unsupported(i, "atomic_add on bf16x2 (needs sm_90)");
+      t = s == Scalar::S64 ? "add.u64"
+          : (s == Scalar::F16x2 || s == Scalar::BF16x2) ? std::string("add.noftz.") + arith_type(s)
+                                                         : std::string("add.") + arith_type(s);
       break;
     case ir::AtomicOp::Min: t = std::string("min.") + arith_type(s); break;
     case ir::AtomicOp::Max: t = std::string("max.") + arith_type(s); break;

@@ -64,7 +64,7 @@ RegClass reg_class(Scalar s) {
     case Scalar::Pred: return RegClass::Pred;
     case Scalar::S8: case Scalar::U8: case Scalar::S16: case Scalar::U16: return RegClass::B16;
     case Scalar::F16: case Scalar::BF16: return RegClass::H16;
-    case Scalar::S32: case Scalar::U32: return RegClass::B32;
+    case Scalar::S32: case Scalar::U32: case Scalar::F16x2: case Scalar::BF16x2: return RegClass::B32;
     case Scalar::S64: case Scalar::U64: return RegClass::B64;
     case Scalar::F32: return RegClass::F32;
     case Scalar::F64: return RegClass::F64;
@@ -85,6 +85,8 @@ const char* arith_type(Scalar s) {
     case Scalar::BF16: return "bf16";
     case Scalar::F32: return "f32";
     case Scalar::F64: return "f64";
+    case Scalar::F16x2: return "f16x2";
+    case Scalar::BF16x2: return "bf16x2";
   }
   return "?";
 }
@@ -95,6 +97,7 @@ const char* mem_type(Scalar s) {
     case Scalar::S8: return "s8";
     case Scalar::U8: return "u8";
     case Scalar::F16: case Scalar::BF16: return "b16";
+    case Scalar::F16x2: case Scalar::BF16x2: return "b32";
     default: return arith_type(s);
   }
 }
@@ -117,6 +120,9 @@ std::string fmt_imm(Type t, uint64_t bits) {
     case Scalar::U64: return std::to_string(bits);
     case Scalar::F16: case Scalar::BF16:
       std::snprintf(buf, sizeof buf, "0x%04X", static_cast<unsigned>(bits & 0xffff));
+      return buf;
+    case Scalar::F16x2: case Scalar::BF16x2:
+      std::snprintf(buf, sizeof buf, "0x%08X", static_cast<unsigned>(bits & 0xffffffffu));
       return buf;
     case Scalar::F32:
       std::snprintf(buf, sizeof buf, "0f%08X", static_cast<unsigned>(bits));
@@ -211,6 +217,13 @@ void Emitter::inst(const ir::Inst& i) {
       return emit_control(*this, i);
     case Op::Barrier: case Op::Fence: case Op::Shfl: case Op::Vote: case Op::AtomicRmw: case Op::AtomicCas:
       return emit_parallel(*this, i);
+    case Op::Pack:
+      return ins("mov.b32 " + reg(i.result) + ", {" + reg(i.args[0]) + ", " + reg(i.args[1]) + "}");
+    case Op::Unpack: {
+      std::string other = fresh(RegClass::H16);
+      const std::string& d = reg(i.result);
+      return ins("mov.b32 {" + (i.imm ? other : d) + ", " + (i.imm ? d : other) + "}, " + reg(i.args[0]));
+    }
     default:
       return emit_arith(*this, i);
   }

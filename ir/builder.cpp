@@ -170,6 +170,14 @@ uint64_t literal_bits(const KernelBuilder& b, Type t, const Literal& lit, const 
     case Scalar::F32: return detail::f32_bits(static_cast<float>(d));
     case Scalar::F16: return kaio::half(static_cast<float>(d)).bits;
     case Scalar::BF16: return kaio::bfloat16(static_cast<float>(d)).bits;
+    case Scalar::F16x2: {  // a literal meets a packed value in both halves
+      uint64_t h = kaio::half(static_cast<float>(d)).bits;
+      return h | (h << 16);
+    }
+    case Scalar::BF16x2: {
+      uint64_t h = kaio::bfloat16(static_cast<float>(d)).bits;
+      return h | (h << 16);
+    }
     default: b.fail(op, "unsupported literal type " + t.str());
   }
 }
@@ -253,13 +261,13 @@ Value KernelBuilder::unary(Op op, Value a) {
   if (t.ptr) fail(name, "cannot apply " + std::string(name) + " to a pointer");
   switch (op) {
     case Op::Neg:
-      if (!t.is_signed()) fail(name, "negation needs a signed integer or floating-point value, got " + t.str());
+      if (!t.is_signed() && !t.is_packed()) fail(name, "negation needs a signed integer or floating-point value, got " + t.str());
       break;
     case Op::Not:
       if (t.is_float()) fail(name, "logical/bitwise not needs a pred or an integer, got " + t.str());
       break;
     case Op::Abs:
-      if (!t.is_signed()) fail(name, "abs needs a signed integer or floating-point value, got " + t.str());
+      if (!t.is_signed() && !t.is_packed()) fail(name, "abs needs a signed integer or floating-point value, got " + t.str());
       break;
     default: {  // math functions
       if (!t.is_float()) fail(name, std::string(name) + " needs a floating-point value, got " + t.str() + "; use ir::cast<float>()");
@@ -278,6 +286,8 @@ Value KernelBuilder::binary(Op op, const AnyOperand& a, const AnyOperand& b) {
   Type t = unify(name, a, b);
   if (t.ptr) fail(name, "pointer arithmetic is not supported; index the pointer instead: p[i]");
   bool cmp = op == Op::Eq || op == Op::Ne || op == Op::Lt || op == Op::Le || op == Op::Gt || op == Op::Ge;
+  if (t.is_packed() && !(op == Op::Add || op == Op::Sub || op == Op::Mul || op == Op::Min || op == Op::Max))
+    fail(name, std::string(name) + " is not defined on packed " + t.str() + "; unpack the halves first");
   switch (op) {
     case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Min: case Op::Max:
       if (t.is_pred()) fail(name, std::string(name) + " is not defined on pred; use && || !");
@@ -334,7 +344,7 @@ Value KernelBuilder::fma(const AnyOperand& a, const AnyOperand& b, const AnyOper
     t = x->value.type();
     have = true;
   }
-  if (!t.is_float()) fail("fma", "fma needs floating-point operands, got " + t.str() + "; use a * b + c");
+  if (!t.is_float() && !t.is_packed()) fail("fma", "fma needs floating-point operands, got " + t.str() + "; use a * b + c");
   Value va = resolve_literal(a, t, "fma"), vb = resolve_literal(b, t, "fma"), vc = resolve_literal(c, t, "fma");
   return emit(Op::Fma, t, {va, vb, vc});
 }
@@ -343,6 +353,9 @@ Value KernelBuilder::cast(Value v, Type to, Rounding r) {
   check(v, "cast");
   Type from = v.type();
   if (from.ptr || to.ptr) fail("cast", "pointers cannot be cast (" + from.str() + " -> " + to.str() + ")");
+  if ((from.is_packed() || to.is_packed()) && !(from == to))
+    fail("cast", "packed pairs convert through ir::pack2 / ir::unpack_lo / ir::unpack_hi, not cast (" + from.str() +
+                     " -> " + to.str() + ")");
   if (from == to) return v;
   bool ff = from.is_float(), tf = to.is_float();
   auto no_rounding = [&] {
@@ -387,6 +400,22 @@ Value KernelBuilder::cast_sat(Value v, Type to, Rounding r) {
   Inst& last = current()->insts.back();
   if (last.op == Op::Cast && last.result == c.id()) last.imm |= kCastSaturate;
   return c;
+}
+
+Value KernelBuilder::pack(Value lo, Value hi) {
+  check(lo, "pack");
+  check(hi, "pack");
+  if (!(lo.type() == hi.type()) || (lo.type().elem != Scalar::F16 && lo.type().elem != Scalar::BF16) || lo.type().ptr)
+    fail("pack", "pack2 takes two f16 or two bf16 values, got " + lo.type().str() + " and " + hi.type().str());
+  Scalar pe = lo.type().elem == Scalar::F16 ? Scalar::F16x2 : Scalar::BF16x2;
+  return emit(Op::Pack, Type::scalar(pe), {lo, hi});
+}
+
+Value KernelBuilder::unpack(Value pair, int half) {
+  check(pair, "unpack");
+  if (!pair.type().is_packed()) fail("unpack", "unpack takes an f16x2 or bf16x2 value, got " + pair.type().str());
+  Scalar e = pair.type().elem == Scalar::F16x2 ? Scalar::F16 : Scalar::BF16;
+  return emit(Op::Unpack, Type::scalar(e), {pair}, static_cast<uint64_t>(half));
 }
 
 // ---------------- memory ----------------

@@ -254,6 +254,8 @@ class KernelBuilder {
   Value vote(VoteMode mode, Value p, uint32_t mask);
   Value binary_math(Op op, const AnyOperand& a, const AnyOperand& b);
   Value cast_sat(Value v, Type to, Rounding r);
+  Value pack(Value lo, Value hi);
+  Value unpack(Value pair, int half);
 
   Value var_read(const Var& v);
   void var_write(const Var& v, const AnyOperand& val);
@@ -472,6 +474,23 @@ std::vector<Value> load_vec_checked(const Value& p, const I& index, int width) {
   std::vector<Value> out;
   for (auto& v : vars) out.push_back(v.get());
   return out;
+}
+
+// Packs two f16 (bf16) values into an f16x2 (bf16x2); unpack_lo/hi take them apart.
+template <ExprHandle A, ExprHandle B>
+Value pack2(const A& lo, const B& hi) {
+  Value l = KernelBuilder::to_value(lo);
+  return l.builder()->pack(l, KernelBuilder::to_value(hi));
+}
+template <ExprHandle A>
+Value unpack_lo(const A& pair) {
+  Value p = KernelBuilder::to_value(pair);
+  return p.builder()->unpack(p, 0);
+}
+template <ExprHandle A>
+Value unpack_hi(const A& pair) {
+  Value p = KernelBuilder::to_value(pair);
+  return p.builder()->unpack(p, 1);
 }
 
 // Converts with saturation: integer targets clamp to their range, float targets to [0, 1].

@@ -206,7 +206,7 @@ Value KernelBuilder::atomic(AtomicOp op, Value ptr, Value index, const AnyOperan
   if (pt.is_const) fail(name, "atomics write: the pointer must not point to const");
   Scalar e = pt.elem;
   bool ok = e == Scalar::S32 || e == Scalar::U32 || e == Scalar::U64 || e == Scalar::F32;
-  if (op == AtomicOp::Add) ok = ok || e == Scalar::F64 || e == Scalar::S64;
+  if (op == AtomicOp::Add) ok = ok || e == Scalar::F64 || e == Scalar::S64 || e == Scalar::F16x2 || e == Scalar::BF16x2;
   if ((op == AtomicOp::Min || op == AtomicOp::Max) && e == Scalar::F32) ok = false;
   if (op == AtomicOp::Exch) ok = ok || e == Scalar::S64 || e == Scalar::F64;
   if (!ok)

@@ -56,4 +56,15 @@ struct bfloat16 {
   bool operator==(const bfloat16&) const = default;
 };
 
+// Two halves packed in 32 bits, element 0 (lo) at the lower address: the element type of
+// f16x2 / bf16x2 buffers.
+struct half2 {
+  half lo, hi;
+  bool operator==(const half2&) const = default;
+};
+struct bfloat162 {
+  bfloat16 lo, hi;
+  bool operator==(const bfloat162&) const = default;
+};
+
 }  // namespace kaio

@@ -66,6 +66,8 @@ const char* op_name(Op op) {
     case Op::Shfl: return "shfl";
     case Op::Vote: return "vote";
     case Op::Comment: return "comment";
+    case Op::Pack: return "pack";
+    case Op::Unpack: return "unpack";
     case Op::Cast: return "cast";
     case Op::Load: return "load";
     case Op::Store: return "store";

@@ -48,6 +48,8 @@ enum class Op : uint8_t {
   Shfl,          // args: value, lane/delta; imm = ShflMode | member mask << 8 | width << 40
   Vote,          // args: pred; imm = VoteMode | member mask << 8; result pred (all/any) or u32 (ballot)
   Comment,       // no operands; the text is in Kernel::Data::comments[imm]
+  Pack,          // args: lo, hi (f16 or bf16) -> f16x2 / bf16x2
+  Unpack,        // args: pair; imm = 0 (lo) or 1 (hi)
   // mutable variables
   VarDecl, // result = the variable; args: initial value
   VarRead, // args: var

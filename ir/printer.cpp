@@ -25,6 +25,12 @@ std::string format_constant(Type t, uint64_t bits) {
     case Scalar::F32:
       std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(detail::bits_f32(uint32_t(bits))));
       return buf;
+    case Scalar::F16x2:
+      return "(" + format_constant(Type::scalar(Scalar::F16), bits & 0xffff) + ", " +
+             format_constant(Type::scalar(Scalar::F16), (bits >> 16) & 0xffff) + ")";
+    case Scalar::BF16x2:
+      return "(" + format_constant(Type::scalar(Scalar::BF16), bits & 0xffff) + ", " +
+             format_constant(Type::scalar(Scalar::BF16), (bits >> 16) & 0xffff) + ")";
     case Scalar::F64: {
       double d;
       std::memcpy(&d, &bits, 8);
@@ -129,6 +135,8 @@ struct Printer {
       }
       case Op::Comment:
         return line(d, "; " + k.comments[i.imm]);
+      case Op::Unpack:
+        return line(d, v(i.result) + (i.imm ? " = unpack.hi " : " = unpack.lo ") + v(i.args[0]) + ty);
       case Op::VarDecl:
         return line(d, v(i.result) + " = var " + v(i.args[0]) + ty);
       case Op::VarRead:

@@ -9,7 +9,8 @@
 
 namespace kaio::ir {
 
-enum class Scalar : uint8_t { Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64 };
+// F16x2 / BF16x2: two halves packed in 32 bits (low half first), computed pairwise.
+enum class Scalar : uint8_t { Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64, F16x2, BF16x2 };
 
 // Where a pointer points: global memory (kernel parameters) or the block's shared memory.
 enum class Space : uint8_t { Global, Shared };
@@ -29,6 +30,7 @@ struct Type {
   bool is_float() const;  // f16 bf16 f32 f64 scalars
   bool is_int() const;    // signed or unsigned integer scalars
   bool is_signed() const; // signed integers and floats
+  bool is_packed() const { return !ptr && (elem == Scalar::F16x2 || elem == Scalar::BF16x2); }
   bool is_shared_ptr() const { return ptr && space == Space::Shared; }
   std::string str() const;  // "f32", "ptr<const f32>", "ptr<shared f32>"
 };
@@ -57,6 +59,8 @@ KAIO_SCALAR_OF(kaio::half, F16)
 KAIO_SCALAR_OF(kaio::bfloat16, BF16)
 KAIO_SCALAR_OF(float, F32)
 KAIO_SCALAR_OF(double, F64)
+KAIO_SCALAR_OF(kaio::half2, F16x2)
+KAIO_SCALAR_OF(kaio::bfloat162, BF16x2)
 #undef KAIO_SCALAR_OF
 
 template <class T>

@@ -88,6 +88,13 @@ struct Verifier {
       case Op::Vote:
         if (!use(i, i.args[0]).is_pred()) fail(i, "vote needs a pred");
         break;
+      case Op::Pack:
+        same(i, use(i, i.args[0]), use(i, i.args[1]));
+        if (!i.type.is_packed()) fail(i, "pack gives a packed pair");
+        break;
+      case Op::Unpack:
+        if (!use(i, i.args[0]).is_packed()) fail(i, "unpack takes a packed pair");
+        break;
       case Op::Neg: case Op::Not: case Op::Abs: case Op::Sqrt: case Op::Rsqrt: case Op::Exp:
       case Op::Log: case Op::Tanh: case Op::Sin: case Op::Cos:
         same(i, use(i, i.args[0]), i.type);

@@ -221,6 +221,36 @@ inline ir::Kernel bf16_kernel() {
   return b.build();
 }
 
+// f16x2 / bf16x2: pairwise arithmetic, pack/unpack, select, shuffles, f16x2 atomics.
+inline ir::Kernel packed_kernel(ir::Scalar s, bool atomics) {
+  using namespace ir;
+  Scalar half = s == Scalar::F16x2 ? Scalar::F16 : Scalar::BF16;
+  KernelBuilder b(std::string("packed_") + scalar_name(s) + (atomics ? "_atomics" : ""));
+  auto in = b.param("in", Type::pointer(s, true));
+  auto out = b.param("out", Type::pointer(s, false));
+  auto halves = b.param("halves", Type::pointer(half, false));
+  auto i = b.global_id_x();
+  Value x = in[i];
+  Value y = in[i + 1u];
+  Value r = x + y;
+  r = r - x * y;
+  r = ir::fma(r, x, y) + ir::min(x, y) - ir::max(x, y);
+  r = ir::abs(-r) * 0.5f;
+  r = ir::select(i < 7u, r, ir::shfl_xor(r, 1u));
+  Value lo = ir::unpack_lo(r), hi = ir::unpack_hi(r);
+  halves[i * 2u] = lo;
+  halves[i * 2u + 1u] = hi;
+  r = ir::pack2(hi, lo);
+  if (atomics) {
+    auto sm = b.shared(s, 32);
+    sm[b.lane_id()] = r;
+    (void)ir::atomic_add(sm, 0, r);
+    (void)ir::atomic_add(out, 0, r);
+  }
+  out[i] = r;
+  return b.build();
+}
+
 inline std::vector<ir::Kernel> test_kernels() {
   std::vector<ir::Kernel> ks = ops::catalog();
   for (ir::Scalar s : {ir::Scalar::S8, ir::Scalar::S16, ir::Scalar::S32, ir::Scalar::S64, ir::Scalar::U8,
@@ -237,6 +267,8 @@ inline std::vector<ir::Kernel> test_kernels() {
   ks.push_back(vectors_math_kernel(false));
   ks.push_back(vectors_math_kernel(true));
   ks.push_back(bf16_kernel());
+  ks.push_back(packed_kernel(ir::Scalar::F16x2, true));
+  ks.push_back(packed_kernel(ir::Scalar::BF16x2, false));
   return ks;
 }
 

@@ -4,6 +4,7 @@
 
 #include "kaio/ops/elementwise.h"
 #include "kaio/ops/reduction.h"
+#include "../kernels.h"
 #include "ptx_check.h"
 
 using namespace kaio;
@@ -112,6 +113,35 @@ TEST_CASE("ptx: launch bounds, comments, annotations, fast math", "[codegen][gol
   CHECK(test::has_line(ptx, "div.approx.f32 %f4, %f1, %f0"));
   std::string annotated = codegen::emit_ptx(k, {"sm_90", 9, 0, true});
   CHECK(annotated.find("\t// %3 = exp %2 : f32\n") != std::string::npos);
+}
+
+namespace {
+ir::Value swap_halves(ir::Value a, ir::Value bb) {  // one statement each: a fixed order
+  ir::Value h = ir::unpack_hi(a);
+  ir::Value l = ir::unpack_lo(bb);
+  return ir::pack2(h, l);
+}
+}  // namespace
+
+TEST_CASE("ptx: packed half pairs", "[codegen][golden]") {
+  CHECK_PTX(kaio::half2, a + bb, "add.rn.f16x2 %r3, %r0, %r1");
+  CHECK_PTX(kaio::half2, ir::fma(a, bb, c), "fma.rn.f16x2 %r3, %r0, %r1, %r2");
+  CHECK_PTX(kaio::half2, a * 2.0f, "mov.b32 %r3, 0x40004000");
+  CHECK_PTX(kaio::bfloat162, ir::max(a, bb), "max.bf16x2 %r3, %r0, %r1");
+  CHECK_PTX(kaio::bfloat162, -a, "neg.bf16x2 %r3, %r0");
+  CHECK_PTX(kaio::half2, swap_halves(a, bb), "mov.b32 {%h0, %h1}, %r0");
+  CHECK_PTX(kaio::half2, swap_halves(a, bb), "mov.b32 {%h3, %h2}, %r1");
+  CHECK_PTX(kaio::half2, swap_halves(a, bb), "mov.b32 %r3, {%h1, %h3}");
+  std::string ptx = test::ptx_of(ir::type_of<kaio::bfloat162>(), ir::type_of<kaio::bfloat162>(),
+                                 [](auto&, auto a, auto bb, auto) -> ir::Value { return a * bb; }, "sm_80");
+  CHECK(test::has_line(ptx, "fma.rn.bf16x2 %r3, %r0, %r1, %r4"));
+  // Packed atomics: f16x2 on sm_80 and sm_90, bf16x2 from sm_90.
+  ir::Kernel k = test::packed_kernel(ir::Scalar::BF16x2, true);
+  CHECK_NOTHROW(codegen::emit_ptx(k, {"sm_90", 9, 0}));
+  CHECK(codegen::emit_ptx(k, {"sm_90", 9, 0}).find("atom.global.add.noftz.bf16x2") != std::string::npos);
+  CHECK_THROWS_AS(codegen::emit_ptx(k, {"sm_80", 9, 0}), UsageError);
+  CHECK(codegen::emit_ptx(test::packed_kernel(ir::Scalar::F16x2, true), {"sm_80", 9, 0}).find("atom.shared.add.noftz.f16x2") !=
+        std::string::npos);
 }
 
 TEST_CASE("ptx: more math and saturating conversions", "[codegen][golden]") {

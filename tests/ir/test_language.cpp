@@ -116,6 +116,21 @@ TEST_CASE("atomics check pointer and type", "[ir][errors]") {
   CHECK_NOTHROW(ir::atomic_add(f, 0, 1.0f));
 }
 
+TEST_CASE("packed pairs allow pairwise arithmetic only", "[ir][errors]") {
+  ir::KernelBuilder b("packed_errors");
+  auto x = b.param<kaio::half2>("x");
+  auto h = b.param<kaio::half>("h");
+  auto f = b.param<float>("f");
+  CHECK(usage_error_of([&] { (void)(x / x); }).op() == "div");
+  CHECK(usage_error_of([&] { (void)(x < x); }).op() == "lt");
+  CHECK(usage_error_of([&] { (void)ir::exp(x); }).op() == "exp");
+  CHECK(usage_error_of([&] { (void)ir::cast<float>(x); }).op() == "cast");
+  CHECK(usage_error_of([&] { (void)ir::pack2(h, f); }).op() == "pack");
+  CHECK(usage_error_of([&] { (void)ir::unpack_lo(h); }).op() == "unpack");
+  CHECK_NOTHROW(ir::fma(x, x, x) + x * 0.5f);
+  CHECK(ir::pack2(h, h).type() == ir::type_of<kaio::half2>());
+}
+
 TEST_CASE("cache hints are checked", "[ir][errors]") {
   ir::KernelBuilder b("hints");
   auto x = b.param<float*>("x");
