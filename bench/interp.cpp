@@ -1,7 +1,7 @@
-// interp: interpreted thread-instructions per second (per core and in total) on saxpy and
-// a reduction. There is no shared memory in the IR yet, so the reduction is the row_sum
-// loop kernel of ops/reduction.h (one thread per row, a loop over the columns); it will be
-// replaced by a shared-memory block reduction when that lands.
+// interp: interpreted thread-instructions per second (per core and in total) on saxpy, the
+// row_sum loop kernel of ops/reduction.h (one thread per row, a loop over the columns), and
+// a real shared-memory block reduction (b.block_reduce_sum: a strided loop per thread, warp
+// shuffles, shared partials, two barriers).
 // A thread-instruction is one program step (an IR instruction, or a loop/branch step of
 // the flat program) executed by one active lane; Param/Const/special registers are set up
 // once and not counted.
@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kaio/ir/builder.h"
 #include "kaio/ir/interp.h"
 #include "kaio/ops/elementwise.h"
 #include "kaio/ops/reduction.h"
@@ -48,6 +49,25 @@ void row(const char* kernel, const char* shape, unsigned threads, const Result& 
               double(r.thread_insts), r.seconds, total, total / threads);
 }
 
+// out[block] = sum of in[block * chunk .. + chunk): each thread folds a strided slice, then
+// b.block_reduce_sum.
+ir::Kernel block_sum_kernel() {
+  ir::KernelBuilder b("bench_block_sum");
+  auto in = b.param<const float*>("in");
+  auto out = b.param<float*>("out");
+  auto chunk = b.param<uint32_t>("chunk");
+  ir::Value blk = b.block_idx_x(), tid = b.thread_idx_x(), nt = b.block_dim_x();
+  ir::Value start = blk * chunk;
+  auto acc = b.var<float>(0.0f);
+  b.for_(start + tid, start + chunk, nt, [&](ir::Value i) {
+    ir::Value x = in[i];
+    acc = acc + x;
+  });
+  ir::Value r = b.block_reduce_sum(acc);
+  b.if_(tid == 0u, [&] { out[blk] = r; });
+  return b.build();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -60,6 +80,9 @@ int main(int argc, char** argv) {
   std::vector<float> x(n, 1.5f), y(n, 2.0f);
   const uint32_t rows = 1u << 15, cols = 256;
   std::vector<float> m(size_t(rows) * cols, 0.25f), sums(rows);
+  const uint32_t bblocks = 1024, bchunk = 4096;
+  std::vector<float> bin(size_t(bblocks) * bchunk, 0.5f), bout(bblocks);
+  const ir::Kernel bsum = block_sum_kernel();
 
   std::printf("| kernel   | shape                    | threads | thread-insts | seconds   | M t-inst/s all | M t-inst/s/core |\n");
   std::printf("|----------|--------------------------|---------|--------------|-----------|----------------|-----------------|\n");
@@ -79,6 +102,16 @@ int main(int argc, char** argv) {
           .thread_instructions;
     });
     row("row_sum", "2^15 rows x 256, blk 128", threads, r);
+    Result br = measure(rounds, [&] {
+      ir::interp::HostArg a[] = {ir::interp::host_arg(bin), ir::interp::host_arg(bout), ir::interp::host_arg(bchunk)};
+      return ir::interp::interpret_packed(bsum, {.grid = {bblocks}, .block = {256}}, a, 3, o).thread_instructions;
+    });
+    for (float v : bout)
+      if (v != 0.5f * bchunk) {
+        std::fprintf(stderr, "block_sum: wrong result %g\n", double(v));
+        return 1;
+      }
+    row("blk_sum", "2^22 f32, 1024 x blk 256", threads, br);
     if (all == 1) break;
   }
   return 0;

@@ -166,7 +166,10 @@ Value KernelBuilder::block_scan_inclusive(Value v) {
   Value nwarps = (nthreads + 31u) >> 5u;
   if_(wid == 0u, [&] {
     Var tot = var(t, constant(t, Literal{Literal::Int, 0, 0, 0}, "block_scan"));
-    if_(lane < nwarps, [&] {
+    // Only the totals of warps 0 .. nwarps-2 are needed (as offsets of the warps after
+    // them); a partial last warp never stored its total, so it must not be read.
+    Value last = nwarps - 1u;
+    if_(lane < last, [&] {
       Value p = load(totals, lane);
       tot = p;
     });

@@ -180,6 +180,8 @@ struct Compiler {
         return simple(i, pick_memory(k, i));
       case Op::Shfl: case Op::Vote:
         return simple(i, pick_parallel(k, i));
+      case Op::Pack: case Op::Unpack:
+        return simple(i, pick_packed(k, i));
       // ---- variables ----
       case Op::VarDecl:
         emit(exec(copy_masked_fn(), i, i.result, arg(i, 0)));

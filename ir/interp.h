@@ -2,8 +2,12 @@
 // lock-step per warp (32 lanes) with active masks for structured control flow, so that
 // warp-level operations keep their GPU meaning. Integer, conversion and f16/bf16 semantics
 // are those of the PTX code generator; math is computed in double and rounded (see README
-// "Interpreter" for the bounds). Out-of-bounds global accesses stop with a UsageError that
-// names the kernel, the op, the block and thread, and the index and address.
+// "Interpreter" for the bounds). Barriers park each warp until all warps of the block have
+// arrived; shared memory is per block (static arrays, then LaunchShape::shared_bytes of
+// dynamic memory). Out-of-bounds global or shared accesses, misaligned vector accesses,
+// reads of uninitialized shared memory and shared-memory races (no barrier between two
+// threads' accesses, one a store) stop with a UsageError that names the kernel, the op, the
+// block and thread, and the index and address.
 //
 //   std::vector<float> x = ..., y = ...;
 //   ir::interpret(saxpy, {.grid = {(n + 255) / 256}, .block = {256}}, 2.0f, x, y, n);

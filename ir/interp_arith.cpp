@@ -211,6 +211,88 @@ void fma_fn(Warp& w, const PInst& p) {
   });
 }
 
+// ---- packed f16x2 / bf16x2: two halves in one 32-bit slot, low half first ----
+template <bool BF>
+float half_to_f(uint64_t h) {
+  return BF ? kaio::detail::bits_f32(static_cast<uint32_t>(h & 0xffff) << 16)
+            : kaio::detail::f16_bits_to_f32(static_cast<uint16_t>(h & 0xffff));
+}
+template <bool BF>
+uint64_t f_to_half(float f) {
+  return BF ? kaio::bfloat16(f).bits : kaio::half(f).bits;
+}
+// Each half computed in f32 and rounded once: f32 holds the exact sum, difference and
+// product of two halves to within one rounding that the final one cannot turn (24 bits >=
+// 2 * 11 + 2), as for the scalar halves.
+template <bool BF, int Op>
+float packed_op(float a, float b) {
+  if constexpr (Op == 0) return a + b;
+  else if constexpr (Op == 1) return a - b;
+  else if constexpr (Op == 2) return a * b;
+  else if constexpr (Op == 3) return std::fmin(a, b);
+  else return std::fmax(a, b);
+}
+template <bool BF, int Op>
+void packed_bin_fn(Warp& w, const PInst& p) {
+  uint64_t* d = w.slot(p.dst);
+  const uint64_t* a = w.slot(p.a);
+  const uint64_t* b = w.slot(p.b);
+  for_active(w.active, [&](int l) {
+    uint64_t lo = f_to_half<BF>(packed_op<BF, Op>(half_to_f<BF>(a[l]), half_to_f<BF>(b[l])));
+    uint64_t hi = f_to_half<BF>(packed_op<BF, Op>(half_to_f<BF>(a[l] >> 16), half_to_f<BF>(b[l] >> 16)));
+    d[l] = lo | (hi << 16);
+  });
+}
+template <bool BF>
+void packed_fma_fn(Warp& w, const PInst& p) {
+  uint64_t* d = w.slot(p.dst);
+  const uint64_t* a = w.slot(p.a);
+  const uint64_t* b = w.slot(p.b);
+  const uint64_t* c = w.slot(p.c);
+  for_active(w.active, [&](int l) {
+    uint64_t lo = f_to_half<BF>(fma_odd(half_to_f<BF>(a[l]), half_to_f<BF>(b[l]), half_to_f<BF>(c[l])));
+    uint64_t hi = f_to_half<BF>(fma_odd(half_to_f<BF>(a[l] >> 16), half_to_f<BF>(b[l] >> 16), half_to_f<BF>(c[l] >> 16)));
+    d[l] = lo | (hi << 16);
+  });
+}
+void packed_neg_fn(Warp& w, const PInst& p) {  // sign bits flipped, as neg.f16x2
+  uint64_t* d = w.slot(p.dst);
+  const uint64_t* a = w.slot(p.a);
+  for (int l = 0; l < kLanes; ++l) d[l] = (a[l] ^ 0x80008000u) & 0xffffffffu;
+}
+void packed_abs_fn(Warp& w, const PInst& p) {
+  uint64_t* d = w.slot(p.dst);
+  const uint64_t* a = w.slot(p.a);
+  for (int l = 0; l < kLanes; ++l) d[l] = a[l] & 0x7fff7fffu;
+}
+void pack_fn(Warp& w, const PInst& p) {
+  uint64_t* d = w.slot(p.dst);
+  const uint64_t* a = w.slot(p.a);
+  const uint64_t* b = w.slot(p.b);
+  for (int l = 0; l < kLanes; ++l) d[l] = (a[l] & 0xffff) | ((b[l] & 0xffff) << 16);
+}
+template <int Half>
+void unpack_fn(Warp& w, const PInst& p) {
+  uint64_t* d = w.slot(p.dst);
+  const uint64_t* a = w.slot(p.a);
+  for (int l = 0; l < kLanes; ++l) d[l] = (a[l] >> (16 * Half)) & 0xffff;
+}
+
+template <bool BF>
+ExecFn pick_packed_arith(Op op) {
+  switch (op) {
+    case Op::Add: return &packed_bin_fn<BF, 0>;
+    case Op::Sub: return &packed_bin_fn<BF, 1>;
+    case Op::Mul: return &packed_bin_fn<BF, 2>;
+    case Op::Min: return &packed_bin_fn<BF, 3>;
+    case Op::Max: return &packed_bin_fn<BF, 4>;
+    case Op::Fma: return &packed_fma_fn<BF>;
+    case Op::Neg: return &packed_neg_fn;
+    case Op::Abs: return &packed_abs_fn;
+    default: return nullptr;
+  }
+}
+
 template <class Op, bool NumericOnly>
 ExecFn pick_bin(Scalar s, bool active_only) {
   return with_scalar(s, [&]<Scalar S>() -> ExecFn {
@@ -236,11 +318,19 @@ ExecFn pick_un(Scalar s) {
 ExecFn less_fn(Scalar s) { return pick_cmp<Lt>(s); }
 ExecFn add_fn(Scalar s) { return pick_bin<Add, true>(s, false); }
 
+ExecFn pick_packed(const Kernel::Data& k, const Inst& i) {
+  if (i.op == Op::Pack) return &pack_fn;
+  if (i.op == Op::Unpack) return i.imm ? &unpack_fn<1> : &unpack_fn<0>;
+  Scalar s = k.values[i.args[0]].type.elem;
+  return s == Scalar::BF16x2 ? pick_packed_arith<true>(i.op) : pick_packed_arith<false>(i.op);
+}
+
 ExecFn pick_arith(const Kernel::Data& k, const Inst& i) {
   if (i.nargs == 0) return nullptr;
   Type t = k.values[i.args[0]].type;
   if (t.ptr && i.op != Op::Select) return nullptr;
   Scalar s = t.elem;
+  if (t.is_packed() && i.op != Op::Select) return pick_packed(k, i);
   bool fl = is_float_scalar(s), in = is_int_scalar(s);
   switch (i.op) {
     case Op::Neg: return (fl || in) ? pick_un<Neg, true>(s) : nullptr;

@@ -1,7 +1,7 @@
 // Interpreter: conversions (ir::cast), as the PTX codegen emits them.
 //   pred -> x: 1 or 0;  x -> pred: x != 0 (NaN is true)
 //   integer -> integer: truncate or extend (by the source's signedness)
-//   float -> integer: round by the mode (default rzi), NaN -> 0, saturate to the range
+//   float -> integer: round by the mode (default rzi), NaN -> top bit only, saturate to the range
 //   integer -> float: one rounding by the mode; -> bf16 goes through f32 (mode, then rn or
 //     rz), as the codegen does
 //   float -> float: widening is exact; narrowing rounds once by the mode (f64 -> f16/bf16
@@ -118,7 +118,9 @@ F int_to_float(I x, Rounding r) {
 
 template <class I>
 I float_to_int(double v, Rounding r) {
-  if (std::isnan(v)) return 0;
+  // The device converts NaN to the "integer indefinite" value: only the top bit set
+  // (INT_MIN for signed types, 2^(bits-1) for unsigned ones), seen on sm_90.
+  if (std::isnan(v)) return static_cast<I>(uint64_t(1) << (sizeof(I) * 8 - 1));
   switch (r) {
     case Rounding::Rn: v = std::nearbyint(v); break;  // default environment: to nearest even
     case Rounding::Rm: v = std::floor(v); break;

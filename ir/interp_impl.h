@@ -247,12 +247,14 @@ decltype(auto) with_scalar(Scalar s, F&& f) {
     case Scalar::BF16: return f.template operator()<Scalar::BF16>();
     case Scalar::F32: return f.template operator()<Scalar::F32>();
     case Scalar::F64: return f.template operator()<Scalar::F64>();
+    // Packed pairs move as 32-bit words; their arithmetic is picked apart (pick_packed).
+    case Scalar::F16x2: case Scalar::BF16x2: return f.template operator()<Scalar::U32>();
   }
   return f.template operator()<Scalar::Pred>();
 }
 
 constexpr bool is_int_scalar(Scalar s) { return s >= Scalar::S8 && s <= Scalar::U64; }
-constexpr bool is_float_scalar(Scalar s) { return s >= Scalar::F16; }
+constexpr bool is_float_scalar(Scalar s) { return s >= Scalar::F16 && s <= Scalar::F64; }
 constexpr bool is_half_scalar(Scalar s) { return s == Scalar::F16 || s == Scalar::BF16; }
 
 // A constant or parameter bit pattern in slot representation.
@@ -270,6 +272,8 @@ ExecFn pick_math(const Kernel::Data& k, const Inst& i);     // sqrt rsqrt exp lo
 ExecFn pick_convert(const Kernel::Data& k, const Inst& i);  // cast
 ExecFn pick_memory(const Kernel::Data& k, const Inst& i);   // load store load_vec store_vec (global, shared)
 ExecFn pick_parallel(const Kernel::Data& k, const Inst& i); // atomics, shfl, vote
+ExecFn pick_packed(const Kernel::Data& k, const Inst& i);   // f16x2/bf16x2 arithmetic, pack, unpack
+ExecFn packed_atomic_add_fn(bool bf, bool shared);
 // Used by the control-flow compiler: a pure copy, a masked copy, for-loop compare and step.
 ExecFn copy_all_fn();
 ExecFn copy_masked_fn();

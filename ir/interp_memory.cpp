@@ -423,6 +423,41 @@ void atomic_fn(Warp& w, const PInst& p) {
   });
 }
 
+// f16x2 / bf16x2 atomic add: each half added in f32 and rounded once.
+template <bool BF, bool Shared>
+void packed_atomic_add(Warp& w, const PInst& p) {
+  auto add = [](uint32_t old, uint64_t x) -> uint32_t {
+    auto get = [](uint32_t h) {
+      return BF ? kaio::detail::bits_f32(h << 16) : kaio::detail::f16_bits_to_f32(static_cast<uint16_t>(h));
+    };
+    auto put = [](float f) -> uint32_t { return BF ? kaio::bfloat16(f).bits : kaio::half(f).bits; };
+    uint32_t lo = put(get(old & 0xffff) + get(static_cast<uint32_t>(x) & 0xffff));
+    uint32_t hi = put(get(old >> 16) + get(static_cast<uint32_t>(x >> 16) & 0xffff));
+    return lo | (hi << 16);
+  };
+  uint64_t* d = w.slot(p.dst);
+  const uint64_t* P = w.slot(p.a);
+  const uint64_t* I = w.slot(p.b);
+  const uint64_t* X = w.slot(p.c);
+  for_active(w.active, [&](int l) {
+    uint32_t old;
+    if constexpr (Shared) {
+      uint32_t a = shared_address<Scalar::U32>(w, p, l, P[l], I[l]);
+      shadow_atomic(w, p, l, I[l], a, 4, true);
+      std::memcpy(&old, w.B->shared.data() + a, 4);
+      uint32_t nw = add(old, X[l]);
+      std::memcpy(w.B->shared.data() + a, &nw, 4);
+    } else {
+      uint64_t addr = checked_address<Scalar::U32>(w, p, l, P[l], I[l], true);
+      std::atomic_ref<uint32_t> ref(*reinterpret_cast<uint32_t*>(addr));
+      old = ref.load(std::memory_order_relaxed);
+      while (!ref.compare_exchange_weak(old, add(old, X[l]), std::memory_order_relaxed)) {
+      }
+    }
+    d[l] = old;
+  });
+}
+
 // args: ptr, index, compare, value (the value's slot is the IR's args[3]).
 template <Scalar S, bool Shared>
 void cas_fn(Warp& w, const PInst& p) {
@@ -454,6 +489,11 @@ void cas_fn(Warp& w, const PInst& p) {
 
 }  // namespace
 
+ExecFn packed_atomic_add_fn(bool bf, bool shared) {
+  return bf ? (shared ? &packed_atomic_add<true, true> : &packed_atomic_add<true, false>)
+            : (shared ? &packed_atomic_add<false, true> : &packed_atomic_add<false, false>);
+}
+
 ExecFn pick_memory(const Kernel::Data& k, const Inst& i) {
   if (i.nargs < 2) return nullptr;
   Type pt = k.values[i.args[0]].type;
@@ -476,7 +516,10 @@ ExecFn pick_memory(const Kernel::Data& k, const Inst& i) {
       int bytes = scalar_bytes(pt.elem);
       if (bytes != 4 && bytes != 8) return nullptr;
       bool cas = i.op == Op::AtomicCas;
-      switch (pt.elem) {
+      bool packed = pt.elem == Scalar::F16x2 || pt.elem == Scalar::BF16x2;
+      if (packed && !cas && static_cast<AtomicOp>(i.imm & 0xff) == AtomicOp::Add)
+        return packed_atomic_add_fn(pt.elem == Scalar::BF16x2, sh);
+      switch (packed ? Scalar::U32 : pt.elem) {
 #define KAIO_ATOMIC_PICK(S)                                                                                  \
   case Scalar::S:                                                                                            \
     return cas ? (sh ? &cas_fn<Scalar::S, true> : &cas_fn<Scalar::S, false>)                                 \
