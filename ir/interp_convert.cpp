@@ -1,7 +1,8 @@
 // Interpreter: conversions (ir::cast), as the PTX codegen emits them.
 //   pred -> x: 1 or 0;  x -> pred: x != 0 (NaN is true)
 //   integer -> integer: truncate or extend (by the source's signedness)
-//   float -> integer: round by the mode (default rzi), NaN -> top bit only, saturate to the range
+//   float -> integer: round by the mode (default rzi), saturate to the range; NaN as the
+//   device gives it (see float_to_int)
 //   integer -> float: one rounding by the mode; -> bf16 goes through f32 (mode, then rn or
 //     rz), as the codegen does
 //   float -> float: widening is exact; narrowing rounds once by the mode (f64 -> f16/bf16
@@ -117,10 +118,14 @@ F int_to_float(I x, Rounding r) {
 }
 
 template <class I>
-I float_to_int(double v, Rounding r) {
-  // The device converts NaN to the "integer indefinite" value: only the top bit set
-  // (INT_MIN for signed types, 2^(bits-1) for unsigned ones), seen on sm_90.
-  if (std::isnan(v)) return static_cast<I>(uint64_t(1) << (sizeof(I) * 8 - 1));
+I float_to_int(double v, Rounding r, bool from_f64) {
+  // NaN, as measured on sm_90: from f64, and from any float to a 64-bit integer, the
+  // "integer indefinite" value (only the top bit set: INT_MIN, or 2^(bits-1) unsigned);
+  // from f32 (f16, bf16 convert through it) to 8-, 16- and 32-bit integers, 0.
+  if (std::isnan(v)) {
+    if (from_f64 || sizeof(I) == 8) return static_cast<I>(uint64_t(1) << (sizeof(I) * 8 - 1));
+    return 0;
+  }
   switch (r) {
     case Rounding::Rn: v = std::nearbyint(v); break;  // default environment: to nearest even
     case Rounding::Rm: v = std::floor(v); break;
@@ -150,7 +155,7 @@ uint64_t cast1(uint64_t x, Rounding r) {
   } else if constexpr (is_int_scalar(F) && is_int_scalar(T)) {
     return VT::put(static_cast<typename VT::C>(VF::get(x)));
   } else if constexpr (is_float_scalar(F) && is_int_scalar(T)) {
-    return VT::put(float_to_int<typename VT::C>(static_cast<double>(VF::get(x)), r));
+    return VT::put(float_to_int<typename VT::C>(static_cast<double>(VF::get(x)), r, F == Scalar::F64));
   } else if constexpr (is_int_scalar(F) && is_float_scalar(T)) {
     auto v = VF::get(x);
     if constexpr (T == Scalar::F64) {
