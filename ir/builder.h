@@ -270,6 +270,7 @@ class KernelBuilder {
   Value warp_reduce(Op op, Value v);
   Value block_reduce(Op op, Value v);
   Value linear_tid();
+  Value warps_in_block();
   Kernel::Data& data();
   uint32_t new_value(Type t, bool is_var, std::string name = {});
   Block* current();

@@ -52,6 +52,13 @@ Value KernelBuilder::linear_tid() {
   return yz * nx + tx;
 }
 
+Value KernelBuilder::warps_in_block() {
+  Value nx = block_dim_x(), ny = block_dim_y(), nz = block_dim_z();
+  Value xy = nx * ny;
+  Value nthreads = xy * nz;
+  return (nthreads + 31u) >> 5u;
+}
+
 Value KernelBuilder::warp_id() {
   Value t = linear_tid();
   return t >> 5u;
@@ -114,12 +121,7 @@ Value KernelBuilder::block_reduce(Op op, Value v) {
   Value wid = warp_id();
   if_(lane == 0u, [&] { store(partials, wid, AnyOperand{true, w, {}}); });
   barrier();
-  Value nthreads = [&] {
-    Value nx = block_dim_x(), ny = block_dim_y(), nz = block_dim_z();
-    Value xy = nx * ny;
-    return xy * nz;
-  }();
-  Value nwarps = (nthreads + 31u) >> 5u;
+  Value nwarps = warps_in_block();
   // Lanes past the warp count read the identity of the operation.
   Literal ident = op == Op::Add ? Literal{Literal::Int, 0, 0, 0}
                   : t.elem == Scalar::F32 ? Literal{Literal::Float, 0, 0, op == Op::Max ? -INFINITY : INFINITY}
@@ -158,12 +160,7 @@ Value KernelBuilder::block_scan_inclusive(Value v) {
   Value totals = shared(t.elem, 32);
   if_(lane == 31u, [&] { store(totals, wid, AnyOperand{true, warp_incl, {}}); });
   barrier();
-  Value nthreads = [&] {
-    Value nx = block_dim_x(), ny = block_dim_y(), nz = block_dim_z();
-    Value xy = nx * ny;
-    return xy * nz;
-  }();
-  Value nwarps = (nthreads + 31u) >> 5u;
+  Value nwarps = warps_in_block();
   if_(wid == 0u, [&] {
     Var tot = var(t, constant(t, Literal{Literal::Int, 0, 0, 0}, "block_scan"));
     // Only the totals of warps 0 .. nwarps-2 are needed (as offsets of the warps after

@@ -8,6 +8,11 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
+
+#include <catch2/catch.hpp>
+
+#include "kaio/ir/error.h"
 
 namespace kaio::test {
 
@@ -56,6 +61,18 @@ inline std::string beside_exe(const std::string& rel) {
 }
 inline std::string child_exe() { return beside_exe(KAIO_TEST_CHILD_REL); }
 inline std::string cache_tool_exe() { return beside_exe(KAIO_CACHE_TOOL_REL); }
+
+// The UsageError a misuse throws (fails the test when none is thrown).
+template <class F>
+kaio::UsageError usage_error_of(F&& f) {
+  try {
+    f();
+  } catch (const kaio::UsageError& e) {
+    return e;
+  }
+  FAIL("expected kaio::UsageError");
+  throw;  // unreachable
+}
 
 struct CommandResult {
   int status = -1;

@@ -2,24 +2,12 @@
 #include <catch2/catch.hpp>
 
 #include "kaio/kaio.h"
+#include "../support.h"
 
 using namespace kaio;
 using Catch::Matchers::Contains;
 
-namespace {
-
-template <class F>
-UsageError usage_error_of(F&& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e;
-  }
-  FAIL("expected kaio::UsageError");
-  throw;  // unreachable
-}
-
-}  // namespace
+using kaio::test::usage_error_of;
 
 TEST_CASE("mixing types without a cast is rejected", "[ir][errors]") {
   ir::KernelBuilder b("mix");

@@ -4,22 +4,12 @@
 
 #include "kaio/codegen/ptx.h"
 #include "kaio/kaio.h"
+#include "../support.h"
 
 using namespace kaio;
 using Catch::Matchers::Contains;
 
-namespace {
-template <class F>
-UsageError usage_error_of(F&& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e;
-  }
-  FAIL("expected kaio::UsageError");
-  throw;
-}
-}  // namespace
+using kaio::test::usage_error_of;
 
 TEST_CASE("a barrier under a thread-dependent condition is rejected", "[ir][errors]") {
   ir::KernelBuilder b("divergent");
