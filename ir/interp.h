@@ -34,20 +34,6 @@
 
 namespace kaio::ir {
 
-// A grid or block extent. Any integer type converts; ranges are checked at run time.
-struct Extent {
-  uint64_t x = 1, y = 1, z = 1;
-  Extent() = default;
-  template <std::integral X, std::integral Y = int, std::integral Z = int>
-  Extent(X x_, Y y_ = 1, Z z_ = 1) : x(u(x_)), y(u(y_)), z(u(z_)) {}
-
- private:
-  template <class T>
-  static uint64_t u(T v) {
-    if constexpr (std::is_signed_v<T>) return v < 0 ? ~uint64_t(0) : static_cast<uint64_t>(v);
-    else return static_cast<uint64_t>(v);
-  }
-};
 
 struct LaunchShape {
   Extent grid;

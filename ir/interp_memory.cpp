@@ -287,6 +287,24 @@ void shared_store_fn(Warp& w, const PInst& p) {
   });
 }
 
+// Host address of a vector access of `width` elements at ptr[index]: bounds, alignment
+// (the access size) and, in shared memory, the initialized/race shadow.
+template <Scalar S, bool Shared, bool Store>
+uint64_t vec_address(Warp& w, const PInst& p, int l, uint64_t ptr, uint64_t index, uint32_t width) {
+  constexpr uint64_t es = elem_size<S>();
+  if constexpr (Shared) {
+    uint32_t a = shared_address<S>(w, p, l, ptr, index, width);
+    if (a % (es * width)) misaligned(w, p, l, ptr, index, a, es * width, true);
+    if constexpr (Store) shadow_write(w, p, l, index, a, static_cast<uint32_t>(es * width));
+    else shadow_read(w, p, l, index, a, static_cast<uint32_t>(es * width));
+    return reinterpret_cast<uint64_t>(w.B->shared.data() + a);
+  } else {
+    uint64_t addr = checked_span<S>(w, p, l, ptr, index, Store, width);
+    if (addr % (es * width)) misaligned(w, p, l, ptr, index, addr, es * width, false);
+    return addr;
+  }
+}
+
 // Vectors: results in dst .. dst + width - 1; stored values in the IR's args[2 ..].
 template <Scalar S, bool Shared>
 void load_vec_fn(Warp& w, const PInst& p) {
@@ -295,16 +313,7 @@ void load_vec_fn(Warp& w, const PInst& p) {
   const uint64_t* P = w.slot(p.a);
   const uint64_t* I = w.slot(p.b);
   for_active(w.active, [&](int l) {
-    uint64_t addr;
-    if constexpr (Shared) {
-      uint32_t a = shared_address<S>(w, p, l, P[l], I[l], width);
-      if (a % (es * width)) misaligned(w, p, l, P[l], I[l], a, es * width, true);
-      shadow_read(w, p, l, I[l], a, static_cast<uint32_t>(es * width));
-      addr = reinterpret_cast<uint64_t>(w.B->shared.data() + a);
-    } else {
-      addr = checked_span<S>(w, p, l, P[l], I[l], false, width);
-      if (addr % (es * width)) misaligned(w, p, l, P[l], I[l], addr, es * width, false);
-    }
+    uint64_t addr = vec_address<S, Shared, false>(w, p, l, P[l], I[l], width);
     for (uint32_t k = 0; k < width; ++k) w.slot(p.dst + k)[l] = read_elem<S>(addr + k * es);
   });
 }
@@ -317,16 +326,7 @@ void store_vec_fn(Warp& w, const PInst& p) {
   const uint64_t* I = w.slot(p.b);
   const auto& args = p.src->args;
   for_active(w.active, [&](int l) {
-    uint64_t addr;
-    if constexpr (Shared) {
-      uint32_t a = shared_address<S>(w, p, l, P[l], I[l], width);
-      if (a % (es * width)) misaligned(w, p, l, P[l], I[l], a, es * width, true);
-      shadow_write(w, p, l, I[l], a, static_cast<uint32_t>(es * width));
-      addr = reinterpret_cast<uint64_t>(w.B->shared.data() + a);
-    } else {
-      addr = checked_span<S>(w, p, l, P[l], I[l], true, width);
-      if (addr % (es * width)) misaligned(w, p, l, P[l], I[l], addr, es * width, false);
-    }
+    uint64_t addr = vec_address<S, Shared, true>(w, p, l, P[l], I[l], width);
     for (uint32_t k = 0; k < width; ++k) write_elem<S>(addr + k * es, w.slot(args[2 + k])[l]);
   });
 }

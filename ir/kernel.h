@@ -4,6 +4,8 @@
 #pragma once
 
 #include <array>
+#include <concepts>
+#include <type_traits>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -79,6 +81,22 @@ enum class Rounding : uint8_t { Default, Rn, Rz, Rm, Rp };
 const char* op_name(Op op);
 const char* sreg_name(SpecialReg r);     // "tid.x"
 const char* rounding_name(Rounding r);   // "rn"
+
+// A grid or block extent. Any integer type converts; ranges are checked at
+// launch (jit::Dim3 is this type).
+struct Extent {
+  uint64_t x = 1, y = 1, z = 1;
+  Extent() = default;
+  template <std::integral X, std::integral Y = int, std::integral Z = int>
+  Extent(X x_, Y y_ = 1, Z z_ = 1) : x(u(x_)), y(u(y_)), z(u(z_)) {}
+
+ private:
+  template <class T>
+  static uint64_t u(T v) {
+    if constexpr (std::is_signed_v<T>) return v < 0 ? ~uint64_t(0) : static_cast<uint64_t>(v);
+    else return static_cast<uint64_t>(v);
+  }
+};
 
 struct Block;
 

@@ -202,7 +202,7 @@ void CompiledKernel::launch_packed(const LaunchConfig& cfg, const detail::Arg* a
   if (interpret_mode()) {  // synchronous, on the host; any stream is ignored
     if (!s.kernel.valid())
       throw UsageError(s.name, "launch", "interpret mode: this compiled kernel carries no IR to interpret");
-    ir::LaunchShape shape{{cfg.grid.x, cfg.grid.y, cfg.grid.z}, {cfg.block.x, cfg.block.y, cfg.block.z}, cfg.shared_bytes};
+    ir::LaunchShape shape{cfg.grid, cfg.block, cfg.shared_bytes};
     ir::interp::run(s.kernel, shape, std::span<const uint64_t>(slots, n));
     return;
   }

@@ -24,20 +24,8 @@ struct Key {
   bool operator==(const Key&) const = default;
 };
 
-struct Dim3 {
-  uint64_t x = 1, y = 1, z = 1;
-  Dim3() = default;
-  // Any integer type, without narrowing complaints; ranges are checked at launch.
-  template <std::integral X, std::integral Y = int, std::integral Z = int>
-  Dim3(X x_, Y y_ = 1, Z z_ = 1) : x(as_u64(x_)), y(as_u64(y_)), z(as_u64(z_)) {}
-
- private:
-  template <class T>
-  static uint64_t as_u64(T v) {
-    if constexpr (std::is_signed_v<T>) return v < 0 ? ~uint64_t(0) : static_cast<uint64_t>(v);
-    else return static_cast<uint64_t>(v);
-  }
-};
+// A grid or block extent: any integer type converts; ranges are checked at launch.
+using Dim3 = ir::Extent;
 
 class Stream;
 

@@ -251,6 +251,67 @@ inline ir::Kernel packed_kernel(ir::Scalar s, bool atomics) {
   return b.build();
 }
 
+// out (cols x rows) = transpose of in (rows x cols), through a padded 32x33 shared tile;
+// launch with 32x8 blocks over ceil(cols/32) x ceil(rows/32). `pad` puts a small shared
+// array first, so the tile's alignment after it is exercised too.
+inline ir::Kernel transpose_kernel(const std::string& name, bool pad) {
+  using namespace ir;
+  KernelBuilder b(name);
+  auto in = b.param<const float*>("in");
+  auto out = b.param<float*>("out");
+  auto rows = b.param<uint32_t>("rows");
+  auto cols = b.param<uint32_t>("cols");
+  if (pad) (void)b.shared<uint8_t>(3);
+  auto tile = b.shared<float>(32 * 33);  // +1 column: no bank conflicts on the transposed read
+  Value tx = b.thread_idx_x(), ty = b.thread_idx_y();
+  Value bx = b.block_idx_x(), by = b.block_idx_y();
+  Value c = bx * 32u + tx, r0 = by * 32u;
+  b.for_(0u, 32u, 8u, [&](Value k) {
+    Value r = r0 + ty + k;
+    b.if_(r < rows && c < cols, [&] {
+      Value v = in[r * cols + c];
+      tile[(ty + k) * 33u + tx] = v;
+    });
+  });
+  b.barrier();
+  Value oc = by * 32u + tx, or0 = bx * 32u;
+  b.for_(0u, 32u, 8u, [&](Value k) {
+    Value orow = or0 + ty + k;
+    b.if_(orow < cols && oc < rows, [&] {
+      Value v = tile[tx * 33u + ty + k];
+      out[orow * rows + oc] = v;
+    });
+  });
+  return b.build();
+}
+
+// hist[v & 255] += 1 for every v of in[0 .. n): counts in shared memory with shared atomics,
+// then one global atomic per non-empty bin and block. hist must start zeroed.
+inline ir::Kernel histogram_kernel(const std::string& name) {
+  using namespace ir;
+  KernelBuilder b(name);
+  auto in = b.param<const uint32_t*>("in");
+  auto hist = b.param<uint32_t*>("hist");
+  auto n = b.param<uint32_t>("n");
+  auto local = b.shared<uint32_t>(256);
+  Value tid = b.thread_idx_x(), nt = b.block_dim_x();
+  b.for_(tid, 256u, nt, [&](Value k) { local[k] = 0u; });
+  b.barrier();
+  Value start = b.global_id_x();
+  Value gd = b.grid_dim_x();
+  Value stride = gd * nt;
+  b.for_(start, n, stride, [&](Value i) {
+    Value v = in[i];
+    (void)ir::atomic_add(local, v & 255u, 1u);
+  });
+  b.barrier();
+  b.for_(tid, 256u, nt, [&](Value k) {
+    Value c = local[k];
+    b.if_(c > 0u, [&] { (void)ir::atomic_add(hist, k, c); });
+  });
+  return b.build();
+}
+
 inline std::vector<ir::Kernel> test_kernels() {
   std::vector<ir::Kernel> ks = ops::catalog();
   for (ir::Scalar s : {ir::Scalar::S8, ir::Scalar::S16, ir::Scalar::S32, ir::Scalar::S64, ir::Scalar::U8,

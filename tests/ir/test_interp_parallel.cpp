@@ -175,34 +175,7 @@ TEST_CASE("interp: block reductions and scans from the builder, barriers between
 }
 
 TEST_CASE("interp: shared-memory transpose with barriers, dynamic shared memory", "[interp][lang]") {
-  ir::KernelBuilder b("transpose_i");
-  auto in = b.param<const float*>("in");
-  auto out = b.param<float*>("out");
-  auto rows = b.param<uint32_t>("rows");
-  auto cols = b.param<uint32_t>("cols");
-  auto pad = b.shared<uint8_t>(3);  // a second array: the tile starts 16-byte aligned after it
-  auto tile = b.shared<float>(32 * 33);
-  (void)pad;
-  Value tx = b.thread_idx_x(), ty = b.thread_idx_y();
-  Value bx = b.block_idx_x(), by = b.block_idx_y();
-  Value c = bx * 32u + tx, r0 = by * 32u;
-  b.for_(0u, 32u, 8u, [&](Value kk) {
-    Value r = r0 + ty + kk;
-    b.if_(r < rows && c < cols, [&] {
-      Value v = in[r * cols + c];
-      tile[(ty + kk) * 33u + tx] = v;
-    });
-  });
-  b.barrier();
-  Value oc = by * 32u + tx, or0 = bx * 32u;
-  b.for_(0u, 32u, 8u, [&](Value kk) {
-    Value orow = or0 + ty + kk;
-    b.if_(orow < cols && oc < rows, [&] {
-      Value v = tile[tx * 33u + ty + kk];
-      out[orow * rows + oc] = v;
-    });
-  });
-  ir::Kernel k = b.build();
+  ir::Kernel k = test::transpose_kernel("transpose_i", true);
   const uint32_t R = 77, C = 45;
   std::vector<float> x(R * C), o(R * C);
   for (uint32_t j = 0; j < R * C; ++j) x[j] = float(j) * 0.5f;
@@ -241,25 +214,7 @@ TEST_CASE("interp: shared-memory transpose with barriers, dynamic shared memory"
 }
 
 TEST_CASE("interp: histogram with shared and global atomics; every atomic op", "[interp][lang]") {
-  ir::KernelBuilder b("histo_i");
-  auto in = b.param<const uint32_t*>("in");
-  auto hist = b.param<uint32_t*>("hist");
-  auto n = b.param<uint32_t>("n");
-  auto local = b.shared<uint32_t>(256);
-  Value tid = b.thread_idx_x(), nt = b.block_dim_x();
-  b.for_(tid, 256u, nt, [&](Value kk) { local[kk] = 0u; });
-  b.barrier();
-  Value stride = b.grid_dim_x() * nt;
-  b.for_(b.global_id_x(), n, stride, [&](Value i) {
-    Value v = in[i];
-    (void)ir::atomic_add(local, v & 255u, 1u);
-  });
-  b.barrier();
-  b.for_(tid, 256u, nt, [&](Value kk) {
-    Value c = local[kk];
-    b.if_(c > 0u, [&] { (void)ir::atomic_add(hist, kk, c); });
-  });
-  ir::Kernel k = b.build();
+  ir::Kernel k = test::histogram_kernel("histo_i");
   const uint32_t N = 30011;
   std::vector<uint32_t> x(N), ref(256, 0), h(256, 0);
   for (auto& v : x) v = uint32_t(rng()());

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "kaio/kaio.h"
+#include "../kernels.h"
 
 using namespace kaio;
 
@@ -197,32 +198,7 @@ TEST_CASE("shuffles and votes against a host model", "[gpu][lang]") {
 }
 
 TEST_CASE("shared-memory transpose of 1023 x 517 with barriers", "[gpu][lang]") {
-  ir::KernelBuilder b("transpose");
-  auto in = b.param<const float*>("in");
-  auto out = b.param<float*>("out");
-  auto rows = b.param<uint32_t>("rows");
-  auto cols = b.param<uint32_t>("cols");
-  auto tile = b.shared<float>(32 * 33);  // +1 column: no bank conflicts on the transposed read
-  ir::Value tx = b.thread_idx_x(), ty = b.thread_idx_y();
-  ir::Value bx = b.block_idx_x(), by = b.block_idx_y();
-  ir::Value c = bx * 32u + tx, r0 = by * 32u;
-  b.for_(0u, 32u, 8u, [&](ir::Value k) {
-    ir::Value r = r0 + ty + k;
-    b.if_(r < rows && c < cols, [&] {
-      ir::Value v = in[r * cols + c];
-      tile[(ty + k) * 33u + tx] = v;
-    });
-  });
-  b.barrier();
-  ir::Value oc = by * 32u + tx, or0 = bx * 32u;  // output is cols x rows
-  b.for_(0u, 32u, 8u, [&](ir::Value k) {
-    ir::Value orow = or0 + ty + k;
-    b.if_(orow < cols && oc < rows, [&] {
-      ir::Value v = tile[tx * 33u + ty + k];
-      out[orow * rows + oc] = v;
-    });
-  });
-  jit::CompiledKernel ck = jit::compile(b.build());
+  jit::CompiledKernel ck = jit::compile(test::transpose_kernel("transpose", false));
   const uint32_t R = 1023, C = 517;
   auto x = random_vec<float>(size_t(R) * C, -10, 10);
   DeviceBuffer<float> din(x), dout(size_t(R) * C);
@@ -236,27 +212,7 @@ TEST_CASE("shared-memory transpose of 1023 x 517 with barriers", "[gpu][lang]") 
 }
 
 TEST_CASE("histogram with shared and global atomics", "[gpu][lang]") {
-  ir::KernelBuilder b("histogram");
-  auto in = b.param<const uint32_t*>("in");
-  auto hist = b.param<uint32_t*>("hist");
-  auto n = b.param<uint32_t>("n");
-  auto local = b.shared<uint32_t>(256);
-  ir::Value tid = b.thread_idx_x(), nt = b.block_dim_x();
-  b.for_(tid, 256u, nt, [&](ir::Value k) { local[k] = 0u; });
-  b.barrier();
-  ir::Value start = b.global_id_x();
-  ir::Value gd = b.grid_dim_x();
-  ir::Value stride = gd * nt;
-  b.for_(start, n, stride, [&](ir::Value i) {
-    ir::Value v = in[i];
-    (void)ir::atomic_add(local, v & 255u, 1u);
-  });
-  b.barrier();
-  b.for_(tid, 256u, nt, [&](ir::Value k) {
-    ir::Value c = local[k];
-    b.if_(c > 0u, [&] { (void)ir::atomic_add(hist, k, c); });
-  });
-  jit::CompiledKernel ck = jit::compile(b.build());
+  jit::CompiledKernel ck = jit::compile(test::histogram_kernel("histogram"));
   const uint32_t N = interpreted() ? 50000 : 3000017;
   auto x = random_vec<uint32_t>(N, 0, 1u << 30);
   std::vector<uint32_t> ref(256, 0);
