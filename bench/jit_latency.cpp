@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
         t_cg = since_us(t0);
         row.ptx_lines = count_lines(ptx);
         t0 = Clock::now();
-        jit::link_ptx(ptx, arch, jit::link_options(arch), k.name());
+        jit::link_ptx(ptx, arch, k.name());
         t_lk = since_us(t0);
       };
       auto time_cold = [&] {

@@ -183,8 +183,6 @@ void emit_math(Emitter& e, const ir::Inst& i) {
   }
   if (s == Scalar::F64) {
     const std::string& a = e.reg(i.args[0]);
-    F32Math m{e, false};
-    // f64 values live in %fd registers: the helpers below take the type suffix.
     switch (i.op) {
       case Op::Sqrt: return e.ins("sqrt.rn.f64 " + d + ", " + a);
       case Op::Rsqrt: return e.ins("rsqrt.approx.f64 " + d + ", " + a);
@@ -208,7 +206,6 @@ void emit_math(Emitter& e, const ir::Inst& i) {
         return e.ins("selp.f64 " + d + ", " + away + ", " + tr + ", " + p);
       }
       default:
-        (void)m;
         e.unsupported(i, std::string(ir::op_name(i.op)) + " on f64");
     }
   }

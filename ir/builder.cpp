@@ -392,13 +392,10 @@ Value KernelBuilder::cast_sat(Value v, Type to, Rounding r) {
   check(v, "cast_sat");
   if (v.type().is_pred() || to.is_pred() || v.type().ptr || to.ptr)
     fail("cast_sat", "saturating conversions are between numeric types, not " + v.type().str() + " -> " + to.str());
-  if (v.type() == to) {
-    if (!to.is_float()) return v;
-  }
+  if (v.type() == to && !to.is_float()) return v;  // an integer is already in its own range
+  // cast() emits nothing for identical types, so a same-type float clamp is emitted here.
   Value c = v.type() == to ? emit(Op::Cast, to, {v}, static_cast<uint64_t>(Rounding::Default)) : cast(v, to, r);
-  // cast() may have returned v itself for identical types; mark the emitted Cast saturating.
-  Inst& last = current()->insts.back();
-  if (last.op == Op::Cast && last.result == c.id()) last.imm |= kCastSaturate;
+  current()->insts.back().imm |= kCastSaturate;  // the Cast just emitted
   return c;
 }
 
@@ -521,7 +518,7 @@ void KernelBuilder::var_write(const Var& v, const AnyOperand& val) {
 
 Value Var::get() const { return b_->var_read(*this); }
 Var& Var::operator=(const Var& v) {
-  if (this != &v || true) b_->var_write(*this, KernelBuilder::make_operand(v.get()));
+  b_->var_write(*this, KernelBuilder::make_operand(v.get()));
   return *this;
 }
 

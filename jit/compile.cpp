@@ -125,7 +125,7 @@ std::shared_ptr<detail::KernelState> build(const ir::Kernel& k, const std::strin
   double t_codegen = ms_since(t0);
   if (const char* dir = std::getenv("KAIO_DUMP_PTX"); dir && *dir) dump_ptx(dir, k.name(), key, st->ptx);
   auto t1 = std::chrono::steady_clock::now();
-  LinkResult lr = link_ptx(st->ptx, arch, link_options(arch), k.name());
+  LinkResult lr = link_ptx(st->ptx, arch, k.name());
   st->cubin = std::move(lr.cubin);
   st->info_log = std::move(lr.info_log);
   if (debug_enabled())
@@ -161,10 +161,8 @@ Key cache_key(const ir::Kernel& k, const std::string& arch) {
   in += arch;
   in += '|';
   in += toolchain().id;
-  for (const auto& opt : link_options(arch)) {
-    in += '|';
-    in += opt;
-  }
+  in += '|';
+  in += link_flags();  // the rest of the link options is the arch, already in
   if (annotate_ptx()) in += "|annotate";
   return Key{ir::hash_bytes(in.data(), in.size())};
 }

@@ -53,7 +53,12 @@ struct Handle {
 }  // namespace
 
 // -verbose fills the info log with the resource usage (registers, spills, shared memory).
-std::vector<std::string> link_options(const std::string& arch) { return {"-arch=" + arch, "-verbose"}; }
+const std::string& link_flags() {
+  static const std::string flags = "-verbose";
+  return flags;
+}
+
+std::vector<std::string> link_options(const std::string& arch) { return {"-arch=" + arch, link_flags()}; }
 
 std::pair<int, int> nvjitlink_version() {
   unsigned major = 0, minor = 0;
@@ -61,9 +66,8 @@ std::pair<int, int> nvjitlink_version() {
   return {static_cast<int>(major), static_cast<int>(minor)};
 }
 
-LinkResult link_ptx(const std::string& ptx, const std::string& arch, const std::vector<std::string>& options,
-                    const std::string& kernel_name) {
-  (void)arch;  // carried in `options` as -arch=
+LinkResult link_ptx(const std::string& ptx, const std::string& arch, const std::string& kernel_name) {
+  const std::vector<std::string> options = link_options(arch);
   std::vector<const char*> opts;
   for (const auto& o : options) opts.push_back(o.c_str());
   Handle h;
