@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "kaio/ir/builder.h"
-#include "kaio/ir/interp.h"
+#include "kaio/ir/interp/interp.h"
 #include "kaio/ops/elementwise.h"
 #include "kaio/ops/reduction.h"
 

@@ -117,7 +117,9 @@ struct Block {
 
 struct Param {
   std::string name;  // for messages and the printer only; PTX uses positional names
-  Type type;
+  Type type;         // a by-value byte parameter reads as u64: the parameter's generic address
+  uint32_t bytes = 0;  // > 0: a by-value parameter of this many bytes (.param .align A .b8 p[bytes])
+  uint32_t align = 0;  // its alignment (a power of two), with bytes > 0
 };
 
 struct SpecConstant {

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <new>
 
-#include "kaio/ir/interp.h"
+#include "kaio/ir/interp/interp.h"
 #include "kaio/jit/driver.h"
 
 namespace kaio::jit {

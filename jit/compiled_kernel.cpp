@@ -1,7 +1,7 @@
 #include <limits>
 
 #include "kaio/jit/compiled_kernel.h"
-#include "kaio/ir/interp.h"
+#include "kaio/ir/interp/interp.h"
 #include "kaio/jit/kernel_state.h"
 
 namespace kaio::jit {

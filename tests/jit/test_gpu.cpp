@@ -8,7 +8,7 @@
 
 #include "kaio/kaio.h"
 #include "kaio/ops/elementwise.h"
-#include "kaio/ir/interp.h"
+#include "kaio/ir/interp/interp.h"
 #include "kaio/ops/reduction.h"
 #include "../kernels.h"
 #include "../support.h"

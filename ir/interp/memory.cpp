@@ -21,7 +21,7 @@
 #include <atomic>
 #include <cstdio>
 
-#include "kaio/ir/interp_impl.h"
+#include "kaio/ir/interp/impl.h"
 
 namespace kaio::ir::interp::impl {
 

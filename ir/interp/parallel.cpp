@@ -15,7 +15,7 @@
 #include <cstdio>
 #include <string>
 
-#include "kaio/ir/interp_impl.h"
+#include "kaio/ir/interp/impl.h"
 
 namespace kaio::ir::interp::impl {
 

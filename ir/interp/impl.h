@@ -48,7 +48,7 @@
 #include <vector>
 
 #include "kaio/ir/half.h"
-#include "kaio/ir/interp.h"
+#include "kaio/ir/interp/interp.h"
 #include "kaio/ir/kernel.h"
 
 namespace kaio::ir::interp::impl {

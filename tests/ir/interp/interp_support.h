@@ -11,10 +11,10 @@
 #include <limits>
 #include <random>
 
-#include "kaio/ir/interp.h"
+#include "kaio/ir/interp/interp.h"
 #include "kaio/kaio.h"
-#include "../kernels.h"
-#include "../support.h"
+#include "../../kernels.h"
+#include "../../support.h"
 
 namespace kaio::test::interp {
 

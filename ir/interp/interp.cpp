@@ -12,7 +12,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "kaio/ir/interp_impl.h"
+#include "kaio/ir/interp/impl.h"
 
 namespace kaio::ir::interp {
 

@@ -5,7 +5,7 @@
 // order -0 below +0, fma rounds once (f16/bf16 too).
 #include <cmath>
 
-#include "kaio/ir/interp_impl.h"
+#include "kaio/ir/interp/impl.h"
 
 namespace kaio::ir::interp::impl {
 
