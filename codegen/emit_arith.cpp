@@ -40,7 +40,7 @@ std::string bin_mnemonic(Op op, Scalar s, bool fast = false) {
     case Op::Rem: return "rem";
     case Op::Min: return "min";
     case Op::Max: return "max";
-    default: return "?";
+    default: return {};  // not a binary arithmetic op: the caller reports it
   }
 }
 
@@ -181,6 +181,7 @@ void emit_arith(Emitter& e, const ir::Inst& i) {
 
   // add sub mul div rem min max
   std::string m = bin_mnemonic(i.op, s, e.k.fast_math);
+  if (m.empty()) e.no_emitter(i);
   if (is_half(s) && i.op != Op::Div) {
     const std::string& a = e.reg(i.args[0]);
     const std::string& b = e.reg(i.args[1]);

@@ -35,7 +35,7 @@ void emit_convert_plain(Emitter& e, const ir::Inst& i, bool sat);
 // Saturating float results clamp to [0, 1] (NaN becomes 0); integer results clamp to the
 // target's range (float sources always do, as PTX cvt saturates them).
 void emit_convert(Emitter& e, const ir::Inst& i) {
-  bool sat = (i.imm & ir::kCastSaturate) != 0;
+  bool sat = i.attr.saturate;
   Scalar to = i.type.elem;
   emit_convert_plain(e, i, sat);
   if (!sat || !i.type.is_float()) return;
@@ -57,7 +57,7 @@ void emit_convert(Emitter& e, const ir::Inst& i) {
 
 void emit_convert_plain(Emitter& e, const ir::Inst& i, bool sat) {
   Scalar from = e.type(i.args[0]).elem, to = i.type.elem;
-  Rounding r = static_cast<Rounding>(i.imm & 0xff);
+  Rounding r = i.attr.rounding;
   const std::string d = e.reg(i.result);
   const std::string& src = e.reg(i.args[0]);
   ir::Type tt = i.type, ft = e.type(i.args[0]);

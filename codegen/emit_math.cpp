@@ -235,7 +235,7 @@ void emit_math(Emitter& e, const ir::Inst& i) {
       e.ins("copysign.f32 " + r + ", " + e.widen_to_f32(i.args[1]) + ", " + x);
       break;
     }
-    default: e.unsupported(i, "this math op");
+    default: e.no_emitter(i);
   }
   if (s == Scalar::F32) {
     e.ins("mov.f32 " + d + ", " + r);

@@ -1,4 +1,4 @@
-// Barriers, fences, warp shuffles and votes, atomics.
+// Barriers (whole block and named), fences, setmaxnreg, warp shuffles and votes, mbarriers.
 #include "kaio/codegen/emitter.h"
 
 namespace kaio::codegen {
@@ -6,16 +6,16 @@ namespace kaio::codegen {
 using ir::Op;
 using ir::Scalar;
 
-std::string atomic_address(Emitter& e, uint32_t ptr, uint32_t index);  // emit_memory.cpp
+std::string element_address(Emitter& e, uint32_t ptr, uint32_t index);  // emit_memory.cpp
 
 namespace {
 
 // shfl.sync moves 32 bits: narrower values widen, 64-bit values move as two halves.
 void emit_shfl(Emitter& e, const ir::Inst& i) {
   static const char* modes[] = {"up", "down", "bfly", "idx"};
-  auto mode = static_cast<ir::ShflMode>(i.imm & 0xff);
-  uint32_t mask = static_cast<uint32_t>((i.imm >> 8) & 0xffffffffu);
-  uint32_t width = static_cast<uint32_t>(i.imm >> 40);
+  auto mode = i.attr.shfl;
+  uint32_t mask = i.attr.mask;
+  uint32_t width = i.attr.width;
   // c: segment mask in bits 8..12, clamp in 0..4 (0 for up, width-1 lane bound otherwise)
   uint32_t c = ((32 - width) << 8) | (mode == ir::ShflMode::Up ? 0u : 31u);
   std::string tail = ", " + e.reg(i.args[1]) + ", " + std::to_string(c) + ", " + std::to_string(mask);
@@ -39,54 +39,56 @@ void emit_shfl(Emitter& e, const ir::Inst& i) {
   e.normalize(s, d);
 }
 
-void emit_atomic(Emitter& e, const ir::Inst& i) {
-  bool shared = e.type(i.args[0]).is_shared_ptr();
-  std::string addr = atomic_address(e, i.args[0], i.args[1]);
-  std::string space = shared ? "atom.shared." : "atom.global.";
-  Scalar s = i.type.elem;
-  const std::string d = e.reg(i.result);
-  if (i.op == Op::AtomicCas) {
-    e.ins(space + "cas.b" + std::to_string(ir::scalar_bits(s)) + " " + d + ", [" + addr + "], " + e.reg(i.args[2]) +
-          ", " + e.reg(i.args[3]));
-    return;
-  }
-  std::string t;
-  switch (static_cast<ir::AtomicOp>(i.imm)) {
-    case ir::AtomicOp::Add:
-      if (s == Scalar::BF16x2 && e.sm() < 90) e.unsupported(i, "atomic_add on bf16x2 (needs sm_90)");
-      t = s == Scalar::S64 ? "add.u64"
-          : (s == Scalar::F16x2 || s == Scalar::BF16x2) ? std::string("add.noftz.") + arith_type(s)
-                                                         : std::string("add.") + arith_type(s);
-      break;
-    case ir::AtomicOp::Min: t = std::string("min.") + arith_type(s); break;
-    case ir::AtomicOp::Max: t = std::string("max.") + arith_type(s); break;
-    case ir::AtomicOp::Exch: t = "exch.b" + std::to_string(ir::scalar_bits(s)); break;
-  }
-  e.ins(space + t + " " + d + ", [" + addr + "], " + e.reg(i.args[2]));
-}
-
 }  // namespace
+
+// The mbarrier's shared-window address (a u32) for ptr<shared u64>[index].
+std::string mbar(Emitter& e, const ir::Inst& i) { return element_address(e, i.args[0], i.args[1]); }
 
 void emit_parallel(Emitter& e, const ir::Inst& i) {
   switch (i.op) {
     case Op::Barrier:
-      return e.ins("bar.sync 0");
+      if (i.attr.threads) return e.ins("bar.sync " + std::to_string(i.attr.id) + ", " + std::to_string(i.attr.threads));
+      return e.ins("bar.sync " + std::to_string(i.attr.id));
+    case Op::BarrierArrive:
+      return e.ins("bar.arrive " + std::to_string(i.attr.id) + ", " + std::to_string(i.attr.threads));
     case Op::Fence: {
       static const char* scopes[] = {"membar.cta", "membar.gl", "membar.sys"};
-      return e.ins(scopes[i.imm]);
+      return e.ins(scopes[static_cast<int>(i.attr.scope)]);
     }
+    case Op::FenceProxyAsync:
+      return e.ins("fence.proxy.async.shared::cta");
+    case Op::SetMaxNReg:
+      if (parse_arch(e.target.arch).suffix != 'a')
+        e.unsupported(i, "setmaxnreg (an sm_90a instruction; compile for " + e.target.arch + "a)");
+      return e.ins(std::string("setmaxnreg.") + (i.attr.increase ? "inc" : "dec") + ".sync.aligned.u32 " +
+                   std::to_string(i.attr.regs));
     case Op::Shfl:
       return emit_shfl(e, i);
     case Op::Vote: {
-      auto mode = static_cast<ir::VoteMode>(i.imm & 0xff);
-      std::string mask = std::to_string((i.imm >> 8) & 0xffffffffu);
+      auto mode = i.attr.vote;
+      std::string mask = std::to_string(i.attr.mask);
       const char* m = mode == ir::VoteMode::All ? "all.pred" : mode == ir::VoteMode::Any ? "any.pred" : "ballot.b32";
       return e.ins(std::string("vote.sync.") + m + " " + e.reg(i.result) + ", " + e.reg(i.args[0]) + ", " + mask);
     }
-    case Op::AtomicRmw: case Op::AtomicCas:
-      return emit_atomic(e, i);
+    case Op::MbarInit:
+      return e.ins("mbarrier.init.shared::cta.b64 [" + mbar(e, i) + "], " + e.reg(i.args[2]));
+    case Op::MbarArrive:
+      return e.ins("mbarrier.arrive.shared::cta.b64 _, [" + mbar(e, i) + "]");
+    case Op::MbarExpectTx:
+      return e.ins("mbarrier.arrive.expect_tx.shared::cta.b64 _, [" + mbar(e, i) + "], " + e.reg(i.args[2]));
+    case Op::MbarTryWait: {
+      std::string addr = mbar(e, i);
+      std::string parity = e.reg(i.args[2]);
+      if (ir::scalar_bits(e.type(i.args[2]).elem) != 32) {
+        parity = e.fresh(RegClass::B32);
+        e.ins(std::string("cvt.u32.") + arith_type(e.type(i.args[2]).elem) + " " + parity + ", " + e.reg(i.args[2]));
+      }
+      // try_wait may suspend the thread for a while (sm_90); test_wait polls once (sm_80).
+      const char* form = e.sm() >= 90 ? "mbarrier.try_wait.parity.shared::cta.b64 " : "mbarrier.test_wait.parity.shared::cta.b64 ";
+      return e.ins(form + e.reg(i.result) + ", [" + addr + "], " + parity);
+    }
     default:
-      e.unsupported(i, "this op");
+      e.no_emitter(i);
   }
 }
 

@@ -32,7 +32,7 @@ struct Emitter {
   std::string body;
   std::string shared_decls;      // static shared arrays, declared in the entry
   uint64_t static_shared = 0;    // bytes, for the target's limit
-  bool dynamic_shared = false;   // .extern .shared declared at module scope
+  uint32_t dynamic_shared = 0;   // .extern .shared declared at module scope with this alignment (0: none)
   int labels = 0;
 
   Emitter(const ir::Kernel::Data& kd, const Target& t) : k(kd), target(t), regs(kd.values.size()) {}
@@ -44,6 +44,8 @@ struct Emitter {
   void ins(std::string_view text);          // one instruction line ("add.s32 %r1, %r2, %r3")
   void place(const std::string& label);     // "$L:"
   [[noreturn]] void unsupported(const ir::Inst& i, const std::string& what) const;
+  // An op that reached a family emitter without a case for it: a table/emitter mismatch.
+  [[noreturn]] void no_emitter(const ir::Inst& i) const;
 
   // f16/bf16 <-> f32 helpers (exact widening; rn narrowing).
   std::string widen_to_f32(uint32_t value);
@@ -56,12 +58,13 @@ struct Emitter {
   void inst(const ir::Inst& i);
 };
 
-// One emitter per instruction family.
+// One emitter per instruction family (OpDef::family); ptx.cpp dispatches through a table.
 void emit_arith(Emitter& e, const ir::Inst& i);    // neg not abs add..shr, compare, select, fma
 void emit_math(Emitter& e, const ir::Inst& i);     // sqrt rsqrt exp log tanh sin cos
 void emit_convert(Emitter& e, const ir::Inst& i);  // cast
-void emit_memory(Emitter& e, const ir::Inst& i);   // param, load, store
+void emit_memory(Emitter& e, const ir::Inst& i);   // param, loads, stores, shared arrays and addresses, atomics
 void emit_control(Emitter& e, const ir::Inst& i);  // const, sreg, vars, if, for, while, return, comment
-void emit_parallel(Emitter& e, const ir::Inst& i); // barrier, fence, shfl, vote, atomics
+void emit_parallel(Emitter& e, const ir::Inst& i); // barriers, fences, setmaxnreg, shfl, vote, mbarriers
+void emit_packed(Emitter& e, const ir::Inst& i);   // pack, unpack
 
 }  // namespace kaio::codegen

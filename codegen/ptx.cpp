@@ -1,6 +1,7 @@
 #include "kaio/codegen/ptx.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "kaio/codegen/emitter.h"
@@ -199,34 +200,41 @@ void Emitter::block(const ir::Block& b) {
   for (const ir::Inst& i : b.insts) inst(i);
 }
 
+void Emitter::no_emitter(const ir::Inst& i) const {
+  KAIO_ASSERT(false, std::string("op '") + ir::op_name(i.op) + "' reached the codegen family of its table entry, which has no case for it (kernel " + k.name + ")");
+  std::abort();
+}
+
+void emit_packed(Emitter& e, const ir::Inst& i) {
+  using ir::Op;
+  switch (i.op) {
+    case Op::Pack:
+      return e.ins("mov.b32 " + e.reg(i.result) + ", {" + e.reg(i.args[0]) + ", " + e.reg(i.args[1]) + "}");
+    case Op::Unpack: {
+      std::string other = e.fresh(RegClass::H16);
+      const std::string& d = e.reg(i.result);
+      return e.ins("mov.b32 {" + (i.attr.high ? other : d) + ", " + (i.attr.high ? d : other) + "}, " + e.reg(i.args[0]));
+    }
+    default:
+      e.no_emitter(i);
+  }
+}
+
+namespace {
+using EmitFn = void (*)(Emitter&, const ir::Inst&);
+// Indexed by ir::Family; the static_assert keeps it in step with the enum.
+constexpr EmitFn kFamilyEmitters[] = {emit_arith, emit_math, emit_convert, emit_packed,
+                                      emit_memory, emit_parallel, emit_control};
+static_assert(sizeof(kFamilyEmitters) / sizeof(kFamilyEmitters[0]) == static_cast<size_t>(ir::Family::kCount));
+}  // namespace
+
 void Emitter::inst(const ir::Inst& i) {
   using ir::Op;
   if (target.annotate && i.op != Op::Comment) body += "\t// " + ir::print_inst(k, i) + "\n";
-  switch (i.op) {
-    case Op::Param: case Op::Load: case Op::Store: case Op::LoadVec: case Op::StoreVec: case Op::SharedAlloc:
-    case Op::DynamicShared:
-      return emit_memory(*this, i);
-    case Op::Sqrt: case Op::Rsqrt: case Op::Exp: case Op::Log: case Op::Tanh: case Op::Sin: case Op::Cos:
-    case Op::Rcp: case Op::Exp2: case Op::Log2: case Op::Erf: case Op::Floor: case Op::Ceil: case Op::Round:
-    case Op::Trunc: case Op::Rint: case Op::Pow: case Op::CopySign: case Op::IsNan: case Op::IsInf:
-      return emit_math(*this, i);
-    case Op::Cast:
-      return emit_convert(*this, i);
-    case Op::Const: case Op::SReg: case Op::VarDecl: case Op::VarRead: case Op::VarWrite:
-    case Op::If: case Op::For: case Op::While: case Op::Return: case Op::Comment:
-      return emit_control(*this, i);
-    case Op::Barrier: case Op::Fence: case Op::Shfl: case Op::Vote: case Op::AtomicRmw: case Op::AtomicCas:
-      return emit_parallel(*this, i);
-    case Op::Pack:
-      return ins("mov.b32 " + reg(i.result) + ", {" + reg(i.args[0]) + ", " + reg(i.args[1]) + "}");
-    case Op::Unpack: {
-      std::string other = fresh(RegClass::H16);
-      const std::string& d = reg(i.result);
-      return ins("mov.b32 {" + (i.imm ? other : d) + ", " + (i.imm ? d : other) + "}, " + reg(i.args[0]));
-    }
-    default:
-      return emit_arith(*this, i);
-  }
+  const ir::OpDef& d = i.def();
+  if (sm() < d.min_sm)
+    throw UsageError(k.name, d.name, std::string(d.name) + " needs sm_" + std::to_string(d.min_sm) + " or newer; the target is " + target.arch);
+  kFamilyEmitters[static_cast<size_t>(d.family)](*this, i);
 }
 
 // ---------------- entry ----------------
@@ -247,15 +255,22 @@ std::string emit_ptx(const ir::Kernel& kernel, const Target& t) {
                      "static shared memory of " + std::to_string(e.static_shared) + " bytes exceeds the " +
                          std::to_string(kStaticSharedLimit) + "-byte limit of " + t.arch +
                          "; use b.dynamic_shared<T>() and LaunchConfig::shared_bytes for more");
-  if (e.dynamic_shared) out += ".extern .shared .align 16 .b8 kaio_dynamic_smem[];\n\n";
+  if (e.dynamic_shared)
+    out += ".extern .shared .align " + std::to_string(e.dynamic_shared) + " .b8 kaio_dynamic_smem[];\n\n";
   out += ".visible .entry " + kernel.name() + "(";
   const auto& params = kernel.params();
   for (size_t p = 0; p < params.size(); ++p) {
     out += p ? ",\n" : "\n";
     const Type& pt = params[p].type;
+    const std::string pname = kernel.name() + "_param_" + std::to_string(p);
+    if (params[p].bytes) {  // by value: .param .align A .b8 name[N]
+      out += "\t.param .align " + std::to_string(params[p].align) + " .b8 " + pname + "[" +
+             std::to_string(params[p].bytes) + "]";
+      continue;
+    }
     out += "\t.param .";
     out += pt.ptr ? "u64" : mem_type(pt.elem);
-    out += " " + kernel.name() + "_param_" + std::to_string(p);
+    out += " " + pname;
   }
   out += params.empty() ? ")\n" : "\n)\n";
   const ir::Kernel::Data& kd = kernel.data();

@@ -71,12 +71,13 @@ void KernelBuilder::check(const Value& v, const char* op) const {
              "(it was made inside an if_/for_/while_ body that has ended); hold it in a b.var instead");
 }
 
-Value KernelBuilder::emit(Op op, Type t, std::initializer_list<Value> args, uint64_t imm, bool result) {
+Value KernelBuilder::emit(Op op, Type t, std::initializer_list<Value> args, const Attrs& attr, bool result) {
   Inst inst;
   inst.op = op;
   inst.type = t;
-  inst.imm = imm;
-  for (const Value& a : args) inst.args[inst.nargs++] = a.id();
+  inst.attr = attr;
+  inst.args.reserve(args.size());
+  for (const Value& a : args) inst.args.push_back(a.id());
   if (op == Op::If) inst.regions.resize(2);
   if (op == Op::For) inst.regions.resize(1);
   if (op == Op::While) inst.regions.resize(2);
@@ -117,7 +118,9 @@ Value KernelBuilder::param(const std::string& pname, Type t) {
     if (p.name == pname && !pname.empty()) fail("param", "parameter name '" + pname + "' is used twice");
   uint64_t index = s_->k->params.size();
   s_->k->params.push_back(Param{pname, t});
-  Value v = emit(Op::Param, t, {}, index);
+  Attrs a;
+  a.index = static_cast<uint32_t>(index);
+  Value v = emit(Op::Param, t, {}, a);
   s_->k->values[v.id()].name = pname;
   return v;
 }
@@ -185,7 +188,12 @@ uint64_t literal_bits(const KernelBuilder& b, Type t, const Literal& lit, const 
 
 Value KernelBuilder::constant(Type t, Literal v, const char* op) {
   ensure_open(op);
-  return emit(Op::Const, t, {}, literal_bits(*this, t, v, op));
+  Attrs a;
+  a.bits = literal_bits(*this, t, v, op);
+  Value c = emit(Op::Const, t, {}, a);
+  s_->k->values[c.id()].is_const = true;
+  s_->k->values[c.id()].bits = a.bits;
+  return c;
 }
 
 Value KernelBuilder::spec(const std::string& sname, Type t, Literal v) {
@@ -195,13 +203,15 @@ Value KernelBuilder::spec(const std::string& sname, Type t, Literal v) {
   if (t.ptr) fail("spec", "specialization constant '" + sname + "' must be a scalar");
   Value c = constant(t, v, "spec");
   s_->k->values[c.id()].name = sname;
-  s_->k->specs.push_back(SpecConstant{sname, t, current()->insts.back().imm, c.id()});
+  s_->k->specs.push_back(SpecConstant{sname, t, current()->insts.back().attr.bits, c.id()});
   return c;
 }
 
 Value KernelBuilder::sreg(SpecialReg r) {
   ensure_open("sreg");
-  return emit(Op::SReg, Type::scalar(Scalar::U32), {}, static_cast<uint64_t>(r));
+  Attrs a;
+  a.sreg = r;
+  return emit(Op::SReg, Type::scalar(Scalar::U32), {}, a);
 }
 
 Value KernelBuilder::thread_idx_x() { return sreg(SpecialReg::TidX); }
@@ -231,6 +241,15 @@ Value KernelBuilder::global_id_z() {
   return c * d + t;
 }
 
+// A constant index value, if the builder made it with Op::Const (the value table records
+// constants, so this is O(1) and building stays linear in the kernel's size).
+bool KernelBuilder::const_value(uint32_t id, uint64_t& out) const {
+  const ValueInfo& v = s_->k->values[id];
+  if (!v.is_const) return false;
+  out = v.bits;
+  return true;
+}
+
 // ---------------- typing helpers ----------------
 
 Value KernelBuilder::resolve_literal(const AnyOperand& x, Type want, const char* op) {
@@ -254,30 +273,23 @@ Type KernelBuilder::unify(const char* op, const AnyOperand& a, const AnyOperand&
 
 // ---------------- arithmetic ----------------
 
+void KernelBuilder::require_types(const OpDef& d, Type t) const {
+  if (d.types == 0 || (type_class(t) & d.types)) return;
+  std::string hint;
+  if (t.elem == Scalar::F64 && (d.types & TC::F32)) hint = "; cast to f32";
+  else if (t.is_int() && (d.types & TC::F32)) hint = "; use ir::cast<float>()";
+  else if (t.is_packed()) hint = "; unpack the halves first";
+  else if (t.is_pred() && (d.types & TC::Int)) hint = "; use && || !";
+  fail(d.name, std::string(d.name) + " is defined on " + describe_classes(d.types) + ", not " + t.str() + hint);
+}
+
 Value KernelBuilder::unary(Op op, Value a) {
-  const char* name = op_name(op);
-  check(a, name);
+  const OpDef& d = op_def(op);
+  check(a, d.name);
   Type t = a.type();
-  if (t.ptr) fail(name, "cannot apply " + std::string(name) + " to a pointer");
-  switch (op) {
-    case Op::Neg:
-      if (!t.is_signed() && !t.is_packed()) fail(name, "negation needs a signed integer or floating-point value, got " + t.str());
-      break;
-    case Op::Not:
-      if (t.is_float()) fail(name, "logical/bitwise not needs a pred or an integer, got " + t.str());
-      break;
-    case Op::Abs:
-      if (!t.is_signed() && !t.is_packed()) fail(name, "abs needs a signed integer or floating-point value, got " + t.str());
-      break;
-    default: {  // math functions
-      if (!t.is_float()) fail(name, std::string(name) + " needs a floating-point value, got " + t.str() + "; use ir::cast<float>()");
-      bool f64_ok = op == Op::Sqrt || op == Op::Rsqrt || op == Op::Rcp || op == Op::Floor || op == Op::Ceil ||
-                    op == Op::Round || op == Op::Trunc || op == Op::Rint || op == Op::IsNan || op == Op::IsInf;
-      if (t.elem == Scalar::F64 && !f64_ok) fail(name, std::string(name) + " on f64 is not supported; cast to f32");
-      if (op == Op::IsNan || op == Op::IsInf) return emit(op, Type::scalar(Scalar::Pred), {a});
-    }
-  }
-  return emit(op, t, {a});
+  if (t.ptr) fail(d.name, "cannot apply " + std::string(d.name) + " to a pointer");
+  require_types(d, t);
+  return emit(op, d.rule == OpRule::Classify ? Type::scalar(Scalar::Pred) : t, {a});
 }
 
 Value KernelBuilder::binary(Op op, const AnyOperand& a, const AnyOperand& b) {
@@ -285,42 +297,12 @@ Value KernelBuilder::binary(Op op, const AnyOperand& a, const AnyOperand& b) {
   ensure_open(name);
   Type t = unify(name, a, b);
   if (t.ptr) fail(name, "pointer arithmetic is not supported; index the pointer instead: p[i]");
-  bool cmp = op == Op::Eq || op == Op::Ne || op == Op::Lt || op == Op::Le || op == Op::Gt || op == Op::Ge;
-  if (t.is_packed() && !(op == Op::Add || op == Op::Sub || op == Op::Mul || op == Op::Min || op == Op::Max))
-    fail(name, std::string(name) + " is not defined on packed " + t.str() + "; unpack the halves first");
-  switch (op) {
-    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Min: case Op::Max:
-      if (t.is_pred()) fail(name, std::string(name) + " is not defined on pred; use && || !");
-      break;
-    case Op::Rem:
-      if (!t.is_int()) fail(name, "% needs integer operands, got " + t.str());
-      break;
-    case Op::And: case Op::Or: case Op::Xor:
-      if (t.is_float()) fail(name, std::string(name) + " needs pred or integer operands, got " + t.str());
-      break;
-    case Op::Shl: case Op::Shr:
-      if (!t.is_int()) fail(name, "shifts need integer operands, got " + t.str());
-      break;
-    case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
-      if (t.is_pred()) fail(name, "ordering comparisons are not defined on pred");
-      break;
-    default:
-      break;
-  }
+  const OpDef& d = op_def(op);
+  bool cmp = d.rule == OpRule::Compare;
+  require_types(d, t);
   Value va = resolve_literal(a, t, name);
   Value vb = resolve_literal(b, t, name);
   return emit(op, cmp ? Type::scalar(Scalar::Pred) : t, {va, vb});
-}
-
-Value KernelBuilder::binary_math(Op op, const AnyOperand& a, const AnyOperand& b) {
-  const char* name = op_name(op);
-  ensure_open(name);
-  Type t = unify(name, a, b);
-  if (!t.is_float()) fail(name, std::string(name) + " needs floating-point operands, got " + t.str());
-  if (t.elem == Scalar::F64 && op == Op::Pow) fail(name, "pow on f64 is not supported; cast to f32");
-  Value va = resolve_literal(a, t, name);
-  Value vb = resolve_literal(b, t, name);
-  return emit(op, t, {va, vb});
 }
 
 Value KernelBuilder::select(Value c, const AnyOperand& a, const AnyOperand& b) {
@@ -344,7 +326,8 @@ Value KernelBuilder::fma(const AnyOperand& a, const AnyOperand& b, const AnyOper
     t = x->value.type();
     have = true;
   }
-  if (!t.is_float() && !t.is_packed()) fail("fma", "fma needs floating-point operands, got " + t.str() + "; use a * b + c");
+  if (!have) fail("fma", "at least one operand must be a kernel value");
+  require_types(op_def(Op::Fma), t);
   Value va = resolve_literal(a, t, "fma"), vb = resolve_literal(b, t, "fma"), vc = resolve_literal(c, t, "fma");
   return emit(Op::Fma, t, {va, vb, vc});
 }
@@ -385,7 +368,9 @@ Value KernelBuilder::cast(Value v, Type to, Rounding r) {
   } else {
     eff = no_rounding();
   }
-  return emit(Op::Cast, to, {v}, static_cast<uint64_t>(eff));
+  Attrs at;
+  at.rounding = eff;
+  return emit(Op::Cast, to, {v}, at);
 }
 
 Value KernelBuilder::cast_sat(Value v, Type to, Rounding r) {
@@ -394,8 +379,8 @@ Value KernelBuilder::cast_sat(Value v, Type to, Rounding r) {
     fail("cast_sat", "saturating conversions are between numeric types, not " + v.type().str() + " -> " + to.str());
   if (v.type() == to && !to.is_float()) return v;  // an integer is already in its own range
   // cast() emits nothing for identical types, so a same-type float clamp is emitted here.
-  Value c = v.type() == to ? emit(Op::Cast, to, {v}, static_cast<uint64_t>(Rounding::Default)) : cast(v, to, r);
-  current()->insts.back().imm |= kCastSaturate;  // the Cast just emitted
+  Value c = v.type() == to ? emit(Op::Cast, to, {v}) : cast(v, to, r);
+  current()->insts.back().attr.saturate = true;  // the Cast just emitted
   return c;
 }
 
@@ -412,7 +397,9 @@ Value KernelBuilder::unpack(Value pair, int half) {
   check(pair, "unpack");
   if (!pair.type().is_packed()) fail("unpack", "unpack takes an f16x2 or bf16x2 value, got " + pair.type().str());
   Scalar e = pair.type().elem == Scalar::F16x2 ? Scalar::F16 : Scalar::BF16;
-  return emit(Op::Unpack, Type::scalar(e), {pair}, static_cast<uint64_t>(half));
+  Attrs a;
+  a.high = half != 0;
+  return emit(Op::Unpack, Type::scalar(e), {pair}, a);
 }
 
 // ---------------- memory ----------------
@@ -439,7 +426,9 @@ Value KernelBuilder::load(Value ptr, Value index, CacheHint hint) {
   if (hint != CacheHint::Default && ptr.type().is_shared_ptr()) fail("load", "cache hints apply to global memory only");
   if (hint == CacheHint::ReadOnly && !ptr.type().is_const)
     fail("load", "read-only (.nc) loads need a pointer to const: the kernel must not write that memory");
-  return emit(Op::Load, Type::scalar(ptr.type().elem), {ptr, index}, static_cast<uint64_t>(hint));
+  Attrs a;
+  a.hint = hint;
+  return emit(Op::Load, Type::scalar(ptr.type().elem), {ptr, index}, a);
 }
 
 void KernelBuilder::store(Value ptr, Value index, const AnyOperand& v, CacheHint hint) {
@@ -461,7 +450,9 @@ void KernelBuilder::store(Value ptr, Value index, const AnyOperand& v, CacheHint
   if (hint == CacheHint::ReadOnly || hint == CacheHint::LastUse) fail("store", "this cache hint applies to loads only");
   if (hint != CacheHint::Default && pt.is_shared_ptr()) fail("store", "cache hints apply to global memory only");
   Value val = resolve_literal(v, et, "store");
-  emit(Op::Store, et, {ptr, index, val}, static_cast<uint64_t>(hint), false);
+  Attrs a;
+  a.hint = hint;
+  emit(Op::Store, et, {ptr, index, val}, a, false);
 }
 
 // ---------------- variables ----------------
@@ -473,8 +464,7 @@ Var KernelBuilder::var(Type t, Value init) {
   Inst inst;
   inst.op = Op::VarDecl;
   inst.type = t;
-  inst.nargs = 1;
-  inst.args[0] = init.id();
+  inst.args = {init.id()};
   inst.result = new_value(t, true);
   uint32_t id = inst.result;
   current()->insts.push_back(std::move(inst));
@@ -489,8 +479,7 @@ Value KernelBuilder::var_read(const Var& v) {
   Inst inst;
   inst.op = Op::VarRead;
   inst.type = v.type();
-  inst.nargs = 1;
-  inst.args[0] = v.id();
+  inst.args = {v.id()};
   inst.result = new_value(v.type(), false);
   Value out(this, inst.result, v.type());
   current()->insts.push_back(std::move(inst));
@@ -511,8 +500,7 @@ void KernelBuilder::var_write(const Var& v, const AnyOperand& val) {
   Inst inst;
   inst.op = Op::VarWrite;
   inst.type = v.type();
-  inst.nargs = 2;
-  inst.args = {v.id(), x.id(), kNoValue};
+  inst.args = {v.id(), x.id()};
   current()->insts.push_back(std::move(inst));
 }
 
@@ -547,7 +535,7 @@ IfChain KernelBuilder::if_(const Value& cond, const std::function<void()>& then)
   check(cond, "if_");
   if (!cond.type().is_pred()) fail("if_", "the condition must be pred (a comparison), got " + cond.type().str());
   Block* parent = current();
-  emit(Op::If, Type{}, {cond}, 0, false);
+  emit(Op::If, Type{}, {cond}, {}, false);
   size_t index = parent->insts.size() - 1;
   push_region(&parent->insts.back().regions[0]);
   {
@@ -562,8 +550,8 @@ void IfChain::else_(const std::function<void()>& body) {
   if (b_->current() != block_ || block_->insts.size() != index_ + 1)
     b_->fail("else_", "else_ must directly follow its if_");
   Inst& inst = block_->insts[index_];
-  if (inst.imm != 0) b_->fail("else_", "this if_ already has an else_");
-  inst.imm = 1;
+  if (inst.attr.has_else) b_->fail("else_", "this if_ already has an else_");
+  inst.attr.has_else = true;
   b_->push_region(&inst.regions[1]);
   RegionGuard g{[this] { b_->pop_region(); }};
   body();
@@ -593,7 +581,7 @@ void KernelBuilder::for_impl(AnyOperand lo, AnyOperand hi, AnyOperand step,
   Value vlo = resolve_literal(lo, t, "for_"), vhi = resolve_literal(hi, t, "for_"),
         vstep = resolve_literal(step, t, "for_");
   Block* parent = current();
-  emit(Op::For, t, {vlo, vhi, vstep}, 0, false);
+  emit(Op::For, t, {vlo, vhi, vstep}, {}, false);
   Inst& inst = parent->insts.back();
   push_region(&inst.regions[0]);
   RegionGuard g{[this] { pop_region(); }};
@@ -604,7 +592,7 @@ void KernelBuilder::for_impl(AnyOperand lo, AnyOperand hi, AnyOperand step,
 void KernelBuilder::while_(const std::function<Value()>& cond, const std::function<void()>& body) {
   ensure_open("while_");
   Block* parent = current();
-  emit(Op::While, Type{}, {}, 0, false);
+  emit(Op::While, Type{}, {}, {}, false);
   size_t index = parent->insts.size() - 1;
   {
     push_region(&parent->insts[index].regions[0]);
@@ -612,7 +600,7 @@ void KernelBuilder::while_(const std::function<Value()>& cond, const std::functi
     Value c = cond();
     check(c, "while_");
     if (!c.type().is_pred()) fail("while_", "the condition must be pred, got " + c.type().str());
-    parent->insts[index].imm = c.id();
+    parent->insts[index].attr.cond = c.id();
   }
   push_region(&parent->insts[index].regions[1]);
   RegionGuard g{[this] { pop_region(); }};
@@ -621,7 +609,7 @@ void KernelBuilder::while_(const std::function<Value()>& cond, const std::functi
 
 void KernelBuilder::return_() {
   ensure_open("return_");
-  emit(Op::Return, Type{}, {}, 0, false);
+  emit(Op::Return, Type{}, {}, {}, false);
 }
 
 Kernel KernelBuilder::build() {

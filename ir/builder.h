@@ -116,6 +116,26 @@ class Var {
   Type type_;
 };
 
+// N registers of one type, indexed with C++ (compile-time) indices: acc[3] is a Var. The
+// building block for fragments, accumulator tiles and unrolled pipelines; it lives in
+// registers (no index is ever computed at run time, so nothing goes to local memory).
+//   auto acc = b.array<float>(128, 0.0f);
+//   for (int k = 0; k < 128; ++k) acc[k] = ir::fma(a, x, acc[k]);
+class RegArray {
+ public:
+  RegArray(KernelBuilder* b, uint32_t first, uint32_t n, Type t) : b_(b), first_(first), n_(n), type_(t) {}
+  Var operator[](size_t i) const;  // UsageError when i >= size()
+  size_t size() const { return n_; }
+  Type type() const { return type_; }
+  uint32_t first_id() const { return first_; }
+  std::vector<Var> vars() const;
+
+ private:
+  KernelBuilder* b_;
+  uint32_t first_, n_;
+  Type type_;
+};
+
 class IfChain {
  public:
   IfChain(KernelBuilder* b, Block* block, size_t index) : b_(b), block_(block), index_(index) {}
@@ -147,6 +167,13 @@ class KernelBuilder {
 
   const std::string& name() const;
 
+  // An operand before typing: a kernel value or a host literal.
+  struct AnyOperand {
+    bool is_value;
+    Value value;
+    Literal lit;
+  };
+
   // Parameters, in launch order.
   Value param(const std::string& name, Type t);
   template <class T>
@@ -170,6 +197,19 @@ class KernelBuilder {
   template <HostScalar T, Operand I>
   Var var(const I& init) { return var(type_of<T>(), lift(init, type_of<T>(), "var")); }
   Var var(Type t, Value init);
+  // A register array of n values, each starting as `init`.
+  template <HostScalar T, Operand I>
+  RegArray array(uint32_t n, const I& init) { return array(type_of<T>(), n, lift(init, type_of<T>(), "array")); }
+  RegArray array(Type t, uint32_t n, Value init);
+
+  // A by-value parameter of count elements (count * sizeof(T) bytes, `align`-aligned), e.g.
+  // a 128-byte TMA tensor map: `.param .align 64 .b8 p[128]`. The host passes the bytes
+  // (jit::ParamBytes); in the kernel it is a read-only pointer (p[i] loads an element).
+  template <HostScalar T>
+  Value param_bytes(const std::string& name, uint32_t count, uint32_t align) {
+    return param_bytes(name, ScalarOf<T>::value, count, align);
+  }
+  Value param_bytes(const std::string& name, Scalar elem, uint32_t count, uint32_t align);
 
   IfChain if_(const Value& cond, const std::function<void()>& then);
   // Half-open counting loop: for (i = lo; i < hi; i += step). Operands share one integer
@@ -187,14 +227,55 @@ class KernelBuilder {
 
   // ---- shared memory and synchronization ----
   // A static shared array of `count` elements (16-byte aligned). Several may be declared.
+  // `align`: the array's byte alignment (16; 128 or 1024 for swizzled tensor-core tiles).
   template <HostScalar T>
-  Value shared(uint32_t count) { return shared(ScalarOf<T>::value, count); }
-  Value shared(Scalar elem, uint32_t count);
+  Value shared(uint32_t count, uint32_t align = 16) { return shared(ScalarOf<T>::value, count, align); }
+  Value shared(Scalar elem, uint32_t count, uint32_t align = 16);
   // The dynamic shared memory, sized by LaunchConfig::shared_bytes.
   template <HostScalar T>
-  Value dynamic_shared() { return dynamic_shared(ScalarOf<T>::value); }
-  Value dynamic_shared(Scalar elem);
+  Value dynamic_shared(uint32_t align = 16) { return dynamic_shared(ScalarOf<T>::value, align); }
+  Value dynamic_shared(Scalar elem, uint32_t align = 16);
   void barrier();                                  // every thread of the block waits here
+  // Named barrier `id` (1..15; 0 is the block's) for `threads` threads (whole warps):
+  // bar.sync id, threads. It may sit under a warp-role branch (a condition on warp_id()).
+  void barrier(uint32_t id, uint32_t threads);
+  void barrier_arrive(uint32_t id, uint32_t threads);  // bar.arrive: count this warp, do not wait
+  // Orders this thread's generic-proxy shared-memory writes before later async-proxy
+  // accesses (TMA, wgmma): fence.proxy.async.shared::cta (sm_90).
+  void fence_proxy_async();
+  // setmaxnreg.inc / .dec for the executing warpgroup (sm_90a): producer warpgroups give
+  // registers to consumer warpgroups.
+  void setmaxnreg(uint32_t regs, bool increase);
+  // The shared-window address (u32) of ptr[index], for descriptors and mbarriers.
+  template <Operand I>
+  Value shared_addr(Value ptr, const I& index) { return shared_addr(ptr, make_operand(index)); }
+  Value shared_addr(Value ptr, const AnyOperand& index);
+  // mbarriers: a u64 in shared memory (b.shared<uint64_t>(n)), addressed as bar[index].
+  template <Operand I, Operand C>
+  void mbarrier_init(Value bar, const I& index, const C& count) {
+    AnyOperand c = make_operand(count);
+    mbarrier_op(Op::MbarInit, bar, make_operand(index), &c);
+  }
+  template <Operand I>
+  void mbarrier_arrive(Value bar, const I& index) { mbarrier_op(Op::MbarArrive, bar, make_operand(index), nullptr); }
+  // Arrives and announces `bytes` of asynchronous (TMA) transfers for this phase (sm_90).
+  template <Operand I, Operand C>
+  void mbarrier_arrive_expect_tx(Value bar, const I& index, const C& bytes) {
+    AnyOperand c = make_operand(bytes);
+    mbarrier_op(Op::MbarExpectTx, bar, make_operand(index), &c);
+  }
+  // True once the phase with this parity (0 or 1) has completed.
+  template <Operand I, Operand P>
+  Value mbarrier_try_wait(Value bar, const I& index, const P& parity) {
+    return mbarrier_try_wait(bar, make_operand(index), make_operand(parity));
+  }
+  Value mbarrier_try_wait(Value bar, const AnyOperand& index, const AnyOperand& parity);
+  // Spins on mbarrier_try_wait until the phase has completed.
+  template <Operand I, Operand P>
+  void mbarrier_wait(Value bar, const I& index, const P& parity) {
+    mbarrier_wait(bar, make_operand(index), make_operand(parity));
+  }
+  void mbarrier_wait(Value bar, const AnyOperand& index, const AnyOperand& parity);
   void fence(FenceScope scope = FenceScope::Gpu);  // orders this thread's memory accesses
 
   // ---- warp level ----
@@ -220,11 +301,6 @@ class KernelBuilder {
   Kernel build();
 
   // ---- used by the handles and operators; not needed by kernel authors ----
-  struct AnyOperand {
-    bool is_value;
-    Value value;
-    Literal lit;
-  };
   template <Operand T>
   static AnyOperand make_operand(const T& v) {
     if constexpr (ExprHandle<T>) return AnyOperand{true, to_value(v), {}};
@@ -252,7 +328,6 @@ class KernelBuilder {
   Value atomic_cas(Value ptr, Value index, const AnyOperand& cmp, const AnyOperand& v);
   Value shfl(ShflMode mode, Value v, const AnyOperand& lane, uint32_t width, uint32_t mask);
   Value vote(VoteMode mode, Value p, uint32_t mask);
-  Value binary_math(Op op, const AnyOperand& a, const AnyOperand& b);
   Value cast_sat(Value v, Type to, Rounding r);
   Value pack(Value lo, Value hi);
   Value unpack(Value pair, int half);
@@ -266,7 +341,11 @@ class KernelBuilder {
  private:
   void for_impl(AnyOperand lo, AnyOperand hi, AnyOperand step, const std::function<void(Value)>& body);
   Value sreg(SpecialReg r);
-  Value emit(Op op, Type t, std::initializer_list<Value> args, uint64_t imm = 0, bool result = true);
+  Value emit(Op op, Type t, std::initializer_list<Value> args, const Attrs& attr = {}, bool result = true);
+  void require_types(const OpDef& d, Type t) const;
+  bool const_value(uint32_t id, uint64_t& out) const;
+  void check_mbarrier(const char* op, Value bar);
+  void mbarrier_op(Op op, Value bar, const AnyOperand& index, const AnyOperand* count);
   Value warp_reduce(Op op, Value v);
   Value block_reduce(Op op, Value v);
   Value linear_tid();
@@ -281,6 +360,7 @@ class KernelBuilder {
   Type unify(const char* op, const AnyOperand& a, const AnyOperand& b);
 
   friend class IfChain;
+  friend class RegArray;
   struct State;
   std::unique_ptr<State> s_;
 };
@@ -362,14 +442,14 @@ template <Operand A, Operand B>
   requires(ExprHandle<A> || ExprHandle<B>)
 Value pow(const A& a, const B& b) {
   auto x = KernelBuilder::make_operand(a), y = KernelBuilder::make_operand(b);
-  return (x.is_value ? x.value.builder() : y.value.builder())->binary_math(Op::Pow, x, y);
+  return (x.is_value ? x.value.builder() : y.value.builder())->binary(Op::Pow, x, y);
 }
 // |a| with the sign of b.
 template <Operand A, Operand B>
   requires(ExprHandle<A> || ExprHandle<B>)
 Value copysign(const A& a, const B& b) {
   auto x = KernelBuilder::make_operand(a), y = KernelBuilder::make_operand(b);
-  return (x.is_value ? x.value.builder() : y.value.builder())->binary_math(Op::CopySign, x, y);
+  return (x.is_value ? x.value.builder() : y.value.builder())->binary(Op::CopySign, x, y);
 }
 
 // ---- warp-level free functions ----

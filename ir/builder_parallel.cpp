@@ -13,36 +13,49 @@ bool power_of_two(uint32_t x) { return x && !(x & (x - 1)); }
 
 // ---------------- shared memory and synchronization ----------------
 
-Value KernelBuilder::shared(Scalar elem, uint32_t count) {
+Value KernelBuilder::shared(Scalar elem, uint32_t count, uint32_t align) {
   ensure_open("shared");
+  if (!power_of_two(align) || align < 16 || align > 4096)
+    fail("shared", "the alignment of a shared array must be a power of two from 16 to 4096 bytes, got " + std::to_string(align));
   if (elem == Scalar::Pred) fail("shared", "shared arrays of pred are not supported; use u8");
   if (count == 0) fail("shared", "a shared array needs at least one element");
   uint64_t bytes = uint64_t(count) * scalar_bytes(elem);
   if (bytes > (uint64_t(1) << 20)) fail("shared", "shared array of " + std::to_string(bytes) + " bytes is larger than any GPU's shared memory");
-  return emit(Op::SharedAlloc, Type::pointer(elem, false, Space::Shared), {}, count);
+  Attrs a;
+  a.count = count;
+  a.align = align;
+  return emit(Op::SharedAlloc, Type::pointer(elem, false, Space::Shared), {}, a);
 }
 
-Value KernelBuilder::dynamic_shared(Scalar elem) {
+Value KernelBuilder::dynamic_shared(Scalar elem, uint32_t align) {
   ensure_open("dynamic_shared");
+  if (!power_of_two(align) || align < 16 || align > 4096)
+    fail("dynamic_shared", "the alignment must be a power of two from 16 to 4096 bytes, got " + std::to_string(align));
   if (elem == Scalar::Pred) fail("dynamic_shared", "shared arrays of pred are not supported; use u8");
-  return emit(Op::DynamicShared, Type::pointer(elem, false, Space::Shared), {});
+  Attrs a;
+  a.align = align;
+  return emit(Op::DynamicShared, Type::pointer(elem, false, Space::Shared), {}, a);
 }
 
 void KernelBuilder::barrier() {
   ensure_open("barrier");
-  emit(Op::Barrier, Type{}, {}, 0, false);
+  emit(Op::Barrier, Type{}, {}, {}, false);
 }
 
 void KernelBuilder::fence(FenceScope scope) {
   ensure_open("fence");
-  emit(Op::Fence, Type{}, {}, static_cast<uint64_t>(scope), false);
+  Attrs a;
+  a.scope = scope;
+  emit(Op::Fence, Type{}, {}, a, false);
 }
 
 // ---------------- warp level ----------------
 
 Value KernelBuilder::lane_id() {
   ensure_open("lane_id");
-  return emit(Op::SReg, Type::scalar(Scalar::U32), {}, static_cast<uint64_t>(SpecialReg::LaneId));
+  Attrs a;
+  a.sreg = SpecialReg::LaneId;
+  return emit(Op::SReg, Type::scalar(Scalar::U32), {}, a);
 }
 
 Value KernelBuilder::linear_tid() {
@@ -59,9 +72,11 @@ Value KernelBuilder::warps_in_block() {
   return (nthreads + 31u) >> 5u;
 }
 
+// The warp's index in the block (linear thread index / 32): one op, so that the divergence
+// analysis knows it is the same for every thread of a warp.
 Value KernelBuilder::warp_id() {
-  Value t = linear_tid();
-  return t >> 5u;
+  ensure_open("warp_id");
+  return emit(Op::WarpIndex, Type::scalar(Scalar::U32), {});
 }
 
 Value KernelBuilder::shfl(ShflMode mode, Value v, const AnyOperand& lane, uint32_t width, uint32_t mask) {
@@ -74,7 +89,11 @@ Value KernelBuilder::shfl(ShflMode mode, Value v, const AnyOperand& lane, uint32
   Value l = resolve_literal(lane, Type::scalar(Scalar::U32), "shfl");
   if (!(l.type() == Type::scalar(Scalar::U32)))
     fail("shfl", "the lane / delta operand must be u32, got " + l.type().str());
-  return emit(Op::Shfl, t, {v, l}, static_cast<uint64_t>(mode) | (uint64_t(mask) << 8) | (uint64_t(width) << 40));
+  Attrs a;
+  a.shfl = mode;
+  a.mask = mask;
+  a.width = width;
+  return emit(Op::Shfl, t, {v, l}, a);
 }
 
 Value KernelBuilder::vote(VoteMode mode, Value p, uint32_t mask) {
@@ -82,7 +101,10 @@ Value KernelBuilder::vote(VoteMode mode, Value p, uint32_t mask) {
   if (!p.type().is_pred()) fail("vote", "votes take a pred (a comparison), got " + p.type().str());
   if (mask == 0) fail("vote", "the member mask names no lane");
   Type rt = mode == VoteMode::Ballot ? Type::scalar(Scalar::U32) : Type::scalar(Scalar::Pred);
-  return emit(Op::Vote, rt, {p}, static_cast<uint64_t>(mode) | (uint64_t(mask) << 8));
+  Attrs a;
+  a.vote = mode;
+  a.mask = mask;
+  return emit(Op::Vote, rt, {p}, a);
 }
 
 namespace {
@@ -218,7 +240,9 @@ Value KernelBuilder::atomic(AtomicOp op, Value ptr, Value index, const AnyOperan
     if (!(v.value.type() == et)) fail(name, "value of type " + v.value.type().str() + " for " + pt.str());
   }
   Value val = resolve_literal(v, et, name);
-  return emit(Op::AtomicRmw, et, {ptr, index, val}, static_cast<uint64_t>(op));
+  Attrs a;
+  a.atomic = op;
+  return emit(Op::AtomicRmw, et, {ptr, index, val}, a);
 }
 
 Value KernelBuilder::atomic_cas(Value ptr, Value index, const AnyOperand& cmp, const AnyOperand& v) {
@@ -237,19 +261,6 @@ Value KernelBuilder::atomic_cas(Value ptr, Value index, const AnyOperand& cmp, c
 
 // ---------------- vector access ----------------
 
-namespace {
-// A constant index value, if the builder made it with Op::Const.
-bool const_index(const Block& b, uint32_t id, uint64_t& out) {
-  for (auto it = b.insts.rbegin(); it != b.insts.rend(); ++it)
-    if (it->result == id) {
-      if (it->op != Op::Const) return false;
-      out = it->imm;
-      return true;
-    }
-  return false;
-}
-}  // namespace
-
 std::vector<Value> KernelBuilder::load_vec(Value ptr, Value index, int width, CacheHint hint) {
   check(ptr, "load_vec");
   check(index, "load_vec");
@@ -258,7 +269,7 @@ std::vector<Value> KernelBuilder::load_vec(Value ptr, Value index, int width, Ca
   if (width != 2 && width != 4) fail("load_vec", "vector width must be 2 or 4, got " + std::to_string(width));
   if (width * scalar_bytes(pt.elem) > 16) fail("load_vec", "a vector access moves at most 16 bytes");
   uint64_t c;
-  if (const_index(*current(), index.id(), c) && c % width)
+  if (const_value(index.id(), c) && c % width)
     fail("load_vec", "index " + std::to_string(c) + " is not a multiple of the vector width " + std::to_string(width) +
                          ": the access would be misaligned");
   if (hint == CacheHint::ReadOnly && !pt.is_const) fail("load_vec", "read-only (.nc) loads need a pointer to const");
@@ -266,11 +277,9 @@ std::vector<Value> KernelBuilder::load_vec(Value ptr, Value index, int width, Ca
   Inst inst;
   inst.op = Op::LoadVec;
   inst.type = et;
-  inst.nargs = 2;
-  inst.args[0] = ptr.id();
-  inst.args[1] = index.id();
-  inst.imm = static_cast<uint64_t>(hint) | (uint64_t(width) << 8);
-  inst.nresults = static_cast<uint8_t>(width);
+  inst.args = {ptr.id(), index.id()};
+  inst.attr.hint = hint;
+  inst.nresults = static_cast<uint32_t>(width);
   std::vector<Value> out;
   for (int k = 0; k < width; ++k) {
     uint32_t id = new_value(et, false);
@@ -290,21 +299,20 @@ void KernelBuilder::store_vec(Value ptr, Value index, const std::vector<Value>& 
   if (width != 2 && width != 4) fail("store_vec", "vector width must be 2 or 4, got " + std::to_string(width));
   if (width * scalar_bytes(pt.elem) > 16) fail("store_vec", "a vector access moves at most 16 bytes");
   uint64_t c;
-  if (const_index(*current(), index.id(), c) && c % width)
+  if (const_value(index.id(), c) && c % width)
     fail("store_vec", "index " + std::to_string(c) + " is not a multiple of the vector width " + std::to_string(width) +
                           ": the access would be misaligned");
   Type et = Type::scalar(pt.elem);
   Inst inst;
   inst.op = Op::StoreVec;
   inst.type = et;
-  inst.args[inst.nargs++] = ptr.id();
-  inst.args[inst.nargs++] = index.id();
+  inst.args = {ptr.id(), index.id()};
   for (const Value& v : values) {
     check(v, "store_vec");
     if (!(v.type() == et)) fail("store_vec", "storing a " + v.type().str() + " value into " + pt.str());
-    inst.args[inst.nargs++] = v.id();
+    inst.args.push_back(v.id());
   }
-  inst.imm = static_cast<uint64_t>(hint) | (uint64_t(width) << 8);
+  inst.attr.hint = hint;
   inst.nresults = 0;
   current()->insts.push_back(std::move(inst));
 }
@@ -327,7 +335,9 @@ void KernelBuilder::comment(const std::string& text) {
   ensure_open("comment");
   if (text.find('\n') != std::string::npos) fail("comment", "a comment is one line");
   data().comments.push_back(text);
-  emit(Op::Comment, Type{}, {}, data().comments.size() - 1, false);
+  Attrs a;
+  a.index = static_cast<uint32_t>(data().comments.size() - 1);
+  emit(Op::Comment, Type{}, {}, a, false);
 }
 
 }  // namespace kaio::ir

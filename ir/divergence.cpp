@@ -1,8 +1,19 @@
-// Rejects barriers that not every thread of a block can reach: a barrier inside an if_,
-// for_ or while_ whose condition (or bounds) depends on the thread. A value depends on the
-// thread when it derives from tid / laneid, from a shuffle, a vote or an atomic, or from a
-// variable written with such a value or under such control. Runs to a fixpoint, since a
-// loop can carry a thread-dependent value into a variable read earlier in its body.
+// Rejects barriers that not every participating thread can reach. Each value gets a
+// divergence level:
+//   uniform  the same in every thread of the block (params, constants, ctaid, ntid, ...)
+//   warp     the same in every thread of a warp: warp_id() and what derives from it (so
+//            `warp_id() / 4 == 0` picks whole warpgroups), votes, mbarrier waits
+//   thread   may differ between the threads of a warp: tid, laneid, shuffles, atomics
+// Derived values take the highest level of their operands; a variable takes the level of
+// what is written to it and of the control it is written under. The analysis runs to a
+// fixpoint, since a loop can carry a divergent value into a variable read earlier in its
+// body. Then:
+//   - a whole-block barrier (bar.sync 0 / a barrier without a thread count) must sit under
+//     uniform control;
+//   - a named barrier with a thread count, bar.arrive and setmaxnreg need whole warps: they
+//     may sit under warp-level control (a warp-role branch), not thread-level control.
+// The level of each op's result comes from its Effect bits in the op table.
+#include <algorithm>
 #include <vector>
 
 #include "kaio/ir/error.h"
@@ -12,73 +23,90 @@ namespace kaio::ir {
 
 namespace {
 
+enum Level : uint8_t { kUniform = 0, kWarp = 1, kThread = 2 };
+
 struct Divergence {
   const Kernel::Data& k;
-  std::vector<uint8_t> tainted;
+  std::vector<uint8_t> level;
   bool changed = false;
   bool checking = false;
 
-  void taint(uint32_t id) {
-    if (id != kNoValue && !tainted[id]) {
-      tainted[id] = 1;
+  void raise(uint32_t id, uint8_t l) {
+    if (id != kNoValue && level[id] < l) {
+      level[id] = l;
       changed = true;
     }
   }
-  bool any_arg(const Inst& i) const {
-    for (int a = 0; a < i.nargs; ++a)
-      if (tainted[i.args[a]]) return true;
-    return false;
+  uint8_t of_args(const Inst& i) const {
+    uint8_t l = kUniform;
+    for (uint32_t a : i.args) l = std::max(l, level[a]);
+    return l;
   }
 
-  void block(const Block& b, bool divergent) {
-    for (const Inst& i : b.insts) inst(i, divergent);
+  void block(const Block& b, uint8_t ctrl) {
+    for (const Inst& i : b.insts) inst(i, ctrl);
   }
 
-  void inst(const Inst& i, bool divergent) {
+  [[noreturn]] void reject(const Inst& i, const std::string& what) const {
+    throw UsageError(k.name, op_name(i.op), what);
+  }
+
+  void check_sync(const Inst& i, uint8_t ctrl) const {
+    if (!checking) return;
+    bool whole_block = i.op == Op::Barrier && i.attr.threads == 0;
+    if (whole_block && ctrl != kUniform)
+      reject(i, std::string("a barrier of the whole block inside an if_/for_/while_ whose condition ") +
+                    (ctrl == kWarp ? "differs between warps" : "depends on the thread index") +
+                    ": not every thread of the block reaches it (divergent barrier); a warp-role branch "
+                    "synchronizes its warps with a named barrier, b.barrier(id, threads)");
+    if (!whole_block && ctrl == kThread)
+      reject(i, "a named barrier or warpgroup instruction inside an if_/for_/while_ whose condition depends on "
+                "the thread index: it needs whole warps (divergent barrier); branch on warp_id() instead");
+  }
+
+  void inst(const Inst& i, uint8_t ctrl) {
+    const OpDef& d = i.def();
+    if (d.has(Effect::Collective) || d.has(Effect::WarpCollective)) check_sync(i, ctrl);
     switch (i.op) {
       case Op::SReg: {
-        auto r = static_cast<SpecialReg>(i.imm);
-        if (r == SpecialReg::TidX || r == SpecialReg::TidY || r == SpecialReg::TidZ || r == SpecialReg::LaneId) taint(i.result);
+        SpecialReg r = i.attr.sreg;
+        if (r == SpecialReg::TidX || r == SpecialReg::TidY || r == SpecialReg::TidZ || r == SpecialReg::LaneId)
+          raise(i.result, kThread);
         return;
       }
-      case Op::Shfl: case Op::Vote: case Op::AtomicRmw: case Op::AtomicCas:
-        taint(i.result);
-        return;
       case Op::VarDecl:
-        if (divergent || tainted[i.args[0]]) taint(i.result);
+        for (uint32_t r = 0; r < i.nresults; ++r) raise(i.result + r, std::max(ctrl, of_args(i)));
         return;
       case Op::VarWrite:
-        if (divergent || tainted[i.args[1]]) taint(i.args[0]);
-        return;
-      case Op::Barrier:
-        if (checking && divergent)
-          throw UsageError(k.name, "barrier",
-                           "a barrier inside an if_/for_/while_ whose condition depends on the thread index: not every "
-                           "thread of the block reaches it (divergent barrier)");
+        raise(i.args[0], std::max(ctrl, level[i.args[1]]));
         return;
       case Op::If: {
-        bool d = divergent || tainted[i.args[0]];
-        block(i.regions[0], d);
-        block(i.regions[1], d);
+        uint8_t c = std::max(ctrl, level[i.args[0]]);
+        block(i.regions[0], c);
+        block(i.regions[1], c);
         return;
       }
       case Op::For: {
-        bool d = divergent || any_arg(i);
-        if (any_arg(i)) taint(i.result);
-        block(i.regions[0], d);
+        uint8_t a = of_args(i);
+        raise(i.result, a);
+        block(i.regions[0], std::max(ctrl, a));
         return;
       }
       case Op::While: {
-        bool d = divergent || tainted[static_cast<uint32_t>(i.imm)];
-        block(i.regions[0], d);
-        d = d || tainted[static_cast<uint32_t>(i.imm)];
-        block(i.regions[1], d);
+        uint8_t c = std::max(ctrl, level[i.attr.cond]);
+        block(i.regions[0], c);
+        c = std::max(c, level[i.attr.cond]);
+        block(i.regions[1], c);
         return;
       }
-      default:
-        if (i.result != kNoValue && any_arg(i))
-          for (uint32_t r = 0; r < i.nresults; ++r) taint(i.result + r);
+      default: {
+        if (i.result == kNoValue) return;
+        uint8_t l = of_args(i);
+        if (d.has(Effect::ThreadVarying)) l = kThread;
+        if (d.has(Effect::WarpVarying)) l = std::max<uint8_t>(l, kWarp);
+        for (uint32_t r = 0; r < i.nresults; ++r) raise(i.result + r, l);
         return;
+      }
     }
   }
 };
@@ -86,13 +114,13 @@ struct Divergence {
 }  // namespace
 
 void check_barriers(const Kernel::Data& k) {
-  Divergence d{k, std::vector<uint8_t>(k.values.size(), 0)};
+  Divergence d{k, std::vector<uint8_t>(k.values.size(), kUniform)};
   do {
     d.changed = false;
-    d.block(k.body, false);
+    d.block(k.body, kUniform);
   } while (d.changed);
   d.checking = true;
-  d.block(k.body, false);
+  d.block(k.body, kUniform);
 }
 
 }  // namespace kaio::ir

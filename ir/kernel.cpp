@@ -3,83 +3,64 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "kaio/ir/error.h"
 #include "kaio/ir/kernel.h"
 
 namespace kaio::ir {
 
-const char* op_name(Op op) {
-  switch (op) {
-    case Op::Param: return "param";
-    case Op::Const: return "const";
-    case Op::SReg: return "sreg";
-    case Op::Neg: return "neg";
-    case Op::Not: return "not";
-    case Op::Abs: return "abs";
-    case Op::Add: return "add";
-    case Op::Sub: return "sub";
-    case Op::Mul: return "mul";
-    case Op::Div: return "div";
-    case Op::Rem: return "rem";
-    case Op::Min: return "min";
-    case Op::Max: return "max";
-    case Op::And: return "and";
-    case Op::Or: return "or";
-    case Op::Xor: return "xor";
-    case Op::Shl: return "shl";
-    case Op::Shr: return "shr";
-    case Op::Eq: return "eq";
-    case Op::Ne: return "ne";
-    case Op::Lt: return "lt";
-    case Op::Le: return "le";
-    case Op::Gt: return "gt";
-    case Op::Ge: return "ge";
-    case Op::Select: return "select";
-    case Op::Fma: return "fma";
-    case Op::Sqrt: return "sqrt";
-    case Op::Rsqrt: return "rsqrt";
-    case Op::Exp: return "exp";
-    case Op::Log: return "log";
-    case Op::Tanh: return "tanh";
-    case Op::Sin: return "sin";
-    case Op::Cos: return "cos";
-    case Op::Rcp: return "rcp";
-    case Op::Exp2: return "exp2";
-    case Op::Log2: return "log2";
-    case Op::Erf: return "erf";
-    case Op::Floor: return "floor";
-    case Op::Ceil: return "ceil";
-    case Op::Round: return "round";
-    case Op::Trunc: return "trunc";
-    case Op::Rint: return "rint";
-    case Op::Pow: return "pow";
-    case Op::CopySign: return "copysign";
-    case Op::IsNan: return "isnan";
-    case Op::IsInf: return "isinf";
-    case Op::LoadVec: return "load_vec";
-    case Op::StoreVec: return "store_vec";
-    case Op::SharedAlloc: return "shared";
-    case Op::DynamicShared: return "dynamic_shared";
-    case Op::AtomicRmw: return "atomic";
-    case Op::AtomicCas: return "atomic_cas";
-    case Op::Barrier: return "barrier";
-    case Op::Fence: return "fence";
-    case Op::Shfl: return "shfl";
-    case Op::Vote: return "vote";
-    case Op::Comment: return "comment";
-    case Op::Pack: return "pack";
-    case Op::Unpack: return "unpack";
-    case Op::Cast: return "cast";
-    case Op::Load: return "load";
-    case Op::Store: return "store";
-    case Op::VarDecl: return "var";
-    case Op::VarRead: return "read";
-    case Op::VarWrite: return "write";
-    case Op::If: return "if";
-    case Op::For: return "for";
-    case Op::While: return "while";
-    case Op::Return: return "return";
+namespace {
+using enum Family;
+constexpr OpDef kOps[] = {
+#define KAIO_OP(E, NAME, RULE, TYPES, EFFECTS, ATTRS, FAMILY, MINSM) \
+  OpDef{Op::E, NAME, OpRule::RULE, static_cast<uint16_t>(TYPES), static_cast<uint16_t>(EFFECTS), static_cast<uint32_t>(ATTRS), FAMILY, MINSM},
+#include "kaio/ir/ops.def"
+#undef KAIO_OP
+};
+static_assert(sizeof(kOps) / sizeof(kOps[0]) == kOpCount);
+constexpr bool table_in_order() {
+  for (int i = 0; i < kOpCount; ++i)
+    if (static_cast<int>(kOps[i].op) != i) return false;
+  return true;
+}
+static_assert(table_in_order(), "kOps is indexed by Op");
+}  // namespace
+
+const OpDef& op_def(Op op) {
+  auto i = static_cast<size_t>(op);
+  KAIO_ASSERT(i < static_cast<size_t>(kOpCount), "op number " + std::to_string(i) + " has no table entry");
+  return kOps[i];
+}
+
+const char* op_name(Op op) { return op_def(op).name; }
+
+uint16_t type_class(Type t) {
+  if (t.ptr) return 0;
+  switch (t.elem) {
+    case Scalar::Pred: return TC::Pred;
+    case Scalar::S8: case Scalar::S16: case Scalar::S32: case Scalar::S64: return TC::SInt;
+    case Scalar::U8: case Scalar::U16: case Scalar::U32: case Scalar::U64: return TC::UInt;
+    case Scalar::F16: case Scalar::BF16: return TC::Half;
+    case Scalar::F32: return TC::F32;
+    case Scalar::F64: return TC::F64;
+    case Scalar::F16x2: case Scalar::BF16x2: return TC::Packed;
   }
-  return "?";
+  return 0;
+}
+
+std::string describe_classes(uint16_t m) {
+  std::string parts[8];
+  int n = 0;
+  if (m & TC::Pred) parts[n++] = "pred";
+  if ((m & TC::Int) == TC::Int) parts[n++] = "integer";
+  else if (m & TC::SInt) parts[n++] = "signed integer";
+  else if (m & TC::UInt) parts[n++] = "unsigned integer";
+  if (m & TC::Half) parts[n++] = "f16/bf16";
+  if (m & TC::F32) parts[n++] = "f32";
+  if (m & TC::F64) parts[n++] = "f64";
+  if (m & TC::Packed) parts[n++] = "f16x2/bf16x2";
+  std::string s;
+  for (int i = 0; i < n; ++i) s += (i == 0 ? "" : i + 1 == n ? " or " : ", ") + parts[i];
+  return s;
 }
 
 const char* sreg_name(SpecialReg r) {

@@ -11,74 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "kaio/ir/op_table.h"
 #include "kaio/ir/types.h"
 
 namespace kaio::ir {
 
-inline constexpr uint32_t kNoValue = 0xffffffffu;
-
-enum class Op : uint8_t {
-  // leaves
-  Param,   // result = kernel parameter #imm
-  Const,   // result = constant with bit pattern imm
-  SReg,    // result = special register #imm (SpecialReg)
-  // arithmetic and logic (operands and result share one type, except comparisons)
-  Neg, Not, Abs,
-  Add, Sub, Mul, Div, Rem, Min, Max,
-  And, Or, Xor, Shl, Shr,
-  Eq, Ne, Lt, Le, Gt, Ge,  // result pred
-  Select,  // args: cond, a, b
-  Fma,     // args: a, b, c -> a*b+c rounded once
-  // math (floating point)
-  Sqrt, Rsqrt, Exp, Log, Tanh, Sin, Cos,
-  Rcp, Exp2, Log2, Erf, Floor, Ceil, Round, Trunc, Rint,
-  Pow, CopySign,          // binary
-  IsNan, IsInf,           // result pred
-  Cast,    // imm = Rounding
-  // memory (imm of Load/Store/LoadVec/StoreVec: CacheHint | vector width << 8)
-  Load,    // args: ptr, index; result elem type
-  Store,   // args: ptr, index, value
-  LoadVec, // args: ptr, index (element index, aligned to the width); results: result .. result+N-1
-  StoreVec,// args: ptr, index, v0 .. v{N-1}
-  SharedAlloc,   // result ptr<shared T>; imm = element count (static shared memory)
-  DynamicShared, // result ptr<shared T>: the dynamic shared memory sized at launch
-  AtomicRmw,     // args: ptr, index, value; imm = AtomicOp; result = the old value
-  AtomicCas,     // args: ptr, index, compare, value; result = the old value
-  // synchronization and warp level
-  Barrier,       // bar.sync 0
-  Fence,         // imm = FenceScope
-  Shfl,          // args: value, lane/delta; imm = ShflMode | member mask << 8 | width << 40
-  Vote,          // args: pred; imm = VoteMode | member mask << 8; result pred (all/any) or u32 (ballot)
-  Comment,       // no operands; the text is in Kernel::Data::comments[imm]
-  Pack,          // args: lo, hi (f16 or bf16) -> f16x2 / bf16x2
-  Unpack,        // args: pair; imm = 0 (lo) or 1 (hi)
-  // mutable variables
-  VarDecl, // result = the variable; args: initial value
-  VarRead, // args: var
-  VarWrite,// args: var, value
-  // structured control flow
-  If,      // args: cond; regions: then, else (else may be empty)
-  For,     // args: lo, hi, step; result = induction value (scoped to the body); regions: body
-  While,   // regions: cond block, body; imm = value id of the condition (in the cond block)
-  Return,
-};
-
-enum class SpecialReg : uint8_t {
-  TidX, TidY, TidZ, NtidX, NtidY, NtidZ, CtaidX, CtaidY, CtaidZ, NctaidX, NctaidY, NctaidZ, LaneId,
-};
-
-enum class CacheHint : uint8_t { Default, ReadOnly /* ld.global.nc */, Streaming /* .cs */, Global /* .cg */, LastUse /* .lu */ };
-enum class AtomicOp : uint8_t { Add, Min, Max, Exch };
-enum class FenceScope : uint8_t { Cta, Gpu, Sys };
-enum class ShflMode : uint8_t { Up, Down, Xor, Idx };
-enum class VoteMode : uint8_t { All, Any, Ballot };
-
-// Cast flags beyond the rounding (kept in bits 8.. of a Cast's imm).
-inline constexpr uint64_t kCastSaturate = 1u << 8;
-
-enum class Rounding : uint8_t { Default, Rn, Rz, Rm, Rp };
-
-const char* op_name(Op op);
 const char* sreg_name(SpecialReg r);     // "tid.x"
 const char* rounding_name(Rounding r);   // "rn"
 
@@ -102,13 +39,13 @@ struct Block;
 
 struct Inst {
   Op op{};
-  Type type{};                 // result type (element type for Load; var type for VarDecl)
-  uint32_t result = kNoValue;  // value defined by this instruction
-  uint8_t nargs = 0;
-  uint8_t nresults = 1;  // LoadVec defines nresults consecutive values from `result`
-  std::array<uint32_t, 6> args{kNoValue, kNoValue, kNoValue, kNoValue, kNoValue, kNoValue};
-  uint64_t imm = 0;
+  Type type{};                 // result type (element type for loads; variable type for VarDecl)
+  uint32_t result = kNoValue;  // the first value defined by this instruction
+  uint32_t nresults = 1;       // LoadVec and register arrays define nresults consecutive values
+  std::vector<uint32_t> args;  // operands (variadic; their meaning is the op's rule)
+  Attrs attr;                  // named attributes; the op's table entry says which apply
   std::vector<Block> regions;
+  const OpDef& def() const { return op_def(op); }
 };
 
 struct Block {
@@ -134,6 +71,8 @@ struct ValueInfo {
   uint32_t scope = 0;  // the block scope that defines it
   bool is_var = false; // a mutable variable (VarDecl) rather than an SSA value
   std::string name;    // param / spec name, for messages only (never encoded)
+  bool is_const = false;  // defined by a Const (bits: its bit pattern), for O(1) checks while building
+  uint64_t bits = 0;
 };
 
 struct Hash128 {

@@ -43,8 +43,8 @@ std::string format_constant(Type t, uint64_t bits) {
 
 namespace {
 
-const char* hint_suffix(uint64_t imm) {
-  switch (static_cast<CacheHint>(imm & 0xff)) {
+const char* hint_suffix(CacheHint h) {
+  switch (h) {
     case CacheHint::ReadOnly: return ".nc";
     case CacheHint::Streaming: return ".cs";
     case CacheHint::Global: return ".cg";
@@ -59,6 +59,10 @@ std::string hex32(uint64_t x) {
   return buf;
 }
 
+// The generic form, read from the op table:
+//   [results =] name[.suffixes] [leading words] operands [trailing words] : type
+// Suffixes, leading and trailing words come from the op's attributes; ops with a pointer
+// and an index (memory ops) print them as p[i].
 struct Printer {
   const Kernel::Data& k;
   std::string out;
@@ -75,101 +79,101 @@ struct Printer {
     for (const Inst& i : b.insts) inst(i, depth);
   }
 
+  static std::string suffixes(const Inst& i) {
+    static const char* atomics[] = {"add", "min", "max", "exch"};
+    static const char* scopes[] = {"cta", "gpu", "sys"};
+    static const char* shfls[] = {"up", "down", "xor", "idx"};
+    static const char* votes[] = {"all", "any", "ballot"};
+    const uint32_t m = i.def().attrs;
+    const Attrs& a = i.attr;
+    std::string s;
+    if (m & Attr::Rounding) s += std::string(".") + rounding_name(a.rounding);
+    if ((m & Attr::Saturate) && a.saturate) s += ".sat";
+    if (m & Attr::High) s += a.high ? ".hi" : ".lo";
+    if (m & Attr::Hint) s += hint_suffix(a.hint);
+    if (m & Attr::Atomic) s += std::string(".") + atomics[static_cast<int>(a.atomic)];
+    if (m & Attr::Scope) s += std::string(".") + scopes[static_cast<int>(a.scope)];
+    if (m & Attr::Increase) s += a.increase ? ".inc" : ".dec";
+    if (m & Attr::Shfl) s += std::string(".") + shfls[static_cast<int>(a.shfl)];
+    if (m & Attr::Vote) s += std::string(".") + votes[static_cast<int>(a.vote)];
+    return s;
+  }
+
+  std::string leading(const Inst& i) const {
+    const uint32_t m = i.def().attrs;
+    const Attrs& a = i.attr;
+    std::string s;
+    if (m & Attr::Bits) s += " " + format_constant(i.type, a.bits);
+    if (m & Attr::Sreg) s += std::string(" ") + sreg_name(a.sreg);
+    if (m & Attr::Count) s += " " + std::to_string(a.count);
+    if (m & Attr::Shape) s += " n" + std::to_string(a.shape);
+    return s;
+  }
+
+  static std::string trailing(const Inst& i) {
+    const uint32_t m = i.def().attrs;
+    const Attrs& a = i.attr;
+    std::string s;
+    if ((m & Attr::Align) && a.align != 16) s += " align " + std::to_string(a.align);
+    if ((m & Attr::Id) && a.id != 0) s += " id " + std::to_string(a.id);
+    if ((m & Attr::Threads) && a.threads != 0) s += " threads " + std::to_string(a.threads);
+    if (m & Attr::Regs) s += " " + std::to_string(a.regs);
+    if (m & Attr::Width) s += " width " + std::to_string(a.width);
+    if (m & Attr::Mask) s += " mask " + hex32(a.mask);
+    return s;
+  }
+
   void inst(const Inst& i, int d) {
-    std::string ty = " : " + i.type.str();
+    const OpDef& def = i.def();
     switch (i.op) {
       case Op::Param:
         return;  // shown in the signature
-      case Op::Const: {
-        std::string s = v(i.result) + " = const " + format_constant(i.type, i.imm) + ty;
-        const std::string& nm = k.values[i.result].name;
-        if (!nm.empty()) s += "  ; spec " + nm;
-        return line(d, s);
-      }
-      case Op::SReg:
-        return line(d, v(i.result) + " = sreg " + sreg_name(static_cast<SpecialReg>(i.imm)) + ty);
-      case Op::Cast:
-        return line(d, v(i.result) + " = cast." + rounding_name(static_cast<Rounding>(i.imm & 0xff)) +
-                           ((i.imm & kCastSaturate) ? ".sat " : " ") + v(i.args[0]) + ty);
-      case Op::Load:
-        return line(d, v(i.result) + " = load" + hint_suffix(i.imm) + " " + v(i.args[0]) + "[" + v(i.args[1]) + "]" + ty);
-      case Op::Store:
-        return line(d, "store" + std::string(hint_suffix(i.imm)) + " " + v(i.args[0]) + "[" + v(i.args[1]) + "], " +
-                           v(i.args[2]) + ty);
-      case Op::LoadVec: {
-        std::string s;
-        for (int r = 0; r < i.nresults; ++r) s += (r ? ", " : "") + v(i.result + r);
-        return line(d, s + " = load_vec" + hint_suffix(i.imm) + " " + v(i.args[0]) + "[" + v(i.args[1]) + "]" + ty);
-      }
-      case Op::StoreVec: {
-        std::string s = "store_vec" + std::string(hint_suffix(i.imm)) + " " + v(i.args[0]) + "[" + v(i.args[1]) + "]";
-        for (int a = 2; a < i.nargs; ++a) s += ", " + v(i.args[a]);
-        return line(d, s + ty);
-      }
-      case Op::SharedAlloc:
-        return line(d, v(i.result) + " = shared " + std::to_string(i.imm) + ty);
-      case Op::DynamicShared:
-        return line(d, v(i.result) + " = dynamic_shared" + ty);
-      case Op::AtomicRmw: {
-        static const char* n[] = {"add", "min", "max", "exch"};
-        return line(d, v(i.result) + " = atomic." + n[i.imm] + " " + v(i.args[0]) + "[" + v(i.args[1]) + "], " +
-                           v(i.args[2]) + ty);
-      }
-      case Op::AtomicCas:
-        return line(d, v(i.result) + " = atomic_cas " + v(i.args[0]) + "[" + v(i.args[1]) + "], " + v(i.args[2]) +
-                           ", " + v(i.args[3]) + ty);
-      case Op::Barrier:
-        return line(d, "barrier");
-      case Op::Fence: {
-        static const char* n[] = {"cta", "gpu", "sys"};
-        return line(d, std::string("fence.") + n[i.imm]);
-      }
-      case Op::Shfl: {
-        static const char* n[] = {"up", "down", "xor", "idx"};
-        return line(d, v(i.result) + " = shfl." + n[i.imm & 0xff] + " " + v(i.args[0]) + ", " + v(i.args[1]) +
-                           " width " + std::to_string(i.imm >> 40) + " mask " + hex32((i.imm >> 8) & 0xffffffffu) + ty);
-      }
-      case Op::Vote: {
-        static const char* n[] = {"all", "any", "ballot"};
-        return line(d, v(i.result) + " = vote." + n[i.imm & 0xff] + " " + v(i.args[0]) + " mask " + hex32(i.imm >> 8) + ty);
-      }
       case Op::Comment:
-        return line(d, "; " + k.comments[i.imm]);
-      case Op::Unpack:
-        return line(d, v(i.result) + (i.imm ? " = unpack.hi " : " = unpack.lo ") + v(i.args[0]) + ty);
-      case Op::VarDecl:
-        return line(d, v(i.result) + " = var " + v(i.args[0]) + ty);
-      case Op::VarRead:
-        return line(d, v(i.result) + " = read " + v(i.args[0]) + ty);
-      case Op::VarWrite:
-        return line(d, "write " + v(i.args[0]) + ", " + v(i.args[1]) + ty);
+        return line(d, "; " + k.comments[i.attr.index]);
       case Op::If:
         line(d, "if " + v(i.args[0]) + " {");
         block(i.regions[0], d + 1);
-        if (i.imm) {
+        if (i.attr.has_else) {
           line(d, "} else {");
           block(i.regions[1], d + 1);
         }
         return line(d, "}");
       case Op::For:
-        line(d, "for " + v(i.result) + " = " + v(i.args[0]) + " to " + v(i.args[1]) + " step " +
-                    v(i.args[2]) + ty + " {");
+        line(d, "for " + v(i.result) + " = " + v(i.args[0]) + " to " + v(i.args[1]) + " step " + v(i.args[2]) +
+                    " : " + i.type.str() + " {");
         block(i.regions[0], d + 1);
         return line(d, "}");
       case Op::While:
         line(d, "while {");
         block(i.regions[0], d + 1);
-        line(d, "} test " + v(static_cast<uint32_t>(i.imm)) + " do {");
+        line(d, "} test " + v(i.attr.cond) + " do {");
         block(i.regions[1], d + 1);
         return line(d, "}");
-      case Op::Return:
-        return line(d, "return");
-      default: {
-        std::string s = v(i.result) + " = " + op_name(i.op);
-        for (int a = 0; a < i.nargs; ++a) s += (a ? ", " : " ") + v(i.args[a]);
-        return line(d, s + ty);
-      }
+      default:
+        break;
     }
+    std::string s;
+    if (i.result != kNoValue) {
+      for (uint32_t r = 0; r < i.nresults && r < 4; ++r) s += (r ? ", " : "") + v(i.result + r);
+      if (i.nresults > 4) s += " .. " + v(i.result + i.nresults - 1);
+      s += " = ";
+    }
+    s += def.name + suffixes(i) + leading(i);
+    bool indexed = def.rule == OpRule::Load || def.rule == OpRule::Store || def.rule == OpRule::Atomic ||
+                   def.rule == OpRule::Address || def.rule == OpRule::Mbarrier;
+    for (size_t a = 0; a < i.args.size(); ++a) {
+      if (indexed && a == 1) {
+        s += "[" + v(i.args[1]) + "]";
+        continue;
+      }
+      s += (a == 0 ? " " : ", ") + v(i.args[a]);
+    }
+    s += trailing(i);
+    if (i.type.ptr || i.result != kNoValue || def.rule == OpRule::Store || def.rule == OpRule::VarWrite)
+      s += " : " + i.type.str();
+    const std::string& nm = i.result != kNoValue ? k.values[i.result].name : std::string();
+    if (i.op == Op::Const && !nm.empty()) s += "  ; spec " + nm;
+    line(d, s);
   }
 };
 
@@ -194,7 +198,9 @@ std::string print(const Kernel::Data& k) {
     if (i.op != Op::Param) continue;
     if (!first) p.out += ", ";
     first = false;
-    p.out += Printer::v(i.result) + ": " + i.type.str() + " " + k.params[i.imm].name;
+    const Param& pr = k.params[i.attr.index];
+    p.out += Printer::v(i.result) + ": " + i.type.str() + " " + pr.name;
+    if (pr.bytes) p.out += " [" + std::to_string(pr.bytes) + " bytes, align " + std::to_string(pr.align) + "]";
   }
   p.out += ") {\n";
   if (k.max_threads) p.out += "  .launch_bounds " + std::to_string(k.max_threads) + ", " + std::to_string(k.min_blocks) + "\n";

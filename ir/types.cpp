@@ -54,7 +54,7 @@ const char* scalar_name(Scalar s) {
 
 std::string Type::str() const {
   if (!ptr) return scalar_name(elem);
-  return std::string("ptr<") + (space == Space::Shared ? "shared " : "") + (is_const ? "const " : "") +
+  return std::string("ptr<") + (space == Space::Shared ? "shared " : space == Space::Param ? "param " : "") + (is_const ? "const " : "") +
          scalar_name(elem) + ">";
 }
 

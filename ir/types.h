@@ -12,8 +12,9 @@ namespace kaio::ir {
 // F16x2 / BF16x2: two halves packed in 32 bits (low half first), computed pairwise.
 enum class Scalar : uint8_t { Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64, F16x2, BF16x2 };
 
-// Where a pointer points: global memory (kernel parameters) or the block's shared memory.
-enum class Space : uint8_t { Global, Shared };
+// Where a pointer points: global memory (kernel parameters), the block's shared memory, or
+// a by-value kernel parameter (read-only; a generic address made with cvta.param).
+enum class Space : uint8_t { Global, Shared, Param };
 
 // A value's type: a scalar, or a pointer holding scalars of `elem`.
 struct Type {

@@ -1,6 +1,8 @@
 // Structural verifier. The builder already rejects misuse as it happens; this pass
 // re-checks the whole tree (values defined before use and visible in scope, operand
-// types, stores, control-flow shapes) so that no malformed kernel reaches codegen.
+// counts and types by each op's rule from the op table, control-flow shapes) so that no
+// malformed kernel reaches codegen. Then: the barrier divergence check (divergence.cpp)
+// and the asynchronous-register rule (async_regs.cpp).
 #include <string>
 #include <vector>
 
@@ -26,6 +28,7 @@ struct Verifier {
       fail(i, "operand %" + std::to_string(id) + (want_var ? " is not a variable" : " is a variable; read it first"));
     return k.values[id].type;
   }
+  Type arg(const Inst& i, size_t n) { return use(i, i.args[n]); }
 
   void define(const Inst& i, uint32_t id, std::vector<uint32_t>& scope) {
     if (id >= k.values.size()) fail(i, "result %" + std::to_string(id) + " does not exist");
@@ -44,106 +47,160 @@ struct Verifier {
   void same(const Inst& i, Type a, Type b) {
     if (!(a == b)) fail(i, "operand types differ: " + a.str() + " and " + b.str());
   }
+  void arity(const Inst& i, size_t lo, size_t hi) {
+    if (i.args.size() < lo || i.args.size() > hi)
+      fail(i, "takes " + std::to_string(lo) + (hi != lo ? ".." + std::to_string(hi) : "") + " operands, has " +
+                  std::to_string(i.args.size()));
+  }
+  void results(const Inst& i, bool want) {
+    if ((i.result != kNoValue) != want) fail(i, want ? "must define a result" : "defines no result");
+  }
+  void classes(const Inst& i, const OpDef& d, Type t) {
+    if (d.types && !(type_class(t) & d.types)) fail(i, "not defined on " + t.str());
+  }
+  Type pointer(const Inst& i, bool mutable_) {
+    Type p = arg(i, 0);
+    if (!p.ptr || !arg(i, 1).is_int()) fail(i, "needs a pointer and an integer index");
+    if (mutable_ && p.is_const) fail(i, "writes through a pointer to const");
+    return p;
+  }
 
   void inst(const Inst& i, std::vector<uint32_t>& scope) {
-    switch (i.op) {
-      case Op::Param:
-        if (i.imm >= k.params.size() || !(k.params[i.imm].type == i.type)) fail(i, "parameter mismatch");
+    const OpDef& d = i.def();
+    const bool has_result = i.result != kNoValue;
+    if (has_result && i.nresults == 0) fail(i, "a result with no values");
+    switch (d.rule) {
+      case OpRule::Leaf:
+        arity(i, 0, 0);
+        results(i, true);
+        if (i.op == Op::Param && (i.attr.index >= k.params.size() || !(k.params[i.attr.index].type == i.type)))
+          fail(i, "parameter mismatch");
         break;
-      case Op::Const: case Op::SReg: case Op::Return: case Op::SharedAlloc: case Op::DynamicShared:
-      case Op::Barrier: case Op::Fence: case Op::Comment:
+      case OpRule::NoOperands:
+        arity(i, 0, 0);
+        results(i, false);
         break;
-      case Op::Rcp: case Op::Exp2: case Op::Log2: case Op::Erf: case Op::Floor: case Op::Ceil: case Op::Round:
-      case Op::Trunc: case Op::Rint:
-        same(i, use(i, i.args[0]), i.type);
+      case OpRule::Unary:
+        arity(i, 1, 1);
+        same(i, arg(i, 0), i.type);
+        classes(i, d, i.type);
         break;
-      case Op::IsNan: case Op::IsInf:
-        if (!use(i, i.args[0]).is_float() || !i.type.is_pred()) fail(i, "isnan/isinf take a float and give a pred");
+      case OpRule::Binary:
+        arity(i, 2, 2);
+        same(i, arg(i, 0), arg(i, 1));
+        same(i, arg(i, 0), i.type);
+        classes(i, d, i.type);
         break;
-      case Op::LoadVec: {
-        Type p = use(i, i.args[0]);
-        if (!p.ptr || !use(i, i.args[1]).is_int()) fail(i, "load_vec needs a pointer and an integer index");
-        same(i, Type::scalar(p.elem), i.type);
-        if (i.nresults != 2 && i.nresults != 4) fail(i, "vector width must be 2 or 4");
+      case OpRule::Ternary:
+        arity(i, 3, 3);
+        for (size_t a = 0; a < 3; ++a) same(i, arg(i, a), i.type);
+        classes(i, d, i.type);
         break;
-      }
-      case Op::StoreVec: {
-        Type p = use(i, i.args[0]);
-        if (!p.ptr || p.is_const || !use(i, i.args[1]).is_int()) fail(i, "store_vec needs a mutable pointer and an integer index");
-        for (int a = 2; a < i.nargs; ++a) same(i, Type::scalar(p.elem), use(i, i.args[a]));
+      case OpRule::Compare:
+        arity(i, 2, 2);
+        same(i, arg(i, 0), arg(i, 1));
+        classes(i, d, arg(i, 0));
+        if (!i.type.is_pred()) fail(i, "a comparison gives a pred");
         break;
-      }
-      case Op::AtomicRmw: case Op::AtomicCas: {
-        Type p = use(i, i.args[0]);
-        if (!p.ptr || p.is_const || !use(i, i.args[1]).is_int()) fail(i, "atomics need a mutable pointer and an integer index");
-        for (int a = 2; a < i.nargs; ++a) same(i, Type::scalar(p.elem), use(i, i.args[a]));
-        same(i, Type::scalar(p.elem), i.type);
+      case OpRule::Classify:
+        arity(i, 1, 1);
+        classes(i, d, arg(i, 0));
+        if (!i.type.is_pred()) fail(i, "a classification gives a pred");
         break;
-      }
-      case Op::Shfl:
-        same(i, use(i, i.args[0]), i.type);
-        if (i.type.is_pred() || i.type.ptr) fail(i, "shfl on an unsupported type " + i.type.str());
-        use(i, i.args[1]);
+      case OpRule::Select:
+        arity(i, 3, 3);
+        if (!arg(i, 0).is_pred()) fail(i, "the condition must be pred");
+        same(i, arg(i, 1), i.type);
+        same(i, arg(i, 2), i.type);
         break;
-      case Op::Vote:
-        if (!use(i, i.args[0]).is_pred()) fail(i, "vote needs a pred");
+      case OpRule::Convert:
+        arity(i, 1, 1);
+        if (arg(i, 0).ptr || i.type.ptr) fail(i, "converts scalars only");
         break;
-      case Op::Pack:
-        same(i, use(i, i.args[0]), use(i, i.args[1]));
+      case OpRule::Pack:
+        arity(i, 2, 2);
+        same(i, arg(i, 0), arg(i, 1));
         if (!i.type.is_packed()) fail(i, "pack gives a packed pair");
         break;
-      case Op::Unpack:
-        if (!use(i, i.args[0]).is_packed()) fail(i, "unpack takes a packed pair");
+      case OpRule::Unpack:
+        arity(i, 1, 1);
+        if (!arg(i, 0).is_packed()) fail(i, "unpack takes a packed pair");
         break;
-      case Op::Neg: case Op::Not: case Op::Abs: case Op::Sqrt: case Op::Rsqrt: case Op::Exp:
-      case Op::Log: case Op::Tanh: case Op::Sin: case Op::Cos:
-        same(i, use(i, i.args[0]), i.type);
+      case OpRule::Load: {
+        arity(i, 2, 2);
+        Type p = pointer(i, false);
+        same(i, Type::scalar(p.elem), i.type);
+        if (i.op == Op::LoadVec ? (i.nresults != 2 && i.nresults != 4) : i.nresults != 1)
+          fail(i, "vector width must be 2 or 4");
         break;
-      case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
-        same(i, use(i, i.args[0]), use(i, i.args[1]));
-        if (!i.type.is_pred()) fail(i, "comparison result must be pred");
+      }
+      case OpRule::Store: {
+        arity(i, 3, i.op == Op::StoreVec ? 6 : 3);
+        Type p = pointer(i, true);
+        for (size_t a = 2; a < i.args.size(); ++a) same(i, Type::scalar(p.elem), arg(i, a));
+        if (i.op == Op::StoreVec && i.args.size() != 4 && i.args.size() != 6) fail(i, "vector width must be 2 or 4");
         break;
-      case Op::Select:
-        if (!use(i, i.args[0]).is_pred()) fail(i, "select condition must be pred");
-        same(i, use(i, i.args[1]), i.type);
-        same(i, use(i, i.args[2]), i.type);
-        break;
-      case Op::Fma:
-        for (int a = 0; a < 3; ++a) same(i, use(i, i.args[a]), i.type);
-        break;
-      case Op::Cast:
-        use(i, i.args[0]);
-        break;
-      case Op::Load: {
-        Type p = use(i, i.args[0]);
-        if (!p.ptr || !use(i, i.args[1]).is_int()) fail(i, "load needs a pointer and an integer index");
+      }
+      case OpRule::Atomic: {
+        arity(i, 3, i.op == Op::AtomicCas ? 4 : 3);
+        Type p = pointer(i, true);
+        for (size_t a = 2; a < i.args.size(); ++a) same(i, Type::scalar(p.elem), arg(i, a));
         same(i, Type::scalar(p.elem), i.type);
         break;
       }
-      case Op::Store: {
-        Type p = use(i, i.args[0]);
-        if (!p.ptr || !use(i, i.args[1]).is_int()) fail(i, "store needs a pointer and an integer index");
-        if (p.is_const) fail(i, "store through a pointer to const");
-        same(i, Type::scalar(p.elem), use(i, i.args[2]));
+      case OpRule::Address: {
+        arity(i, 2, 2);
+        Type p = pointer(i, false);
+        if (!p.is_shared_ptr()) fail(i, "takes a shared-memory pointer");
+        if (!(i.type == Type::scalar(Scalar::U32))) fail(i, "a shared address is u32");
         break;
       }
-      case Op::VarDecl:
-        same(i, use(i, i.args[0]), i.type);
+      case OpRule::Mbarrier: {
+        arity(i, 2, 3);
+        Type p = pointer(i, i.op != Op::MbarTryWait);
+        if (!p.is_shared_ptr() || p.elem != Scalar::U64) fail(i, "an mbarrier is a u64 in shared memory");
+        if (i.op == Op::MbarTryWait) {
+          if (i.args.size() != 3 || !arg(i, 2).is_int() || !i.type.is_pred())
+            fail(i, "mbarrier_try_wait takes a phase parity and gives a pred");
+        } else if (i.op == Op::MbarInit || i.op == Op::MbarExpectTx) {
+          if (i.args.size() != 3 || !(arg(i, 2) == Type::scalar(Scalar::U32))) fail(i, "needs a u32 count");
+        } else if (i.args.size() != 2) {
+          fail(i, "takes the mbarrier only");
+        }
+        results(i, i.op == Op::MbarTryWait);
         break;
-      case Op::VarRead:
+      }
+      case OpRule::Shfl:
+        arity(i, 2, 2);
+        same(i, arg(i, 0), i.type);
+        if (i.type.is_pred() || i.type.ptr) fail(i, "shfl on an unsupported type " + i.type.str());
+        break;
+      case OpRule::Vote:
+        arity(i, 1, 1);
+        if (!arg(i, 0).is_pred()) fail(i, "vote needs a pred");
+        break;
+      case OpRule::VarDecl:
+        arity(i, 1, 1);
+        same(i, arg(i, 0), i.type);
+        break;
+      case OpRule::VarRead:
+        arity(i, 1, 1);
         same(i, use(i, i.args[0], true), i.type);
         break;
-      case Op::VarWrite:
-        same(i, use(i, i.args[0], true), use(i, i.args[1]));
+      case OpRule::VarWrite:
+        arity(i, 2, 2);
+        same(i, use(i, i.args[0], true), arg(i, 1));
         break;
-      case Op::If:
-        if (!use(i, i.args[0]).is_pred()) fail(i, "if condition must be pred");
+      case OpRule::If:
+        arity(i, 1, 1);
+        if (!arg(i, 0).is_pred()) fail(i, "if condition must be pred");
         if (i.regions.size() != 2) fail(i, "if needs two regions");
         block(i.regions[0]);
         block(i.regions[1]);
         return;
-      case Op::For: {
-        for (int a = 0; a < 3; ++a) same(i, use(i, i.args[a]), i.type);
+      case OpRule::For: {
+        arity(i, 3, 3);
+        for (size_t a = 0; a < 3; ++a) same(i, arg(i, a), i.type);
         if (!i.type.is_int()) fail(i, "for bounds must be integers");
         if (i.regions.size() != 1) fail(i, "for needs one region");
         // The induction value belongs to the body.
@@ -153,35 +210,35 @@ struct Verifier {
         for (uint32_t id : inner) visible[id] = 0;
         return;
       }
-      case Op::While: {
+      case OpRule::While: {
+        arity(i, 0, 0);
         if (i.regions.size() != 2) fail(i, "while needs two regions");
         std::vector<uint32_t> cond_scope;
         for (const Inst& c : i.regions[0].insts) inst(c, cond_scope);
-        uint32_t c = static_cast<uint32_t>(i.imm);
+        uint32_t c = i.attr.cond;
         if (c >= k.values.size() || !visible[c] || !k.values[c].type.is_pred())
           fail(i, "while condition must be a pred visible at the end of the condition block");
         for (uint32_t id : cond_scope) visible[id] = 0;
         block(i.regions[1]);
         return;
       }
-      default:  // binary arithmetic
-        same(i, use(i, i.args[0]), use(i, i.args[1]));
-        same(i, use(i, i.args[0]), i.type);
-        break;
     }
-    if (i.result != kNoValue)
+    if (!i.regions.empty()) fail(i, "has regions but is no control-flow op");
+    if (has_result)
       for (uint32_t r = 0; r < i.nresults; ++r) define(i, i.result + r, scope);
   }
 };
 
 }  // namespace
 
-void check_barriers(const Kernel::Data& k);  // divergence.cpp
+void check_barriers(const Kernel::Data& k);     // divergence.cpp
+void check_async_regs(const Kernel::Data& k);   // async_regs.cpp
 
 void verify(const Kernel::Data& k) {
   Verifier v{k, std::vector<uint8_t>(k.values.size(), 0)};
   v.block(k.body);
   check_barriers(k);
+  check_async_regs(k);
 }
 
 }  // namespace kaio::ir

@@ -320,13 +320,13 @@ ExecFn add_fn(Scalar s) { return pick_bin<Add, true>(s, false); }
 
 ExecFn pick_packed(const Kernel::Data& k, const Inst& i) {
   if (i.op == Op::Pack) return &pack_fn;
-  if (i.op == Op::Unpack) return i.imm ? &unpack_fn<1> : &unpack_fn<0>;
+  if (i.op == Op::Unpack) return i.attr.high ? &unpack_fn<1> : &unpack_fn<0>;
   Scalar s = k.values[i.args[0]].type.elem;
   return s == Scalar::BF16x2 ? pick_packed_arith<true>(i.op) : pick_packed_arith<false>(i.op);
 }
 
 ExecFn pick_arith(const Kernel::Data& k, const Inst& i) {
-  if (i.nargs == 0) return nullptr;
+  if (i.args.empty()) return nullptr;
   Type t = k.values[i.args[0]].type;
   if (t.ptr && i.op != Op::Select) return nullptr;
   Scalar s = t.elem;

@@ -191,7 +191,7 @@ template <Scalar F, Scalar T>
 void cast_fn(Warp& w, const PInst& p) {
   uint64_t* d = w.slot(p.dst);
   const uint64_t* a = w.slot(p.a);
-  Rounding r = static_cast<Rounding>(p.imm & 0xff);
+  Rounding r = p.src->attr.rounding;
   for_active(w.active, [&](int l) { d[l] = cast1<F, T>(a[l], r); });
 }
 
@@ -219,7 +219,7 @@ template <Scalar F, Scalar T>
 void cast_sat_fn(Warp& w, const PInst& p) {
   uint64_t* d = w.slot(p.dst);
   const uint64_t* a = w.slot(p.a);
-  Rounding r = static_cast<Rounding>(p.imm & 0xff);
+  Rounding r = p.src->attr.rounding;
   for_active(w.active, [&](int l) { d[l] = cast_sat1<F, T>(a[l], r); });
 }
 
@@ -233,11 +233,10 @@ uint64_t normalize(Type t, uint64_t bits) {
 }
 
 ExecFn pick_convert(const Kernel::Data& k, const Inst& i) {
-  if (i.op != Op::Cast || i.nargs < 1) return nullptr;
+  if (i.op != Op::Cast || i.args.empty()) return nullptr;
   Type from = k.values[i.args[0]].type, to = i.type;
   if (from.ptr || to.ptr) return nullptr;
-  if (i.imm & ~(uint64_t(0xff) | kCastSaturate)) return nullptr;  // unknown flags
-  if (i.imm & kCastSaturate) {
+  if (i.attr.saturate) {
     if (from.is_pred() || to.is_pred()) return nullptr;
     return with_scalar(from.elem, [&]<Scalar F>() -> ExecFn {
       return with_scalar(to.elem, []<Scalar T>() -> ExecFn { return &cast_sat_fn<F, T>; });

@@ -54,6 +54,7 @@
 namespace kaio::ir::interp::impl {
 
 constexpr int kLanes = 32;
+constexpr uint32_t kNamedBarriers = 16;  // bar.sync ids 0..15
 constexpr uint32_t kFullMask = 0xffffffffu;
 
 struct Warp;
@@ -68,8 +69,7 @@ struct PInst {
   ExecFn fn = nullptr;
   uint32_t dst = 0, a = 0, b = 0, c = 0;
   uint32_t target = 0;
-  uint64_t imm = 0;
-  const Inst* src = nullptr;  // the IR instruction (op, types, operand ids) for messages
+  const Inst* src = nullptr;  // the IR instruction: op, types, operand ids, attributes
 };
 
 struct Program {
@@ -87,8 +87,10 @@ struct Program {
   struct SharedArray { uint32_t slot; uint32_t offset; uint32_t bytes; Scalar elem; };
   std::vector<SharedArray> shared_arrays;
   std::vector<uint32_t> dynamic_slots;  // DynamicShared results (offset = dynamic_offset)
+  std::vector<uint32_t> warp_index_slots;  // WarpIndex results (the warp's index, set at warp start)
   uint32_t static_shared = 0;           // bytes of static shared memory (16-byte multiples)
-  uint32_t dynamic_offset() const { return static_shared; }
+  uint32_t dynamic_align = 16;          // the largest alignment asked of the dynamic shared memory
+  uint32_t dynamic_offset() const { return (static_shared + dynamic_align - 1) / dynamic_align * dynamic_align; }
 };
 
 // An allocation resolved for one launch.

@@ -105,14 +105,13 @@ struct Compiler {
     p.a = a;
     p.b = b;
     p.c = c;
-    p.imm = i.imm;
     p.src = &i;
     return p;
   }
   [[noreturn]] void unsupported(const Inst& i) {
     throw UsageError(k.name, op_name(i.op), "not supported by the interpreter yet");
   }
-  static uint32_t arg(const Inst& i, int n) { return i.nargs > n && i.args[n] != kNoValue ? i.args[n] : 0; }
+  static uint32_t arg(const Inst& i, size_t n) { return i.args.size() > n && i.args[n] != kNoValue ? i.args[n] : 0; }
 
   // Compiles a nested region; returns the instructions to patch to its join.
   std::vector<uint32_t> region(const Block& b) {
@@ -135,19 +134,21 @@ struct Compiler {
     switch (i.op) {
       // ---- leaves: filled into the register file, not executed ----
       case Op::Param:
-        P.params.push_back({i.result, static_cast<uint32_t>(i.imm), i.type});
+        P.params.push_back({i.result, i.attr.index, i.type});
         return;
       case Op::Const:
-        P.consts.push_back({i.result, normalize(i.type, i.imm)});
+        P.consts.push_back({i.result, normalize(i.type, i.attr.bits)});
         return;
       case Op::SReg:
-        if (i.imm > static_cast<uint64_t>(SpecialReg::LaneId)) unsupported(i);
-        P.sregs.push_back({i.result, static_cast<SpecialReg>(i.imm)});
+        P.sregs.push_back({i.result, i.attr.sreg});
+        return;
+      case Op::WarpIndex:
+        P.warp_index_slots.push_back(i.result);
         return;
       // ---- shared memory: pointers are fixed offsets of the block's window ----
       case Op::SharedAlloc: {
-        uint64_t bytes = i.imm * static_cast<uint64_t>(scalar_bytes(i.type.elem));
-        uint64_t off = P.static_shared;
+        uint64_t bytes = uint64_t(i.attr.count) * static_cast<uint64_t>(scalar_bytes(i.type.elem));
+        uint64_t off = (uint64_t(P.static_shared) + i.attr.align - 1) / i.attr.align * i.attr.align;
         if (off + bytes > (uint64_t(1) << 24)) throw UsageError(k.name, op_name(i.op), "static shared memory larger than any GPU's");
         P.shared_arrays.push_back({i.result, static_cast<uint32_t>(off), static_cast<uint32_t>(bytes), i.type.elem});
         P.static_shared = static_cast<uint32_t>((off + bytes + 15) / 16 * 16);
@@ -155,36 +156,26 @@ struct Compiler {
       }
       case Op::DynamicShared:
         P.dynamic_slots.push_back(i.result);
+        P.dynamic_align = std::max(P.dynamic_align, i.attr.align);
         return;
       // ---- no effect in the interpreter ----
       case Op::Comment:
       case Op::Fence:  // one host thread runs a block in program order; global atomics are seq-consistent enough
+      case Op::FenceProxyAsync:  // no asynchronous proxy in the interpreter
+      case Op::SetMaxNReg:       // registers are not a limited resource here
         return;
-      case Op::Barrier:
-        emit(control(Kind::Barrier, i));
+      case Op::Barrier: case Op::BarrierArrive: {
+        PInst b = control(Kind::Barrier, i);
+        b.a = i.attr.id;
+        b.b = i.attr.threads;
+        b.c = i.op == Op::BarrierArrive;
+        if (b.a >= kNamedBarriers) throw UsageError(k.name, op_name(i.op), "barrier id " + std::to_string(b.a) + " is not in 0..15");
+        emit(b);
         return;
-      // ---- per-family executors ----
-      case Op::Neg: case Op::Not: case Op::Abs:
-      case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Rem: case Op::Min: case Op::Max:
-      case Op::And: case Op::Or: case Op::Xor: case Op::Shl: case Op::Shr:
-      case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
-      case Op::Select: case Op::Fma:
-        return simple(i, pick_arith(k, i));
-      case Op::Sqrt: case Op::Rsqrt: case Op::Exp: case Op::Log: case Op::Tanh: case Op::Sin: case Op::Cos:
-      case Op::Rcp: case Op::Exp2: case Op::Log2: case Op::Erf: case Op::Floor: case Op::Ceil: case Op::Round:
-      case Op::Trunc: case Op::Rint: case Op::Pow: case Op::CopySign: case Op::IsNan: case Op::IsInf:
-        return simple(i, pick_math(k, i));
-      case Op::Cast:
-        return simple(i, pick_convert(k, i));
-      case Op::Load: case Op::Store: case Op::LoadVec: case Op::StoreVec: case Op::AtomicRmw: case Op::AtomicCas:
-        return simple(i, pick_memory(k, i));
-      case Op::Shfl: case Op::Vote:
-        return simple(i, pick_parallel(k, i));
-      case Op::Pack: case Op::Unpack:
-        return simple(i, pick_packed(k, i));
+      }
       // ---- variables ----
-      case Op::VarDecl:
-        emit(exec(copy_masked_fn(), i, i.result, arg(i, 0)));
+      case Op::VarDecl:  // a variable, or each element of a register array
+        for (uint32_t r = 0; r < i.nresults; ++r) emit(exec(copy_masked_fn(), i, i.result + r, arg(i, 0)));
         return;
       case Op::VarRead:
         emit(exec(copy_all_fn(), i, i.result, arg(i, 0)));
@@ -198,7 +189,7 @@ struct Compiler {
         pif.a = arg(i, 0);
         uint32_t at_if = emit(pif);
         std::vector<uint32_t> then_fix = region(i.regions[0]);
-        bool has_else = i.imm != 0 && i.regions.size() > 1 && !i.regions[1].insts.empty();
+        bool has_else = i.attr.has_else && i.regions.size() > 1 && !i.regions[1].insts.empty();
         if (has_else) {
           uint32_t at_else = emit(control(Kind::Else, i));
           patch(then_fix, at_else);
@@ -243,7 +234,7 @@ struct Compiler {
         uint32_t head = static_cast<uint32_t>(P.code.size());
         std::vector<uint32_t> cond_fix = region(i.regions[0]);
         PInst test = control(Kind::Test, i);
-        test.a = static_cast<uint32_t>(i.imm);
+        test.a = i.attr.cond;
         uint32_t at_test = emit(test);
         std::vector<uint32_t> body_fix = region(i.regions[1]);
         PInst jump = control(Kind::Jump, i);
@@ -259,9 +250,21 @@ struct Compiler {
       case Op::Return:
         fix.back().push_back(emit(control(Kind::Return, i)));
         return;
-      default:
-        unsupported(i);
+      default:  // every other op runs through its family's executor
+        if (i.def().family != Family::Control) return simple(i, pick(k, i));
+        break;
     }
+    KAIO_ASSERT(false, std::string("op '") + op_name(i.op) + "' has no interpreter case in its family (kernel " + k.name + ")");
+  }
+
+  // The executor of an op, from the picker of its family (OpDef::family).
+  static ExecFn pick(const Kernel::Data& k, const Inst& i) {
+    using Picker = ExecFn (*)(const Kernel::Data&, const Inst&);
+    static constexpr Picker kPickers[] = {pick_arith, pick_math, pick_convert, pick_packed,
+                                          pick_memory, pick_parallel, nullptr /* control: compiled here */};
+    static_assert(sizeof(kPickers) / sizeof(kPickers[0]) == static_cast<size_t>(Family::kCount));
+    Picker p = kPickers[static_cast<size_t>(i.def().family)];
+    return p ? p(k, i) : nullptr;
   }
 
   void simple(const Inst& i, ExecFn fn) {
@@ -470,6 +473,7 @@ struct Runner {
         uint64_t* d = w.slot(sr.slot);
         for (int l = 0; l < kLanes; ++l) d[l] = sreg_value(w, sr.reg, l);
       }
+      for (uint32_t s : P.warp_index_slots) std::fill_n(w.slot(s), kLanes, uint64_t(wi));
     }
     // Each warp runs until it reaches a barrier or ends; once every warp has (an ended warp
     // counts as arrived), the barrier epoch advances and the waiting warps resume.

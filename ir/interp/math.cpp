@@ -128,7 +128,7 @@ template <Scalar S> struct IsInfF { static void fn(Warp& w, const PInst& p) { cl
 }  // namespace
 
 ExecFn pick_math(const Kernel::Data& k, const Inst& i) {
-  if (i.nargs < 1) return nullptr;
+  if (i.args.empty()) return nullptr;
   Type t = k.values[i.args[0]].type;
   if (t.ptr) return nullptr;
   switch (i.op) {
@@ -148,8 +148,8 @@ ExecFn pick_math(const Kernel::Data& k, const Inst& i) {
     case Op::Round: return pick<Round>(t.elem);
     case Op::Trunc: return pick<Trunc>(t.elem);
     case Op::Rint: return pick<Rint>(t.elem);
-    case Op::Pow: return i.nargs < 2 ? nullptr : pick_float<PowF>(t.elem, false);
-    case Op::CopySign: return i.nargs < 2 ? nullptr : pick_float<CopySignF>(t.elem, true);
+    case Op::Pow: return i.args.size() < 2 ? nullptr : pick_float<PowF>(t.elem, false);
+    case Op::CopySign: return i.args.size() < 2 ? nullptr : pick_float<CopySignF>(t.elem, true);
     case Op::IsNan: return pick_float<IsNanF>(t.elem, true);
     case Op::IsInf: return pick_float<IsInfF>(t.elem, true);
     default: return nullptr;

@@ -309,7 +309,7 @@ uint64_t vec_address(Warp& w, const PInst& p, int l, uint64_t ptr, uint64_t inde
 template <Scalar S, bool Shared>
 void load_vec_fn(Warp& w, const PInst& p) {
   constexpr uint64_t es = elem_size<S>();
-  const uint32_t width = static_cast<uint32_t>((p.imm >> 8) & 0xff);
+  const uint32_t width = p.src->nresults;
   const uint64_t* P = w.slot(p.a);
   const uint64_t* I = w.slot(p.b);
   for_active(w.active, [&](int l) {
@@ -321,7 +321,7 @@ void load_vec_fn(Warp& w, const PInst& p) {
 template <Scalar S, bool Shared>
 void store_vec_fn(Warp& w, const PInst& p) {
   constexpr uint64_t es = elem_size<S>();
-  const uint32_t width = static_cast<uint32_t>((p.imm >> 8) & 0xff);
+  const uint32_t width = static_cast<uint32_t>(p.src->args.size() - 2);
   const uint64_t* P = w.slot(p.a);
   const uint64_t* I = w.slot(p.b);
   const auto& args = p.src->args;
@@ -387,7 +387,7 @@ template <Scalar S, bool Shared>
 void atomic_fn(Warp& w, const PInst& p) {
   using B = Bits<S>;
   constexpr uint32_t es = sizeof(B);
-  const AtomicOp op = static_cast<AtomicOp>(p.imm & 0xff);
+  const AtomicOp op = p.src->attr.atomic;
   uint64_t* d = w.slot(p.dst);
   const uint64_t* P = w.slot(p.a);
   const uint64_t* I = w.slot(p.b);
@@ -495,7 +495,7 @@ ExecFn packed_atomic_add_fn(bool bf, bool shared) {
 }
 
 ExecFn pick_memory(const Kernel::Data& k, const Inst& i) {
-  if (i.nargs < 2) return nullptr;
+  if (i.args.size() < 2) return nullptr;
   Type pt = k.values[i.args[0]].type;
   if (!pt.ptr) return nullptr;
   const bool sh = pt.space == Space::Shared;
@@ -517,7 +517,7 @@ ExecFn pick_memory(const Kernel::Data& k, const Inst& i) {
       if (bytes != 4 && bytes != 8) return nullptr;
       bool cas = i.op == Op::AtomicCas;
       bool packed = pt.elem == Scalar::F16x2 || pt.elem == Scalar::BF16x2;
-      if (packed && !cas && static_cast<AtomicOp>(i.imm & 0xff) == AtomicOp::Add)
+      if (packed && !cas && i.attr.atomic == AtomicOp::Add)
         return packed_atomic_add_fn(pt.elem == Scalar::BF16x2, sh);
       switch (packed ? Scalar::U32 : pt.elem) {
 #define KAIO_ATOMIC_PICK(S)                                                                                  \

@@ -35,8 +35,8 @@ void check_members(Warp& w, const PInst& p, uint32_t mask) {
 
 template <ShflMode M>
 void shfl_fn(Warp& w, const PInst& p) {
-  const uint32_t mask = static_cast<uint32_t>((p.imm >> 8) & 0xffffffffu);
-  const uint32_t width = static_cast<uint32_t>(p.imm >> 40);
+  const uint32_t mask = p.src->attr.mask;
+  const uint32_t width = p.src->attr.width;
   if (w.active & ~mask) check_members(w, p, mask);
   const int64_t sm = (32 - width) & 31;
   const int64_t clamp = M == ShflMode::Up ? 0 : 31;
@@ -69,7 +69,7 @@ void shfl_fn(Warp& w, const PInst& p) {
 
 template <VoteMode M>
 void vote_fn(Warp& w, const PInst& p) {
-  const uint32_t mask = static_cast<uint32_t>((p.imm >> 8) & 0xffffffffu);
+  const uint32_t mask = p.src->attr.mask;
   if (w.active & ~mask) check_members(w, p, mask);
   const uint32_t m = w.active & mask;
   const uint32_t pred = w.mask_of(p.a) & m;
@@ -86,10 +86,10 @@ void vote_fn(Warp& w, const PInst& p) {
 ExecFn pick_parallel(const Kernel::Data& k, const Inst& i) {
   switch (i.op) {
     case Op::Shfl: {
-      if (i.nargs < 2 || k.values[i.args[0]].type.ptr) return nullptr;
-      uint64_t width = i.imm >> 40;
+      if (i.args.size() < 2 || k.values[i.args[0]].type.ptr) return nullptr;
+      uint64_t width = i.attr.width;
       if (width == 0 || width > 32 || (width & (width - 1))) return nullptr;
-      switch (static_cast<ShflMode>(i.imm & 0xff)) {
+      switch (i.attr.shfl) {
         case ShflMode::Up: return &shfl_fn<ShflMode::Up>;
         case ShflMode::Down: return &shfl_fn<ShflMode::Down>;
         case ShflMode::Xor: return &shfl_fn<ShflMode::Xor>;
@@ -98,8 +98,8 @@ ExecFn pick_parallel(const Kernel::Data& k, const Inst& i) {
       return nullptr;
     }
     case Op::Vote:
-      if (i.nargs < 1) return nullptr;
-      switch (static_cast<VoteMode>(i.imm & 0xff)) {
+      if (i.args.empty()) return nullptr;
+      switch (i.attr.vote) {
         case VoteMode::All: return &vote_fn<VoteMode::All>;
         case VoteMode::Any: return &vote_fn<VoteMode::Any>;
         case VoteMode::Ballot: return &vote_fn<VoteMode::Ballot>;
