@@ -132,8 +132,10 @@ struct BlockCtx {
   std::vector<uint8_t> shared;
   std::vector<ShadowByte> shadow;
   std::vector<SharedRegion> regions;  // static arrays, then the dynamic memory
-  uint32_t epoch = 0;  // increases at each block start and each barrier (never reset per block)
+  uint32_t epoch = 0;  // increases at each block start, each barrier and each mbarrier phase (never reset per block)
   uint32_t gen = 0;    // the epoch at which this block started
+  uint32_t bar_arrived[kNamedBarriers] = {};  // threads arrived at each named barrier (with a thread count)
+  uint64_t events = 0;  // mbarrier state changes: a spinning warp that sees none is not progressing
 };
 
 struct Warp {
@@ -142,6 +144,8 @@ struct Warp {
   uint32_t* els = nullptr;
   uint32_t active = 0, returned = 0, pc = 0;
   bool done = false;
+  bool yielded = false;  // stopped at a failing mbarrier_try_wait: let the other warps run
+  int bar = -1;          // parked at this barrier id (-1: runnable)
   uint32_t index = 0;  // warp index in the block
   uint32_t tid[3][kLanes] = {};
   const LaunchCtx* L = nullptr;
@@ -276,6 +280,7 @@ ExecFn pick_memory(const Kernel::Data& k, const Inst& i);   // load store load_v
 ExecFn pick_parallel(const Kernel::Data& k, const Inst& i); // atomics, shfl, vote
 ExecFn pick_packed(const Kernel::Data& k, const Inst& i);   // f16x2/bf16x2 arithmetic, pack, unpack
 ExecFn packed_atomic_add_fn(bool bf, bool shared);
+ExecFn pick_mbarrier(const Kernel::Data& k, const Inst& i);  // mbarriers, shared addresses (memory.cpp)
 // Used by the control-flow compiler: a pure copy, a masked copy, for-loop compare and step.
 ExecFn copy_all_fn();
 ExecFn copy_masked_fn();

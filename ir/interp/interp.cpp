@@ -338,6 +338,12 @@ void run_warp(Warp& w, const Program& P) {
         w.pc = pc;  // for messages
         p.fn(w, p);
         ++pc;
+        if (w.yielded) {  // a failing mbarrier_try_wait: resume after it later
+          w.pc = pc;
+          w.steps += steps;
+          w.lane_steps += lanes;
+          return;
+        }
         break;
       case Kind::If: {
         uint32_t m = w.mask_of(p.a) & w.active;
@@ -371,7 +377,14 @@ void run_warp(Warp& w, const Program& P) {
         w.active = 0;
         pc = p.target;
         break;
-      case Kind::Barrier:  // stop here; the block resumes every warp once all have arrived
+      case Kind::Barrier:
+        if (p.b) w.B->bar_arrived[p.a] += kLanes;  // a named barrier counts whole warps
+        if (p.c) {                                  // bar.arrive: counted, goes on
+          ++pc;
+          break;
+        }
+        // bar.sync: stop here; the block resumes the warp once the barrier completes
+        w.bar = static_cast<int>(p.a);
         w.pc = pc + 1;
         w.steps += steps;
         w.lane_steps += lanes;
@@ -450,6 +463,45 @@ struct Runner {
     }
   }
 
+  // Resumes the warps of every barrier that has completed; true when one did.
+  bool release_barriers() {
+    bool any = false;
+    for (uint32_t id = 0; id < kNamedBarriers; ++id) {
+      uint32_t parked = 0, live = 0, want = 0;
+      for (const Warp& w : warps) {
+        if (w.done) continue;
+        ++live;
+        if (w.bar == static_cast<int>(id)) {
+          ++parked;
+          want = P.code[w.pc - 1].b;
+        }
+      }
+      if (parked == 0) continue;
+      bool complete = want ? block.bar_arrived[id] >= want : parked == live;
+      if (!complete) continue;
+      if (want) block.bar_arrived[id] -= want;
+      for (Warp& w : warps)
+        if (w.bar == static_cast<int>(id)) w.bar = -1;
+      ++block.epoch;
+      any = true;
+    }
+    return any;
+  }
+
+  [[noreturn]] void deadlock() const {
+    std::string waits;
+    for (const Warp& w : warps) {
+      if (w.done) continue;
+      waits += waits.empty() ? "" : "; ";
+      waits += "warp " + std::to_string(w.index) +
+               (w.bar >= 0 ? " waits at barrier " + std::to_string(w.bar) : " spins on an incomplete mbarrier phase");
+    }
+    throw UsageError(L.k->name, "interpret",
+                     "deadlock in block (" + std::to_string(block.ctaid[0]) + ", " + std::to_string(block.ctaid[1]) + ", " +
+                         std::to_string(block.ctaid[2]) + "): " + waits +
+                         ", and nothing can complete them (the kernel would hang on the GPU)");
+  }
+
   void run_block(uint64_t linear, uint64_t& steps, uint64_t& lane_steps) {
     const Extent& g = L.shape.grid;
     block.ctaid[0] = static_cast<uint32_t>(linear % g.x);
@@ -475,17 +527,33 @@ struct Runner {
       }
       for (uint32_t s : P.warp_index_slots) std::fill_n(w.slot(s), kLanes, uint64_t(wi));
     }
-    // Each warp runs until it reaches a barrier or ends; once every warp has (an ended warp
-    // counts as arrived), the barrier epoch advances and the waiting warps resume.
+    // Each runnable warp runs until it reaches a barrier, spins on an incomplete mbarrier
+    // phase, or ends. A barrier with a thread count completes once that many threads have
+    // arrived; the block's barrier (no count) once every warp that has not ended waits at
+    // it. A completed barrier advances the epoch and resumes its warps. Rounds in which no
+    // warp gets further (all spin, no mbarrier changes, no barrier completes) mean the
+    // kernel would hang on the GPU: that is reported, not looped on.
+    std::fill(std::begin(block.bar_arrived), std::end(block.bar_arrived), 0u);
+    for (Warp& w : warps) w.bar = -1;
+    int idle_rounds = 0;
     for (;;) {
-      bool waiting = false;
+      bool live = false, progress = false;
       for (Warp& w : warps) {
         if (w.done) continue;
+        live = true;
+        if (w.bar >= 0) continue;
+        uint64_t events = block.events;
         run_warp(w, P);
-        waiting |= !w.done;
+        if (!w.yielded || block.events != events) progress = true;
+        w.yielded = false;
       }
-      if (!waiting) break;
-      ++block.epoch;
+      if (!live) break;
+      progress |= release_barriers();
+      if (progress) {
+        idle_rounds = 0;
+      } else if (++idle_rounds > 64) {
+        deadlock();
+      }
     }
     for (Warp& w : warps) {
       steps += w.steps;
@@ -557,6 +625,11 @@ RunStats run(const Kernel& k, const LaunchShape& shape, std::span<const uint64_t
   for (size_t i = 0; i < params.size(); ++i) {
     if (!k.params()[i].type.ptr) continue;
     uint64_t ptr = params[i];
+    if (uint32_t bytes = k.params()[i].bytes) {  // by value: the caller's bytes, read-only
+      if (ptr == 0) throw UsageError(k.name(), "interpret", "by-value parameter " + std::to_string(i) + " has no bytes");
+      L.regions.push_back(LRegion{ptr, ptr + bytes, false});
+      continue;
+    }
     LRegion rg;
     bool found = false;
     for (const Region& r : local) {
@@ -632,12 +705,23 @@ std::string arg_desc(const HostArg& a) {
     case HostArg::F64: return "a double";
     case HostArg::F16: return "a kaio::half";
     case HostArg::BF16: return "a kaio::bfloat16";
+    case HostArg::Bytes: return std::to_string(a.bytes) + " bytes";
   }
   return "?";
 }
 
-bool pack(const HostArg& a, const Type& t, uint64_t& slot, std::string& why) {
+bool pack(const HostArg& a, const Param& p, uint64_t& slot, std::string& why) {
   slot = 0;
+  const Type& t = p.type;
+  if (p.bytes) {
+    if (a.kind != HostArg::Bytes || a.bytes != p.bytes) {
+      why = "pass exactly " + std::to_string(p.bytes) + " bytes (a std::span<const std::byte>)";
+      return false;
+    }
+    slot = a.u;
+    return true;
+  }
+  if (a.kind == HostArg::Bytes) return false;
   if (t.ptr) {
     if (a.kind != HostArg::Buffer || a.elem != t.elem) return false;
     if (!t.is_const && !a.writable) {
@@ -687,7 +771,7 @@ RunStats interpret_packed(const Kernel& k, const LaunchShape& shape, const HostA
   std::vector<Region> local;
   for (size_t i = 0; i < n; ++i) {
     std::string why;
-    if (!pack(args[i], ps[i].type, slots[i], why))
+    if (!pack(args[i], ps[i], slots[i], why))
       throw UsageError(k.name(), "interpret",
                        "argument " + std::to_string(i) + " ('" + ps[i].name + "') is " + arg_desc(args[i]) +
                            ", the kernel expects " + ps[i].type.str() + (why.empty() ? "" : "; " + why));

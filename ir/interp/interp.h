@@ -77,13 +77,18 @@ unsigned default_threads();
 
 // ---- host arguments for ir::interpret ----
 struct HostArg {
-  enum Kind : uint8_t { Buffer, Bool, Int, UInt, F32, F64, F16, BF16 } kind = Int;
+  enum Kind : uint8_t { Buffer, Bool, Int, UInt, F32, F64, F16, BF16, Bytes } kind = Int;
   Scalar elem = Scalar::Pred;  // Buffer: element type
   bool writable = false;       // Buffer: may the kernel store through it
   int64_t i = 0;
   uint64_t u = 0;              // Buffer: address; F*: bits
-  uint64_t bytes = 0;          // Buffer: size
+  uint64_t bytes = 0;          // Buffer, Bytes: size
 };
+
+// The bytes of a by-value parameter (b.param_bytes), read in place during the run.
+inline HostArg host_arg(std::span<const std::byte> blob) {
+  return HostArg{HostArg::Bytes, Scalar::U8, false, 0, reinterpret_cast<uint64_t>(blob.data()), blob.size()};
+}
 
 template <class T>
   requires(HostScalar<T> && !std::same_as<std::remove_cv_t<T>, bool>)

@@ -494,8 +494,98 @@ ExecFn packed_atomic_add_fn(bool bf, bool shared) {
             : (shared ? &packed_atomic_add<false, true> : &packed_atomic_add<false, false>);
 }
 
+namespace {
+
+// ---- mbarriers ----
+// The interpreter's model of the 8-byte mbarrier object (its layout on the GPU is opaque):
+// bits 0..19 pending arrivals, 20..39 the expected count, 40..62 pending transaction bytes,
+// bit 63 the phase. A phase completes when no arrival and no transaction byte is pending;
+// its completion orders every shared access before it with every access after it (the
+// race detector's epoch advances), as the acquire/release semantics of the wait do.
+namespace mbar {
+constexpr uint64_t kCount = (uint64_t(1) << 20) - 1;
+constexpr uint64_t kTx = (uint64_t(1) << 23) - 1;
+inline uint64_t pending(uint64_t s) { return s & kCount; }
+inline uint64_t expected(uint64_t s) { return (s >> 20) & kCount; }
+inline uint64_t tx(uint64_t s) { return (s >> 40) & kTx; }
+inline uint64_t phase(uint64_t s) { return s >> 63; }
+inline uint64_t make(uint64_t pend, uint64_t exp, uint64_t t, uint64_t ph) { return pend | exp << 20 | t << 40 | ph << 63; }
+}  // namespace mbar
+
+uint64_t* mbar_word(Warp& w, const PInst& p, int l, uint64_t ptr, uint64_t index, bool needs_init) {
+  uint32_t a = shared_address<Scalar::U64>(w, p, l, ptr, index);
+  shadow_atomic(w, p, l, index, a, 8, needs_init);
+  return reinterpret_cast<uint64_t*>(w.B->shared.data() + a);  // 8-aligned: shared arrays are 16-aligned
+}
+
+void mbar_arrive(Warp& w, uint64_t* word, uint64_t tx_bytes) {
+  uint64_t s = *word;
+  uint64_t t = mbar::tx(s) + tx_bytes, pend = mbar::pending(s);
+  if (pend > 0) --pend;
+  if (pend == 0 && t == 0) {  // the phase completes
+    s = mbar::make(mbar::expected(s), mbar::expected(s), 0, mbar::phase(s) ^ 1);
+    ++w.B->epoch;
+  } else {
+    s = mbar::make(pend, mbar::expected(s), t & mbar::kTx, mbar::phase(s));
+  }
+  *word = s;
+  ++w.B->events;
+}
+
+void mbar_init_fn(Warp& w, const PInst& p) {
+  const uint64_t *P = w.slot(p.a), *I = w.slot(p.b), *C = w.slot(p.c);
+  for_active(w.active, [&](int l) {
+    uint64_t n = C[l] & 0xffffffffu;
+    if (n == 0 || n > mbar::kCount) w.fail(p, l, "mbarrier_init count " + std::to_string(n) + " is not in 1..1048575");
+    *mbar_word(w, p, l, P[l], I[l], false) = mbar::make(n, n, 0, 0);
+    ++w.B->events;
+  });
+}
+
+template <bool Tx>
+void mbar_arrive_fn(Warp& w, const PInst& p) {
+  const uint64_t *P = w.slot(p.a), *I = w.slot(p.b);
+  for_active(w.active, [&](int l) {
+    uint64_t* word = mbar_word(w, p, l, P[l], I[l], true);
+    if (mbar::pending(*word) == 0) w.fail(p, l, "mbarrier arrival with no arrival pending in this phase (more arrivals than its count)");
+    mbar_arrive(w, word, Tx ? (w.slot(p.c)[l] & 0xffffffffu) : 0);
+  });
+}
+
+void mbar_try_wait_fn(Warp& w, const PInst& p) {
+  uint64_t* d = w.slot(p.dst);
+  const uint64_t *P = w.slot(p.a), *I = w.slot(p.b), *Q = w.slot(p.c);
+  bool all = true;
+  for_active(w.active, [&](int l) {
+    uint64_t* word = mbar_word(w, p, l, P[l], I[l], true);
+    d[l] = mbar::phase(*word) != (Q[l] & 1);  // the phase with this parity has completed
+    all = all && d[l];
+  });
+  if (!all) w.yielded = true;  // spinning: let the warps that will complete the phase run
+}
+
+void shared_addr_fn(Warp& w, const PInst& p) {
+  uint64_t* d = w.slot(p.dst);
+  const uint64_t *P = w.slot(p.a), *I = w.slot(p.b);
+  const uint64_t es = static_cast<uint64_t>(scalar_bytes(w.L->k->values[p.src->args[0]].type.elem));
+  for (int l = 0; l < kLanes; ++l) d[l] = static_cast<uint32_t>(P[l] + I[l] * es);  // mad.lo.u32
+}
+
+}  // namespace
+
+ExecFn pick_mbarrier(const Kernel::Data&, const Inst& i) {
+  switch (i.op) {
+    case Op::MbarInit: return &mbar_init_fn;
+    case Op::MbarArrive: return &mbar_arrive_fn<false>;
+    case Op::MbarExpectTx: return &mbar_arrive_fn<true>;
+    case Op::MbarTryWait: return &mbar_try_wait_fn;
+    default: return nullptr;
+  }
+}
+
 ExecFn pick_memory(const Kernel::Data& k, const Inst& i) {
   if (i.args.size() < 2) return nullptr;
+  if (i.op == Op::SharedAddr) return &shared_addr_fn;
   Type pt = k.values[i.args[0]].type;
   if (!pt.ptr) return nullptr;
   const bool sh = pt.space == Space::Shared;

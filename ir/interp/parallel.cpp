@@ -105,6 +105,8 @@ ExecFn pick_parallel(const Kernel::Data& k, const Inst& i) {
         case VoteMode::Ballot: return &vote_fn<VoteMode::Ballot>;
       }
       return nullptr;
+    case Op::MbarInit: case Op::MbarArrive: case Op::MbarExpectTx: case Op::MbarTryWait:
+      return pick_mbarrier(k, i);
     default:
       return nullptr;
   }
