@@ -95,7 +95,19 @@ struct AsyncRegs {
 
 }  // namespace
 
+namespace {
+bool any_async(const Block& b) {
+  for (const Inst& i : b.insts) {
+    if (i.def().has(Effect::AsyncIssue)) return true;
+    for (const Block& r : i.regions)
+      if (any_async(r)) return true;
+  }
+  return false;
+}
+}  // namespace
+
 void check_async_regs(const Kernel::Data& k) {
+  if (!any_async(k.body)) return;  // the common case: nothing to track
   State s{std::vector<int>(k.values.size(), kIdle), 0};
   AsyncRegs{k}.block(k.body, s);
 }

@@ -33,6 +33,8 @@ KernelBuilder::KernelBuilder(std::string name) : s_(std::make_unique<State>()) {
   }
   if (name[0] >= '0' && name[0] <= '9') throw UsageError(name, "KernelBuilder", "a kernel name may not start with a digit");
   s_->k = std::make_unique<Kernel::Data>();
+  s_->k->values.reserve(256);  // most kernels fit: no reallocation while building
+  s_->k->body.insts.reserve(128);
   s_->name = name;
   s_->k->name = std::move(name);
   s_->scope_open.push_back(true);

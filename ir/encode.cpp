@@ -73,6 +73,7 @@ struct Encoder {
 
 std::string encode(const Kernel::Data& k) {
   Encoder e;
+  e.out.reserve(64 + k.values.size() * 24);
   e.out = "kaio-ir\x02";
   e.str(k.name);  // the entry symbol: it is in the PTX
   e.u32(k.max_threads);
