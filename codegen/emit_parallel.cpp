@@ -41,6 +41,28 @@ void emit_shfl(Emitter& e, const ir::Inst& i) {
 
 }  // namespace
 
+// wgmma: arch-specific (sm_90a). The accumulator registers are the array's variables,
+// written in place by the tensor cores.
+void emit_wgmma(Emitter& e, const ir::Inst& i) {
+  if (parse_arch(e.target.arch).suffix != 'a')
+    e.unsupported(i, std::string(ir::op_name(i.op)) + " (an sm_90a instruction; compile for " + e.target.arch + "a)");
+  switch (i.op) {
+    case Op::WgmmaFence: return e.ins("wgmma.fence.sync.aligned");
+    case Op::WgmmaCommit: return e.ins("wgmma.commit_group.sync.aligned");
+    case Op::WgmmaWait: return e.ins("wgmma.wait_group.sync.aligned " + std::to_string(i.attr.count));
+    default: break;
+  }
+  const size_t nacc = i.attr.shape / 2;
+  std::string d = "{";
+  for (size_t k = 0; k < nacc; ++k) d += (k ? ", " : "") + e.reg(i.args[k]);
+  d += "}";
+  std::string scale_d = e.fresh(RegClass::Pred);  // 1: D = A*B + D
+  e.ins("setp.ne.b32 " + scale_d + ", 1, 0");
+  const char* t = i.attr.elem == ir::Scalar::BF16 ? "bf16" : "f16";
+  e.ins("wgmma.mma_async.sync.aligned.m64n" + std::to_string(i.attr.shape) + "k16.f32." + t + "." + t + " " + d + ", " +
+        e.reg(i.args[nacc]) + ", " + e.reg(i.args[nacc + 1]) + ", " + scale_d + ", 1, 1, 0, 0");
+}
+
 // The mbarrier's shared-window address (a u32) for ptr<shared u64>[index].
 std::string mbar(Emitter& e, const ir::Inst& i) { return element_address(e, i.args[0], i.args[1]); }
 
@@ -87,6 +109,11 @@ void emit_parallel(Emitter& e, const ir::Inst& i) {
       const char* form = e.sm() >= 90 ? "mbarrier.try_wait.parity.shared::cta.b64 " : "mbarrier.test_wait.parity.shared::cta.b64 ";
       return e.ins(form + e.reg(i.result) + ", [" + addr + "], " + parity);
     }
+    case Op::WgmmaFence:
+    case Op::WgmmaMma:
+    case Op::WgmmaCommit:
+    case Op::WgmmaWait:
+      return emit_wgmma(e, i);
     default:
       e.no_emitter(i);
   }

@@ -276,6 +276,13 @@ class KernelBuilder {
     mbarrier_wait(bar, make_operand(index), make_operand(parity));
   }
   void mbarrier_wait(Value bar, const AnyOperand& index, const AnyOperand& parity);
+  // Warpgroup MMA (sm_90a): acc (N/2 f32 registers) += A (64x16) * B (16xN), A and B in
+  // shared memory described by u64 matrix descriptors, `in` f16 or bf16. Asynchronous: acc
+  // may not be touched until wgmma_wait_group covers the committed group.
+  void wgmma_fence();
+  void wgmma(const RegArray& acc, Value desc_a, Value desc_b, Scalar in);
+  void wgmma_commit_group();
+  void wgmma_wait_group(uint32_t pending);
   void fence(FenceScope scope = FenceScope::Gpu);  // orders this thread's memory accesses
 
   // ---- warp level ----

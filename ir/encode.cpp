@@ -48,6 +48,7 @@ struct Encoder {
     if (m & Attr::HasElse) u8(a.has_else);
     if (m & Attr::Cond) u32(a.cond);
     if (m & Attr::Shape) u32(a.shape);
+    if (m & Attr::Elem) u8(static_cast<uint8_t>(a.elem));
   }
 
   void block(const Block& b) {

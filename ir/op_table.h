@@ -30,6 +30,7 @@ enum class OpRule : uint8_t {
   Shfl,        // v : T, lane : u32 -> T
   Vote,        // p : pred -> pred | u32
   Mbarrier,    // ptr<shared u64>, index [, u32 count/bytes | pred parity] -> nothing, u64 or pred
+  Mma,         // accumulator variables (a register array, in and out), then the u64 A and B descriptors
   VarDecl,     // init : T -> nresults variables of T (a register array when nresults > 1)
   VarRead,     // var -> T
   VarWrite,    // var, value
@@ -104,6 +105,7 @@ enum : uint32_t {
   HasElse = 1 << 19,  // If
   Cond = 1 << 20,     // While: the condition value
   Shape = 1 << 21,    // tensor-core ops: the instruction shape's N
+  Elem = 1 << 22,     // tensor-core ops: the A/B element type
 };
 }  // namespace Attr
 
@@ -162,6 +164,7 @@ struct Attrs {
   uint32_t mask = 0xffffffffu;
   uint32_t cond = kNoValue;
   uint32_t shape = 0;
+  Scalar elem = Scalar::F16;
   SpecialReg sreg = SpecialReg::TidX;
   Rounding rounding = Rounding::Default;
   CacheHint hint = CacheHint::Default;

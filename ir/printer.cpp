@@ -106,7 +106,8 @@ struct Printer {
     if (m & Attr::Bits) s += " " + format_constant(i.type, a.bits);
     if (m & Attr::Sreg) s += std::string(" ") + sreg_name(a.sreg);
     if (m & Attr::Count) s += " " + std::to_string(a.count);
-    if (m & Attr::Shape) s += " n" + std::to_string(a.shape);
+    if (m & Attr::Shape) s += " m64n" + std::to_string(a.shape) + "k16";
+    if (m & Attr::Elem) s += std::string(" ") + scalar_name(a.elem);
     return s;
   }
 

@@ -170,6 +170,17 @@ struct Verifier {
         results(i, i.op == Op::MbarTryWait);
         break;
       }
+      case OpRule::Mma: {
+        // m64nNk16 with f32 accumulators: N/2 accumulator registers per thread
+        size_t nacc = i.attr.shape / 2;
+        arity(i, nacc + 2, nacc + 2);
+        for (size_t a = 0; a < nacc; ++a)
+          if (!(use(i, i.args[a], true) == Type::scalar(Scalar::F32))) fail(i, "the accumulator is f32 variables");
+        for (size_t a = nacc; a < nacc + 2; ++a)
+          if (!(arg(i, a) == Type::scalar(Scalar::U64))) fail(i, "the A and B descriptors are u64");
+        results(i, false);
+        break;
+      }
       case OpRule::Shfl:
         arity(i, 2, 2);
         same(i, arg(i, 0), i.type);

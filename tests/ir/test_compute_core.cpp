@@ -277,3 +277,57 @@ TEST_CASE("core: the op table defines every op once", "[ir][core]") {
   CHECK((ir::op_def(ir::Op::Exp).types & ir::TC::F64) == 0);   // exp has no f64 form
   CHECK((ir::op_def(ir::Op::Sqrt).types & ir::TC::F64) != 0);  // sqrt has one
 }
+
+TEST_CASE("core: wgmma writes a register array asynchronously; the verifier guards it", "[ir][core][verifier]") {
+  // acc += A * B (m64n64k16, f16), then a store after the wait.
+  auto build = [](int variant) {
+    ir::KernelBuilder b("wgmma_acc");
+    auto da = b.param<uint64_t>("desc_a");
+    auto db = b.param<uint64_t>("desc_b");
+    auto out = b.param<float*>("out");
+    auto acc = b.array<float>(32, 0.0f);
+    auto acc2 = b.array<float>(32, 0.0f);
+    b.wgmma_fence();
+    b.wgmma(acc, da, db, ir::Scalar::F16);
+    b.wgmma(acc, da, db, ir::Scalar::F16);  // chaining on the same accumulator is allowed
+    b.wgmma_commit_group();
+    if (variant == 1) out[0] = acc[0];       // read before the wait
+    if (variant == 2) acc[3] = 1.0f;         // write before the wait
+    b.wgmma(acc2, da, db, ir::Scalar::BF16);
+    b.wgmma_commit_group();
+    b.wgmma_wait_group(1);                   // the first group is done, the second may not be
+    out[1] = acc[1];
+    if (variant == 3) out[2] = acc2[0];      // still in flight
+    b.if_(b.warp_id() / 4u == 0u, [&] {
+      if (variant == 4) b.wgmma_wait_group(0);  // waits on one path only
+    });
+    if (variant == 4) out[3] = acc2[0];
+    b.wgmma_wait_group(0);
+    for (int k = 0; k < 32; ++k) out[4 + k] = acc2[k];
+    return b.build();
+  };
+  ir::Kernel ok = build(0);
+  std::string ptx = codegen::emit_ptx(ok, {"sm_90a", 9, 0});
+  CHECK_THAT(ptx, Contains("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%f"));
+  CHECK_THAT(ptx, Contains("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%f"));
+  CHECK_THAT(ptx, Contains("wgmma.wait_group.sync.aligned 1;"));
+  CHECK(ptx.find(".local") == std::string::npos);
+  jit::LinkResult r = jit::link_ptx(ptx, "sm_90a", ok.name());
+  CHECK(r.cubin.size() > 4);
+  CHECK(jit::parse_resources(r.info_log, 0).local_bytes == 0);
+  for (int v = 1; v <= 4; ++v) {
+    INFO("variant " << v);
+    UsageError e = usage_error_of([&] { build(v); });
+    CHECK_THAT(e.what(), Contains("asynchronous op") && Contains("wgmma_wait_group"));
+  }
+  CHECK(usage_error_of([&] { (void)codegen::emit_ptx(ok, {"sm_90", 9, 0}); }).op() == "wgmma_fence");
+  ir::KernelBuilder bad("wgmma_bad");
+  auto d = bad.param<uint64_t>("d");
+  auto small = bad.array<float>(3, 0.0f);
+  CHECK(usage_error_of([&] { bad.wgmma(small, d, d, ir::Scalar::F16); }).op() == "wgmma");
+  ir::KernelBuilder lane("wgmma_lane");  // a warpgroup op under a lane condition
+  auto dl = lane.param<uint64_t>("d");
+  auto al = lane.array<float>(4, 0.0f);
+  lane.if_(lane.lane_id() == 0u, [&] { lane.wgmma(al, dl, dl, ir::Scalar::F16); });
+  CHECK_THAT(usage_error_of([&] { lane.build(); }).what(), Contains("divergent"));
+}
