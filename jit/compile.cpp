@@ -1,5 +1,6 @@
 #include "kaio/jit/compile.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -13,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "kaio/codegen/ptx.h"
+#include "kaio/jit/backend.h"
 #include "kaio/jit/disk_cache.h"
 #include "kaio/jit/kernel_state.h"
 #include "kaio/jit/linker.h"
@@ -55,13 +57,58 @@ struct HashOf {
   size_t operator()(const ir::Hash128& h) const { return static_cast<size_t>(h.lo ^ (h.hi * 0x9e3779b97f4a7c15ull)); }
 };
 
-std::atomic<uint64_t> g_builds{0}, g_memory_hits{0}, g_disk_hits{0};
+std::atomic<uint64_t> g_builds{0}, g_memory_hits{0}, g_disk_hits{0}, g_evictions{0};
 
 using Future = std::shared_future<std::shared_ptr<detail::KernelState>>;
 
+// The in-process cache of compiled kernels, bounded to `capacity` entries (default 4096,
+// KAIO_MEMORY_CACHE_ENTRIES or set_memory_cache_capacity()). Approximate LRU: a hit stores
+// a tick (relaxed, under the shared lock, so hits never serialize); an insert that takes
+// the cache past the cap evicts the oldest eighth in one pass (nth_element), so eviction
+// costs O(1) amortized per insert. A kernel still compiling is never evicted. Eviction only
+// drops the cache's reference: CompiledKernels (and families) keep theirs.
+struct Entry {
+  Future future;
+  uint64_t id = 0;                 // unique per insertion: a failed compile erases only its own entry
+  std::atomic<uint64_t> used{0};   // tick of the last hit
+  Entry(Future f, uint64_t i) : future(std::move(f)), id(i), used(i) {}
+};
+
+size_t env_capacity() {
+  const char* v = std::getenv("KAIO_MEMORY_CACHE_ENTRIES");
+  if (!v || !*v) return 4096;
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(v, &end, 10);
+  if (end == v || *end) {
+    warn_once("memcap", std::string("KAIO_MEMORY_CACHE_ENTRIES='") + v + "' is not a number; using 4096");
+    return 4096;
+  }
+  return static_cast<size_t>(n);
+}
+
 struct MemoryCache {
   std::shared_mutex m;
-  std::unordered_map<ir::Hash128, Future, HashOf> map;
+  std::unordered_map<ir::Hash128, std::unique_ptr<Entry>, HashOf> map;
+  std::atomic<size_t> capacity{env_capacity()};  // 0: unbounded
+  std::atomic<uint64_t> tick{1};
+
+  // Under the exclusive lock, after an insert.
+  void evict_locked() {
+    const size_t cap = capacity.load(std::memory_order_relaxed);
+    if (cap == 0 || map.size() <= cap) return;
+    const size_t target = cap - cap / 8;  // down to 7/8 of the cap
+    std::vector<std::pair<uint64_t, ir::Hash128>> ages;
+    ages.reserve(map.size());
+    for (const auto& [k, e] : map)
+      if (e->future.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
+        ages.emplace_back(e->used.load(std::memory_order_relaxed), k);
+    size_t drop = std::min(ages.size(), map.size() - target);
+    if (drop == 0) return;
+    std::nth_element(ages.begin(), ages.begin() + static_cast<std::ptrdiff_t>(drop - 1), ages.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < drop; ++i) map.erase(ages[i].second);
+    g_evictions += drop;
+  }
 };
 
 MemoryCache& memory() {
@@ -168,7 +215,7 @@ Key cache_key(const ir::Kernel& k, const std::string& arch) {
 }
 
 CompiledKernel compile(const ir::Kernel& k, const CompileOptions& o) {
-  const std::string& arch = o.arch.empty() ? driver::default_arch() : o.arch;
+  const std::string& arch = o.arch.empty() ? detail::backend().default_arch() : o.arch;
   Key key = cache_key(k, arch);
   MemoryCache& mc = memory();
 
@@ -176,7 +223,9 @@ CompiledKernel compile(const ir::Kernel& k, const CompileOptions& o) {
     std::shared_lock<std::shared_mutex> g(mc.m);
     auto it = mc.map.find(key.h);
     if (it != mc.map.end()) {
-      Future f = it->second;
+      Entry& e = *it->second;
+      e.used.store(mc.tick.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
+      Future f = e.future;
       g.unlock();
       ++g_memory_hits;
       return CompiledKernel(f.get(), true);  // waits if another thread is compiling it
@@ -185,16 +234,19 @@ CompiledKernel compile(const ir::Kernel& k, const CompileOptions& o) {
 
   // Miss: the first thread to insert the key compiles; the others wait on its future.
   std::promise<std::shared_ptr<detail::KernelState>> promise;
+  uint64_t id = 0;
   {
     std::unique_lock<std::shared_mutex> g(mc.m);
     auto it = mc.map.find(key.h);
     if (it != mc.map.end() && !o.force) {
-      Future f = it->second;
+      Future f = it->second->future;
       g.unlock();
       ++g_memory_hits;
       return CompiledKernel(f.get(), true);
     }
-    mc.map[key.h] = promise.get_future().share();
+    id = mc.tick.fetch_add(1, std::memory_order_relaxed);
+    mc.map[key.h] = std::make_unique<Entry>(promise.get_future().share(), id);
+    mc.evict_locked();
   }
   try {
     codegen::parse_arch(arch);  // a bad arch is a UsageError before any tool runs
@@ -205,25 +257,44 @@ CompiledKernel compile(const ir::Kernel& k, const CompileOptions& o) {
   } catch (...) {
     promise.set_exception(std::current_exception());
     std::unique_lock<std::shared_mutex> g(mc.m);
-    mc.map.erase(key.h);  // a later compile tries again
+    auto it = mc.map.find(key.h);
+    if (it != mc.map.end() && it->second->id == id) mc.map.erase(it);  // a later compile tries again
     throw;
   }
 }
 
 void flush_cache_writes() { disk::flush(); }
 
-CompileStats compile_stats() { return CompileStats{g_builds.load(), g_memory_hits.load(), g_disk_hits.load()}; }
+CompileStats compile_stats() {
+  return CompileStats{g_builds.load(), g_memory_hits.load(), g_disk_hits.load(), g_evictions.load()};
+}
 
 void reset_compile_stats() {
   g_builds = 0;
   g_memory_hits = 0;
   g_disk_hits = 0;
+  g_evictions = 0;
 }
 
 void clear_memory_cache() {
   MemoryCache& mc = memory();
   std::unique_lock<std::shared_mutex> g(mc.m);
   mc.map.clear();
+}
+
+void set_memory_cache_capacity(size_t entries) {
+  MemoryCache& mc = memory();
+  std::unique_lock<std::shared_mutex> g(mc.m);
+  mc.capacity.store(entries, std::memory_order_relaxed);
+  mc.evict_locked();
+}
+
+size_t memory_cache_capacity() { return memory().capacity.load(std::memory_order_relaxed); }
+
+size_t memory_cache_size() {
+  MemoryCache& mc = memory();
+  std::shared_lock<std::shared_mutex> g(mc.m);
+  return mc.map.size();
 }
 
 }  // namespace kaio::jit

@@ -30,12 +30,21 @@ struct CompileStats {
   uint64_t builds = 0;       // codegen + nvJitLink runs
   uint64_t memory_hits = 0;  // answered by the in-process cache
   uint64_t disk_hits = 0;    // answered by the on-disk cache
+  uint64_t evictions = 0;    // entries dropped from the in-memory cache by its size cap
 };
 CompileStats compile_stats();
 void reset_compile_stats();
 
 // Drops the in-memory cache (the disk cache is untouched). For tests and benchmarks.
 void clear_memory_cache();
+
+// The in-memory cache holds at most this many compiled kernels (default 4096, or
+// $KAIO_MEMORY_CACHE_ENTRIES at start; 0: unbounded). Past the cap the least recently used
+// eighth is dropped; a dropped kernel stays valid for whoever holds it, and a later compile
+// of it is answered by the disk cache. Setting a smaller cap evicts at once.
+void set_memory_cache_capacity(size_t entries);
+size_t memory_cache_capacity();
+size_t memory_cache_size();
 
 // The toolchain identity that enters every key and record ("codegen=1;ptx=9.0;...").
 const std::string& toolchain_id();

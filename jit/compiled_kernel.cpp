@@ -1,14 +1,16 @@
 #include <limits>
 
 #include "kaio/jit/compiled_kernel.h"
-#include "kaio/ir/interp/interp.h"
+#include "kaio/codegen/ptx.h"
+#include "kaio/jit/backend.h"
 #include "kaio/jit/kernel_state.h"
 
 namespace kaio::jit {
 
 namespace detail {
 KernelState::~KernelState() {
-  if (module && driver::available()) driver::api().module_unload(module);
+  CUmodule m = module.load(std::memory_order_acquire);
+  if (m && driver::available()) driver::api().module_unload(m);
 }
 }  // namespace detail
 
@@ -21,7 +23,7 @@ std::string Key::bytes() const {
   return b;
 }
 
-const detail::KernelState& CompiledKernel::state() const {
+detail::KernelState& CompiledKernel::state() const {
   if (!s_) throw UsageError("", "CompiledKernel", "this CompiledKernel is empty (default-constructed)");
   return *s_;
 }
@@ -35,45 +37,22 @@ const std::string& CompiledKernel::info_log() const { return state().info_log; }
 const std::vector<ir::Param>& CompiledKernel::params() const { return state().params; }
 
 Resources CompiledKernel::resources() const {
-  const detail::KernelState& s = state();
+  detail::KernelState& s = state();
   Resources r = parse_resources(s.info_log, s.launch_bound_threads);
-  if (driver::available() && driver::device_arch() == s.arch.substr(0, driver::device_arch().size())) {
-    resolve();
-    const driver::Api& a = driver::api();
-    int v = 0;
-    if (a.func_get_attribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, s.function) == CUDA_SUCCESS) r.registers = v;
-    if (a.func_get_attribute(&v, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, s.function) == CUDA_SUCCESS) r.static_shared = v;
-    if (a.func_get_attribute(&v, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, s.function) == CUDA_SUCCESS) r.local_bytes = v;
-    if (a.func_get_attribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, s.function) == CUDA_SUCCESS)
-      r.max_threads_per_block = v;
+  int regs = 0, shared = 0, local = 0, threads = 0;
+  if (detail::backend().device_resources(s, regs, shared, local, threads)) {
+    r.registers = regs;
+    r.static_shared = static_cast<uint64_t>(shared);
+    r.local_bytes = static_cast<uint64_t>(local);
+    r.max_threads_per_block = threads;
     r.from_device = true;
   }
   return r;
 }
 
-void CompiledKernel::load() const {
-  const detail::KernelState& cs = state();
-  if (interpret_mode()) return;  // nothing to load: launches run in the interpreter
-  auto& s = const_cast<detail::KernelState&>(cs);
-  driver::ensure_context();
-  std::call_once(s.load_once, [&] {
-    const std::string& dev = driver::device_arch();
-    // A cubin runs only on its own SM (an 'a'/'f' suffix keeps the number).
-    if (s.arch.compare(0, dev.size(), dev) != 0)
-      throw UsageError(s.name, "launch", "kernel compiled for " + s.arch + " cannot run on this " + dev + " device");
-    driver::check(driver::api().module_load_data(&s.module, s.cubin.data()), "cuModuleLoadData for kernel '" + s.name + "'");
-  });
-}
+void CompiledKernel::load() const { detail::backend().load(state()); }
 
-void CompiledKernel::resolve() const {
-  if (interpret_mode()) return;
-  load();
-  auto& s = const_cast<detail::KernelState&>(state());
-  std::call_once(s.function_once, [&] {
-    driver::check(driver::api().module_get_function(&s.function, s.module, s.name.c_str()),
-                  "cuModuleGetFunction for kernel '" + s.name + "'");
-  });
-}
+void CompiledKernel::resolve() const { detail::backend().resolve(state()); }
 
 namespace {
 
@@ -87,14 +66,26 @@ std::string arg_desc(const detail::Arg& a) {
     case detail::Arg::F64: return "a double";
     case detail::Arg::F16: return "a kaio::half";
     case detail::Arg::BF16: return "a kaio::bfloat16";
+    case detail::Arg::Bytes: return "a by-value blob of " + std::to_string(a.i) + " bytes";
   }
   return "?";
 }
 
 // Writes the argument into an 8-byte slot in the parameter's representation, or says why not.
-bool pack(const detail::Arg& a, const ir::Type& t, uint64_t& slot, std::string& why) {
+bool pack(const detail::Arg& a, const ir::Param& p, uint64_t& slot, std::string& why) {
   using detail::Arg;
+  const ir::Type& t = p.type;
   slot = 0;
+  if (p.bytes > 0) {  // by-value blob: the slot carries its host address
+    if (a.kind != Arg::Bytes) return false;
+    if (static_cast<uint64_t>(a.i) != p.bytes) {
+      why = "the kernel expects " + std::to_string(p.bytes) + " bytes";
+      return false;
+    }
+    slot = a.u;
+    return true;
+  }
+  if (a.kind == Arg::Bytes) return false;
   if (t.ptr) {
     if (a.kind != Arg::Pointer) return false;
     if (a.elem != t.elem) return false;
@@ -156,31 +147,31 @@ void check_dim(const CompiledKernel& k, const char* what, const Dim3& d, uint64_
                          std::to_string(max_x) + ", y and z <= 65535)");
 }
 
-}  // namespace
-
-// Dynamic shared memory above 48 KB needs the function's limit raised first; more than the
-// device allows per block (minus the static part) is a usage error, not a launch failure.
-void CompiledKernel::set_dynamic_shared(uint32_t bytes) const {
-  auto& s = const_cast<detail::KernelState&>(state());
-  if (bytes <= 48 * 1024 || static_cast<int>(bytes) <= s.dynamic_smem_set) return;
-  const driver::Api& a = driver::api();
-  CUdevice dev;
-  int optin = 0, static_bytes = 0;
-  driver::check(a.device_get(&dev, 0), "cuDeviceGet");
-  driver::check(a.device_get_attribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev), "cuDeviceGetAttribute");
-  driver::check(a.func_get_attribute(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, s.function), "cuFuncGetAttribute");
-  if (static_cast<int64_t>(bytes) + static_bytes > optin)
-    throw UsageError(s.name, "launch",
-                     "asked for " + std::to_string(bytes) + " bytes of dynamic shared memory; with " +
-                         std::to_string(static_bytes) + " static bytes this device allows at most " +
-                         std::to_string(optin - static_bytes));
-  driver::check(a.func_set_attribute(s.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(bytes)),
-                "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) for kernel '" + s.name + "'");
-  s.dynamic_smem_set = static_cast<int>(bytes);
+// A cluster launch: the grid must tile into clusters, at most 8 blocks (the portable size),
+// and the kernel must be built for an SM with clusters (sm_90+). Checked here, before any
+// backend runs, so that the errors are the same with and without a device.
+void check_cluster(const detail::KernelState& s, const LaunchConfig& cfg) {
+  const Dim3& c = cfg.cluster;
+  if (c.x == 1 && c.y == 1 && c.z == 1) return;
+  auto str = [](const Dim3& d) {
+    return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")";
+  };
+  if (c.x == 0 || c.y == 0 || c.z == 0)
+    throw UsageError(s.name, "launch", "cluster " + str(c) + ": each dimension must be >= 1");
+  if (c.x * c.y * c.z > 8)
+    throw UsageError(s.name, "launch", "cluster " + str(c) + " holds " + std::to_string(c.x * c.y * c.z) +
+                                           " blocks; the portable maximum is 8");
+  if (cfg.grid.x % c.x || cfg.grid.y % c.y || cfg.grid.z % c.z)
+    throw UsageError(s.name, "launch", "grid " + str(cfg.grid) + " is not a multiple of the cluster " + str(c) +
+                                           " in every dimension");
+  if (codegen::parse_arch(s.arch).sm < 90)
+    throw UsageError(s.name, "launch", "thread-block clusters need sm_90 or newer; the kernel is compiled for " + s.arch);
 }
 
+}  // namespace
+
 void CompiledKernel::launch_packed(const LaunchConfig& cfg, const detail::Arg* args, size_t n) const {
-  const detail::KernelState& s = state();
+  detail::KernelState& s = state();
   if (n != s.params.size())
     throw UsageError(s.name, "launch", "expected " + std::to_string(s.params.size()) + " arguments, got " + std::to_string(n));
   uint64_t slots[64];
@@ -188,32 +179,19 @@ void CompiledKernel::launch_packed(const LaunchConfig& cfg, const detail::Arg* a
   if (n > 64) throw UsageError(s.name, "launch", "more than 64 kernel arguments");
   for (size_t i = 0; i < n; ++i) {
     std::string why;
-    if (!pack(args[i], s.params[i].type, slots[i], why))
+    if (!pack(args[i], s.params[i], slots[i], why))
       throw UsageError(s.name, "launch",
                        "argument " + std::to_string(i) + " ('" + s.params[i].name + "') is " + arg_desc(args[i]) +
                            ", the kernel expects " + s.params[i].type.str() + (why.empty() ? "" : "; " + why));
-    ptrs[i] = &slots[i];
+    ptrs[i] = args[i].kind == detail::Arg::Bytes ? reinterpret_cast<void*>(args[i].u) : &slots[i];
   }
   check_dim(*this, "grid", cfg.grid, 0x7fffffffu);
   check_dim(*this, "block", cfg.block, 1024);
   if (cfg.block.x * cfg.block.y * cfg.block.z > 1024)
     throw UsageError(s.name, "launch", "a block holds at most 1024 threads, asked for " +
                                            std::to_string(cfg.block.x * cfg.block.y * cfg.block.z));
-  if (interpret_mode()) {  // synchronous, on the host; any stream is ignored
-    if (!s.kernel.valid())
-      throw UsageError(s.name, "launch", "interpret mode: this compiled kernel carries no IR to interpret");
-    ir::LaunchShape shape{cfg.grid, cfg.block, cfg.shared_bytes};
-    ir::interp::run(s.kernel, shape, std::span<const uint64_t>(slots, n));
-    return;
-  }
-  resolve();
-  set_dynamic_shared(cfg.shared_bytes);
-  CUstream stream = cfg.stream ? static_cast<CUstream>(cfg.stream->handle()) : nullptr;
-  driver::check(driver::api().launch_kernel(s.function, static_cast<unsigned>(cfg.grid.x), static_cast<unsigned>(cfg.grid.y),
-                                            static_cast<unsigned>(cfg.grid.z), static_cast<unsigned>(cfg.block.x),
-                                            static_cast<unsigned>(cfg.block.y), static_cast<unsigned>(cfg.block.z),
-                                            cfg.shared_bytes, stream, n ? ptrs : nullptr, nullptr),
-                "cuLaunchKernel for kernel '" + s.name + "'");
+  check_cluster(s, cfg);
+  detail::backend().launch(s, cfg, slots, ptrs, n);
 }
 
 }  // namespace kaio::jit

@@ -28,12 +28,17 @@ struct Key {
 using Dim3 = ir::Extent;
 
 class Stream;
+struct TensorMap;
 
 struct LaunchConfig {
   Dim3 grid;
   Dim3 block;
   uint32_t shared_bytes = 0;       // dynamic shared memory
   const Stream* stream = nullptr;  // null: the default stream
+  // Thread-block cluster shape (sm_90+). 1x1x1: no cluster (a plain launch). Otherwise the
+  // grid must be a multiple of it in each dimension and it may hold at most 8 blocks (the
+  // portable cluster size); the launch goes through cuLaunchKernelEx.
+  Dim3 cluster;
 };
 
 namespace detail {
@@ -42,12 +47,16 @@ struct KernelState;
 
 // One launch argument before it is matched against the kernel's parameter.
 struct Arg {
-  enum Kind : uint8_t { Pointer, Int, UInt, Bool, F32, F64, F16, BF16 } kind;
+  enum Kind : uint8_t { Pointer, Int, UInt, Bool, F32, F64, F16, BF16, Bytes } kind;
   ir::Scalar elem = ir::Scalar::Pred;  // pointee for Pointer
-  int64_t i = 0;
-  uint64_t u = 0;  // also: pointer address, raw f16/bf16/f32/f64 bits
+  int64_t i = 0;   // also: the size of a Bytes blob
+  uint64_t u = 0;  // also: pointer address, raw f16/bf16/f32/f64 bits, host address of a Bytes blob
   double d = 0;
 };
+// A by-value parameter of `n` bytes (e.g. a jit::TensorMap); the blob must outlive the launch call.
+inline Arg make_bytes_arg(const void* p, size_t n) {
+  return Arg{Arg::Bytes, {}, static_cast<int64_t>(n), reinterpret_cast<uint64_t>(p), 0};
+}
 
 template <class T>
 Arg make_arg(const DeviceBuffer<T>& b) { return Arg{Arg::Pointer, ir::ScalarOf<T>::value, 0, b.device_address(), 0}; }
@@ -62,6 +71,7 @@ inline Arg make_arg(double v) {
 }
 inline Arg make_arg(kaio::half v) { return Arg{Arg::F16, {}, 0, v.bits, static_cast<float>(v)}; }
 inline Arg make_arg(kaio::bfloat16 v) { return Arg{Arg::BF16, {}, 0, v.bits, static_cast<float>(v)}; }
+Arg make_arg(const TensorMap& m);  // a 128-byte by-value parameter (jit/tensor_map.h)
 template <std::integral T>
   requires(!std::same_as<T, bool>)
 Arg make_arg(T v) {
@@ -96,8 +106,9 @@ class CompiledKernel {
   // driver's lazy loading (the default) this is where the function's code is loaded.
   void resolve() const;
 
-  // Checks the arguments against the kernel's parameters (count and type) before anything
-  // runs, then launches asynchronously on cfg.stream.
+  // Checks the arguments against the kernel's parameters (count and type) and the launch
+  // shape before anything runs, then launches asynchronously on cfg.stream. Thread-safe:
+  // one kernel may be launched from many threads at once.
   template <class... A>
   void launch(const LaunchConfig& cfg, const A&... args) const {
     if constexpr (sizeof...(A) == 0) {
@@ -110,8 +121,7 @@ class CompiledKernel {
   void launch_packed(const LaunchConfig& cfg, const detail::Arg* args, size_t n) const;
 
  private:
-  const detail::KernelState& state() const;
-  void set_dynamic_shared(uint32_t bytes) const;
+  detail::KernelState& state() const;
   std::shared_ptr<detail::KernelState> s_;
   bool from_cache_ = false;
 };

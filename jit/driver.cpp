@@ -2,11 +2,10 @@
 
 #include <dlfcn.h>
 
-#include <cstdlib>
 #include <mutex>
 
 #include "kaio/ir/error.h"
-#include "kaio/jit/buffer.h"
+#include "kaio/jit/backend.h"
 
 namespace kaio::jit::driver {
 
@@ -18,6 +17,7 @@ struct Loaded {
   CUdevice device = 0;
   CUcontext ctx = nullptr;
   std::string arch;
+  int sm = 0;
 };
 
 std::string error_name(const Api& a, CUresult r) {
@@ -76,6 +76,9 @@ Loaded& loaded() {
     sym(a.get_error_name, "cuGetErrorName");
     sym(a.get_error_string, "cuGetErrorString");
     if (!ok) return l;
+    // Optional: a driver without them still runs everything else.
+    a.launch_kernel_ex = reinterpret_cast<decltype(a.launch_kernel_ex)>(dlsym(h, "cuLaunchKernelEx"));
+    a.tensor_map_encode_tiled = reinterpret_cast<decltype(a.tensor_map_encode_tiled)>(dlsym(h, "cuTensorMapEncodeTiled"));
     CUresult r = a.init(0);
     if (r != CUDA_SUCCESS) {
       l.error = "cuInit failed: " + error_name(a, r);
@@ -94,7 +97,8 @@ Loaded& loaded() {
       l.error = "device 0 could not be opened";
       return l;
     }
-    l.arch = "sm_" + std::to_string(major * 10 + minor);
+    l.sm = major * 10 + minor;
+    l.arch = "sm_" + std::to_string(l.sm);
     return l;
   }();
   return L;
@@ -119,6 +123,11 @@ void check(CUresult r, const std::string& what) {
   throw ToolError("CUDA driver", error_name(a, r), what + (desc.empty() ? "" : ": " + desc));
 }
 
+void missing_entry_point(const char* name) {
+  throw ToolError("CUDA driver", "MISSING_ENTRY_POINT",
+                  std::string("libcuda.so.1 lacks ") + name + " (the driver is too old for this feature; update the NVIDIA driver)");
+}
+
 void ensure_context() {
   thread_local bool done = false;
   if (done) return;
@@ -134,21 +143,11 @@ const std::string& device_arch() {
   return loaded().arch;
 }
 
-const std::string& default_arch() {
-  static const std::string interpreted = "sm_90";
-  return interpret_mode() ? interpreted : device_arch();
+int device_sm() {
+  api();
+  return loaded().sm;
 }
+
+const std::string& default_arch() { return detail::backend().default_arch(); }
 
 }  // namespace kaio::jit::driver
-
-namespace kaio::jit {
-
-bool interpret_mode() {
-  static const bool on = [] {
-    const char* v = std::getenv("KAIO_INTERPRET");
-    return v && *v && std::string(v) != "0";
-  }();
-  return on;
-}
-
-}  // namespace kaio::jit

@@ -42,6 +42,11 @@ struct Api {
   decltype(&cuEventElapsedTime_v2) event_elapsed_time;
   decltype(&cuGetErrorName) get_error_name;
   decltype(&cuGetErrorString) get_error_string;
+
+  // Optional entry points (newer drivers): null when the driver lacks them. Call them through
+  // require(), which turns a missing one into a ToolError instead of a null call.
+  decltype(&cuLaunchKernelEx) launch_kernel_ex;               // CUDA 12.0: clusters
+  decltype(&cuTensorMapEncodeTiled) tensor_map_encode_tiled;  // CUDA 12.0: TMA descriptors
 };
 
 // Loads libcuda and calls cuInit once. Throws kaio::ToolError("CUDA driver", ...) with a
@@ -51,12 +56,22 @@ const Api& api();
 bool available();
 // Throws ToolError("CUDA driver", <CUDA_ERROR_...>, what) when r is not CUDA_SUCCESS.
 void check(CUresult r, const std::string& what);
+// Returns `fn` when the driver has it; else throws ToolError("CUDA driver",
+// "MISSING_ENTRY_POINT", "... lacks <name> ...").
+[[noreturn]] void missing_entry_point(const char* name);
+template <class F>
+F require(F fn, const char* name) {
+  if (!fn) missing_entry_point(name);
+  return fn;
+}
 // Makes device 0's primary context current on the calling thread (once per thread).
 void ensure_context();
 // "sm_90" for the current device (cached).
 const std::string& device_arch();
-// The arch compile() uses when none is given: the device's, or in interpret mode the
-// nominal "sm_90" (no driver needed).
+// The arch compile() uses when none is given: the backend's (the device's, or in interpret
+// mode the nominal "sm_90", no driver needed).
 const std::string& default_arch();
+// The device's compute capability as a number (90 for sm_90).
+int device_sm();
 
 }  // namespace kaio::jit::driver

@@ -1,4 +1,7 @@
-// Internal: what a CompiledKernel shares between its copies.
+// Internal: what a CompiledKernel shares between its copies. Copies of one CompiledKernel
+// may be launched from many threads at once, so everything a launch writes is atomic: the
+// hot path reads `function` and `dynamic_smem_set` once each, and only the rare first load
+// and the rare raise of the shared-memory limit take `device_mutex`.
 #pragma once
 
 #include <atomic>
@@ -12,18 +15,21 @@
 namespace kaio::jit::detail {
 
 struct KernelState {
+  // Immutable once compile() has returned it.
   Key key;
   std::string name, arch, ptx, cubin, info_log;
   std::vector<ir::Param> params;
   ir::Kernel kernel;  // the IR: launches run it in the interpreter in interpret mode
   uint32_t launch_bound_threads = 0;
-  int dynamic_smem_set = 0;  // the MAX_DYNAMIC_SHARED_SIZE_BYTES attribute set so far
 
-  // Loaded lazily into the current device's context.
-  std::once_flag load_once;      // cuModuleLoadData
-  std::once_flag function_once;  // cuModuleGetFunction (with lazy loading, the real load)
-  CUmodule module = nullptr;
-  CUfunction function = nullptr;
+  // Device backend: loaded lazily into the current device's context. Written under
+  // device_mutex, read lock-free (release/acquire) on every launch.
+  std::mutex device_mutex;
+  std::atomic<CUmodule> module{nullptr};      // cuModuleLoadData
+  std::atomic<CUfunction> function{nullptr};  // cuModuleGetFunction (with lazy loading, the real load)
+  // The MAX_DYNAMIC_SHARED_SIZE_BYTES attribute set so far. It only grows, so a launch that
+  // reads a value >= its own need may go ahead without the lock.
+  std::atomic<uint32_t> dynamic_smem_set{0};
 
   ~KernelState();
 };

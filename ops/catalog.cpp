@@ -5,8 +5,15 @@
 
 namespace kaio::ops {
 
+std::vector<jit::FamilyBase*> families() {
+  return {&saxpy_family(), &silu_gate_family(), &axpby_2d_family(), &row_sum_family()};
+}
+
 std::vector<ir::Kernel> catalog() {
-  return {saxpy_kernel(), silu_gate_kernel(), axpby_2d_kernel(), row_sum_kernel()};
+  std::vector<ir::Kernel> out;
+  for (jit::FamilyBase* f : families())
+    for (size_t i = 0; i < f->config_count(); ++i) out.push_back(f->declared_kernel(i));
+  return out;
 }
 
 }  // namespace kaio::ops

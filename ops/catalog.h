@@ -1,12 +1,17 @@
-// The kernels kaio-precompile warms the cache with.
+// The kernels kaio-precompile warms the cache with: every declared config of every ops
+// family (ops::families()).
 #pragma once
 
 #include <vector>
 
 #include "kaio/ir/kernel.h"
+#include "kaio/jit/family.h"
 
 namespace kaio::ops {
 
+// The ops families (constructs them, so that they are registered with jit::families()).
+std::vector<jit::FamilyBase*> families();
+// The IR of every declared config of every ops family.
 std::vector<ir::Kernel> catalog();
 
 }  // namespace kaio::ops

@@ -7,7 +7,7 @@ BUILD="${KAIO_BUILD_DIR:-build}"
 rm -rf .carry && mkdir -p .carry/build/{tests,tools,bench,examples}
 cp "$BUILD"/tests/kaio_tests "$BUILD"/tests/kaio_test_child .carry/build/tests/
 cp "$BUILD"/tools/kaio-cache "$BUILD"/tools/kaio-precompile .carry/build/tools/
-cp "$BUILD"/bench/jit_latency .carry/build/bench/
+cp "$BUILD"/bench/jit_latency "$BUILD"/bench/family .carry/build/bench/
 cp "$BUILD"/examples/quickstart .carry/build/examples/
 strip .carry/build/*/*
 du -sh .carry

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install dependencies, build, run the tests. [gpu] tests are skipped without a device.
-# Then install kaio to a temporary prefix and build and run the examples against it.
+# Then install kaio to a temporary prefix and build and run the examples against it, and
+# run the tests again under AddressSanitizer + UBSan and ThreadSanitizer (sanitize.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
@@ -15,4 +16,11 @@ cmake -S examples -B "$BUILD/installed-examples" -G Ninja -DCMAKE_PREFIX_PATH="$
 cmake --build "$BUILD/installed-examples"
 "$BUILD/installed-examples/quickstart"
 rm -rf "$PREFIX" "$KAIO_CACHE_DIR"
+
+# Sanitizers (separate build folders, -O1 -g0): ASan + UBSan on the host tests and the
+# interpreted [gpu] suite, TSan on the [concurrency] tests. KAIO_CI_SANITIZERS=0 skips them.
+if [ "${KAIO_CI_SANITIZERS:-1}" != "0" ]; then
+  ./scripts/sanitize.sh asan
+  ./scripts/sanitize.sh tsan
+fi
 echo "test.sh: all passed"

@@ -97,7 +97,7 @@ TEST_CASE("a corrupt record is never served: recompiled and replaced", "[jit][ca
   CHECK(jit::compile(k, {.arch = "sm_90", .cache_dir = dir.str()}).from_cache());
 }
 
-TEST_CASE("several threads compiling one key compile it once", "[jit]") {
+TEST_CASE("several threads compiling one key compile it once", "[jit][concurrency]") {
   test::TempDir dir;
   jit::reset_compile_stats();
   ir::Kernel k = unique_kernel("threads_d");

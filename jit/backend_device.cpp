@@ -1,0 +1,201 @@
+// The GPU backend: the CUDA driver (jit/driver.h), device 0's primary context.
+#include <cstdlib>
+#include <string>
+
+#include "kaio/jit/backend.h"
+#include "kaio/jit/driver.h"
+#include "kaio/jit/kernel_state.h"
+
+namespace kaio::jit::detail {
+
+namespace {
+
+class DeviceBackend final : public Backend {
+ public:
+  bool interpreted() const override { return false; }
+  const std::string& default_arch() override { return driver::device_arch(); }
+
+  uint64_t alloc(size_t bytes) override {
+    driver::ensure_context();
+    CUdeviceptr p = 0;
+    driver::check(driver::api().mem_alloc(&p, bytes), "cuMemAlloc(" + std::to_string(bytes) + " bytes)");
+    return p;
+  }
+  void free(uint64_t ptr) noexcept override {
+    driver::api().mem_free(ptr);  // errors here have no one to report to
+  }
+  void copy_to_device(uint64_t dst, const void* src, size_t bytes) override {
+    driver::ensure_context();
+    driver::check(driver::api().memcpy_htod(dst, src, bytes), "cuMemcpyHtoD");
+  }
+  void copy_to_host(void* dst, uint64_t src, size_t bytes) override {
+    driver::ensure_context();
+    driver::check(driver::api().memcpy_dtoh(dst, src, bytes), "cuMemcpyDtoH");
+  }
+  void fill(uint64_t dst, uint8_t byte, size_t bytes) override {
+    driver::ensure_context();
+    driver::check(driver::api().memset_d8(dst, byte, bytes), "cuMemsetD8");
+  }
+
+  // Slow path of every kernel's first launch; serialized per kernel by device_mutex.
+  void load(KernelState& s) override {
+    driver::ensure_context();
+    if (s.module.load(std::memory_order_acquire)) return;
+    std::lock_guard<std::mutex> g(s.device_mutex);
+    load_locked(s);
+  }
+
+  void resolve(KernelState& s) override {
+    driver::ensure_context();
+    if (s.function.load(std::memory_order_acquire)) return;
+    resolve_slow(s);
+  }
+
+  void launch(KernelState& s, const LaunchConfig& cfg, const uint64_t*, void* const* ptrs, size_t n) override {
+    driver::ensure_context();  // a thread-local flag after the first call on a thread
+    CUfunction f = s.function.load(std::memory_order_acquire);
+    if (!f) f = resolve_slow(s);
+    if (cfg.shared_bytes > 48 * 1024 && cfg.shared_bytes > s.dynamic_smem_set.load(std::memory_order_acquire))
+      raise_dynamic_shared(s, f, cfg.shared_bytes);
+    const driver::Api& a = driver::api();
+    CUstream stream = cfg.stream ? static_cast<CUstream>(cfg.stream->handle()) : nullptr;
+    void** params = n ? const_cast<void**>(ptrs) : nullptr;  // the driver's signature is not const-correct
+    const Dim3& g = cfg.grid;
+    const Dim3& b = cfg.block;
+    const Dim3& c = cfg.cluster;
+    if (c.x == 1 && c.y == 1 && c.z == 1) {
+      driver::check(a.launch_kernel(f, unsigned(g.x), unsigned(g.y), unsigned(g.z), unsigned(b.x), unsigned(b.y),
+                                    unsigned(b.z), cfg.shared_bytes, stream, params, nullptr),
+                    "cuLaunchKernel for kernel '" + s.name + "'");
+      return;
+    }
+    if (driver::device_sm() < 90)
+      throw UsageError(s.name, "launch", "thread-block clusters need an sm_90 or newer device; this one is " +
+                                             driver::device_arch());
+    auto launch_ex = driver::require(a.launch_kernel_ex, "cuLaunchKernelEx");
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = unsigned(c.x);
+    attr.value.clusterDim.y = unsigned(c.y);
+    attr.value.clusterDim.z = unsigned(c.z);
+    CUlaunchConfig lc{};
+    lc.gridDimX = unsigned(g.x);
+    lc.gridDimY = unsigned(g.y);
+    lc.gridDimZ = unsigned(g.z);
+    lc.blockDimX = unsigned(b.x);
+    lc.blockDimY = unsigned(b.y);
+    lc.blockDimZ = unsigned(b.z);
+    lc.sharedMemBytes = cfg.shared_bytes;
+    lc.hStream = stream;
+    lc.attrs = &attr;
+    lc.numAttrs = 1;
+    driver::check(launch_ex(&lc, f, params, nullptr), "cuLaunchKernelEx (cluster) for kernel '" + s.name + "'");
+  }
+
+  bool device_resources(KernelState& s, int& registers, int& shared, int& local, int& max_threads) override {
+    if (!driver::available() || s.arch.compare(0, driver::device_arch().size(), driver::device_arch()) != 0) return false;
+    resolve(s);
+    const driver::Api& a = driver::api();
+    CUfunction f = s.function.load(std::memory_order_acquire);
+    a.func_get_attribute(&registers, CU_FUNC_ATTRIBUTE_NUM_REGS, f);
+    a.func_get_attribute(&shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f);
+    a.func_get_attribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f);
+    a.func_get_attribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f);
+    return true;
+  }
+
+  void* stream_create() override {
+    driver::ensure_context();
+    CUstream s = nullptr;
+    driver::check(driver::api().stream_create(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    return s;
+  }
+  void stream_destroy(void* s) noexcept override {
+    if (s) driver::api().stream_destroy(static_cast<CUstream>(s));
+  }
+  void stream_synchronize(void* s) override {
+    driver::check(driver::api().stream_synchronize(static_cast<CUstream>(s)), "cuStreamSynchronize");
+  }
+  void synchronize() override {
+    driver::ensure_context();
+    driver::check(driver::api().ctx_synchronize(), "cuCtxSynchronize");
+  }
+
+  void* event_create() override {
+    driver::ensure_context();
+    CUevent e = nullptr;
+    driver::check(driver::api().event_create(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+    return e;
+  }
+  void event_destroy(void* e) noexcept override {
+    if (e) driver::api().event_destroy(static_cast<CUevent>(e));
+  }
+  void event_record(void* e, void* stream) override {
+    driver::ensure_context();
+    driver::check(driver::api().event_record(static_cast<CUevent>(e), static_cast<CUstream>(stream)), "cuEventRecord");
+  }
+  void event_synchronize(void* e) override {
+    driver::check(driver::api().event_synchronize(static_cast<CUevent>(e)), "cuEventSynchronize");
+  }
+  float event_elapsed_ms(void* start, void* end) override {
+    float ms = 0;
+    driver::check(driver::api().event_elapsed_time(&ms, static_cast<CUevent>(start), static_cast<CUevent>(end)),
+                  "cuEventElapsedTime");
+    return ms;
+  }
+
+ private:
+  static void load_locked(KernelState& s) {
+    if (s.module.load(std::memory_order_relaxed)) return;
+    const std::string& dev = driver::device_arch();
+    // A cubin runs only on its own SM (an 'a'/'f' suffix keeps the number).
+    if (s.arch.compare(0, dev.size(), dev) != 0)
+      throw UsageError(s.name, "launch", "kernel compiled for " + s.arch + " cannot run on this " + dev + " device");
+    CUmodule m = nullptr;
+    driver::check(driver::api().module_load_data(&m, s.cubin.data()), "cuModuleLoadData for kernel '" + s.name + "'");
+    s.module.store(m, std::memory_order_release);
+  }
+
+  static CUfunction resolve_slow(KernelState& s) {
+    std::lock_guard<std::mutex> g(s.device_mutex);
+    if (CUfunction f = s.function.load(std::memory_order_relaxed)) return f;
+    load_locked(s);
+    CUfunction f = nullptr;
+    driver::check(driver::api().module_get_function(&f, s.module.load(std::memory_order_relaxed), s.name.c_str()),
+                  "cuModuleGetFunction for kernel '" + s.name + "'");
+    s.function.store(f, std::memory_order_release);
+    return f;
+  }
+
+  // Dynamic shared memory above 48 KB needs the function's limit raised first; more than the
+  // device allows per block (minus the static part) is a usage error, not a launch failure.
+  // The limit only grows: concurrent launches asking for less than what is set go ahead.
+  static void raise_dynamic_shared(KernelState& s, CUfunction f, uint32_t bytes) {
+    std::lock_guard<std::mutex> g(s.device_mutex);
+    if (bytes <= s.dynamic_smem_set.load(std::memory_order_relaxed)) return;
+    const driver::Api& a = driver::api();
+    CUdevice dev;
+    int optin = 0, static_bytes = 0;
+    driver::check(a.device_get(&dev, 0), "cuDeviceGet");
+    driver::check(a.device_get_attribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev),
+                  "cuDeviceGetAttribute");
+    driver::check(a.func_get_attribute(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f), "cuFuncGetAttribute");
+    if (static_cast<int64_t>(bytes) + static_bytes > optin)
+      throw UsageError(s.name, "launch",
+                       "asked for " + std::to_string(bytes) + " bytes of dynamic shared memory; with " +
+                           std::to_string(static_bytes) + " static bytes this device allows at most " +
+                           std::to_string(optin - static_bytes));
+    driver::check(a.func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(bytes)),
+                  "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) for kernel '" + s.name + "'");
+    s.dynamic_smem_set.store(bytes, std::memory_order_release);
+  }
+};
+
+}  // namespace
+
+Backend& device_backend() {
+  static DeviceBackend b;
+  return b;
+}
+
+}  // namespace kaio::jit::detail
