@@ -312,8 +312,10 @@ inline ir::Kernel histogram_kernel(const std::string& name) {
   return b.build();
 }
 
-inline std::vector<ir::Kernel> test_kernels() {
-  std::vector<ir::Kernel> ks = ops::catalog();
+// The language's own test kernels (every op family and type), without the ops library:
+// the codegen corpus whose PTX is pinned to kCodegenVersion.
+inline std::vector<ir::Kernel> language_kernels() {
+  std::vector<ir::Kernel> ks;
   for (ir::Scalar s : {ir::Scalar::S8, ir::Scalar::S16, ir::Scalar::S32, ir::Scalar::S64, ir::Scalar::U8,
                        ir::Scalar::U16, ir::Scalar::U32, ir::Scalar::U64, ir::Scalar::F16, ir::Scalar::BF16,
                        ir::Scalar::F32, ir::Scalar::F64})
@@ -330,6 +332,12 @@ inline std::vector<ir::Kernel> test_kernels() {
   ks.push_back(bf16_kernel());
   ks.push_back(packed_kernel(ir::Scalar::F16x2, true));
   ks.push_back(packed_kernel(ir::Scalar::BF16x2, false));
+  return ks;
+}
+
+inline std::vector<ir::Kernel> test_kernels() {
+  std::vector<ir::Kernel> ks = ops::catalog();
+  for (ir::Kernel& k : language_kernels()) ks.push_back(std::move(k));
   return ks;
 }
 
