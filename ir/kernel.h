@@ -3,7 +3,9 @@
 // same numbering; that numbering is what the canonical encoding and the printer use.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <initializer_list>
 #include <concepts>
 #include <type_traits>
 #include <cstdint>
@@ -37,12 +39,64 @@ struct Extent {
 
 struct Block;
 
+// Operand ids: up to four inline (almost every op), more on the heap (vector stores, mma),
+// so that building an instruction allocates nothing in the common case.
+class Operands {
+ public:
+  Operands() = default;
+  Operands(std::initializer_list<uint32_t> l) { for (uint32_t v : l) push_back(v); }
+  Operands(const Operands& o) { for (uint32_t v : o) push_back(v); }
+  Operands& operator=(const Operands& o) {
+    if (this != &o) {
+      clear();
+      for (uint32_t v : o) push_back(v);
+    }
+    return *this;
+  }
+  Operands(Operands&& o) noexcept { *this = std::move(o); }
+  Operands& operator=(Operands&& o) noexcept {
+    if (this == &o) return *this;
+    n_ = o.n_;
+    heap_ = std::move(o.heap_);
+    std::copy(o.inline_, o.inline_ + kInline, inline_);
+    o.n_ = 0;
+    return *this;
+  }
+  void push_back(uint32_t v) {
+    if (n_ < kInline) {
+      inline_[n_++] = v;
+      return;
+    }
+    if (n_ == kInline) heap_.assign(inline_, inline_ + kInline);
+    heap_.push_back(v);
+    ++n_;
+  }
+  void reserve(size_t n) {
+    if (n > kInline) heap_.reserve(n);
+  }
+  void clear() {
+    n_ = 0;
+    heap_.clear();
+  }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  const uint32_t* begin() const { return n_ > kInline ? heap_.data() : inline_; }
+  const uint32_t* end() const { return begin() + n_; }
+  uint32_t operator[](size_t i) const { return begin()[i]; }
+
+ private:
+  static constexpr uint32_t kInline = 4;
+  uint32_t n_ = 0;
+  uint32_t inline_[kInline] = {};
+  std::vector<uint32_t> heap_;
+};
+
 struct Inst {
   Op op{};
   Type type{};                 // result type (element type for loads; variable type for VarDecl)
   uint32_t result = kNoValue;  // the first value defined by this instruction
   uint32_t nresults = 1;       // LoadVec and register arrays define nresults consecutive values
-  std::vector<uint32_t> args;  // operands (variadic; their meaning is the op's rule)
+  Operands args;               // operands (variadic; their meaning is the op's rule)
   Attrs attr;                  // named attributes; the op's table entry says which apply
   std::vector<Block> regions;
   const OpDef& def() const { return op_def(op); }
