@@ -101,6 +101,7 @@ void validate_tensor_map_tiled(const TensorMapTiled& t) {
 TensorMap encode_tensor_map_tiled(const TensorMapTiled& t) {
   validate_tensor_map_tiled(t);
   const driver::Api& a = driver::api();
+  driver::ensure_context();  // the driver needs a current context (CUDA_ERROR_INVALID_CONTEXT otherwise)
   auto encode = driver::require(a.tensor_map_encode_tiled, "cuTensorMapEncodeTiled");
   CUtensorMapDataType dt = CU_TENSOR_MAP_DATA_TYPE_UINT8;
   tma_type(t.dtype, dt);
