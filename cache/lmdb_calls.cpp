@@ -156,6 +156,15 @@ int g_cursor_get(MDB_cursor* c, MDB_val* k, MDB_val* v, MDB_cursor_op op) {
 int g_stat(MDB_txn* txn, MDB_dbi dbi, MDB_stat* st) {
   return detail::guarded([&] { return mdb_stat(txn, dbi, st); }, kFault);
 }
+int g_env_set_mapsize(MDB_env* env, size_t size) {
+  return detail::guarded([&] { return mdb_env_set_mapsize(env, size); }, kFault);
+}
+int g_env_stat(MDB_env* env, MDB_stat* st) {
+  return detail::guarded([&] { return mdb_env_stat(env, st); }, kFault);
+}
+int g_cursor_open(MDB_txn* txn, MDB_dbi dbi, MDB_cursor** c) {
+  return detail::guarded([&] { return mdb_cursor_open(txn, dbi, c); }, kFault);
+}
 int g_env_info(MDB_env* env, MDB_envinfo* info) {
   return detail::guarded([&] { return mdb_env_info(env, info); }, kFault);
 }

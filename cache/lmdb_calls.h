@@ -30,6 +30,11 @@ int g_drop(MDB_txn* txn, MDB_dbi dbi);
 int g_cursor_get(MDB_cursor* c, MDB_val* k, MDB_val* v, MDB_cursor_op op);
 int g_stat(MDB_txn* txn, MDB_dbi dbi, MDB_stat* st);
 int g_env_info(MDB_env* env, MDB_envinfo* info);
+int g_env_stat(MDB_env* env, MDB_stat* st);
+// With a map, setting its size reads the meta page (size 0: take the file's).
+int g_env_set_mapsize(MDB_env* env, size_t size);
+// Opening a cursor reads the tree's root page when the transaction has not yet.
+int g_cursor_open(MDB_txn* txn, MDB_dbi dbi, MDB_cursor** c);
 
 // Commits, unless a failure is injected (see inject_write_failures in store.h): then the
 // transaction is aborted and the injected code returned, exactly as a failed commit

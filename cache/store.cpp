@@ -208,8 +208,8 @@ struct Store::Impl {
   // which another process may have grown; ours is restored if it was larger.
   void adopt_recorded_map_size() {
     const uint64_t ours = current_map_size();
-    check(mdb_env_set_mapsize(env, 0), where("adopting the map size of", ""));
-    if (current_map_size() < ours) check(mdb_env_set_mapsize(env, ours), where("restoring the map size of", ""));
+    check(g_env_set_mapsize(env, 0), where("adopting the map size of", ""));
+    if (current_map_size() < ours) check(g_env_set_mapsize(env, ours), where("restoring the map size of", ""));
   }
 
   void on_map_resized() {
@@ -222,7 +222,7 @@ struct Store::Impl {
     std::unique_lock lock(map_mu);
     const uint64_t next = current_map_size() * 2;
     if (next > kMaxMapBytes) return false;
-    check(mdb_env_set_mapsize(env, next),
+    check(g_env_set_mapsize(env, next),
           where("growing the map to " + std::to_string(next) + " bytes for " + std::string(op), db));
     return true;
   }
@@ -531,7 +531,7 @@ namespace {
 void walk(Store::Impl& im, MDB_txn* txn, std::string_view db,
           const std::function<void(std::string_view, std::string_view)>& fn) {
   MDB_cursor* cursor = nullptr;
-  im.check(mdb_cursor_open(txn, im.dbi(db), &cursor), im.where("listing", db));
+  im.check(g_cursor_open(txn, im.dbi(db), &cursor), im.where("listing", db));
   CursorClose guard{cursor};
   MDB_val k{}, v{};
   int rc = g_cursor_get(cursor, &k, &v, MDB_FIRST);
@@ -620,7 +620,7 @@ Store::Usage Store::usage() {
     MDB_envinfo info;
     MDB_stat st;
     impl_->check(g_env_info(impl_->env, &info), impl_->where("measuring", ""));
-    impl_->check(mdb_env_stat(impl_->env, &st), impl_->where("measuring", ""));
+    impl_->check(g_env_stat(impl_->env, &st), impl_->where("measuring", ""));
     u.map_bytes = info.me_mapsize;
     u.page_bytes = st.ms_psize;
     u.used_bytes = (uint64_t(info.me_last_pgno) + 1) * st.ms_psize;

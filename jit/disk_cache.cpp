@@ -187,6 +187,7 @@ struct Writer {
 
   void flush_usage(bool may_warn) {
     UsageMap all = take(nullptr);
+    UsageMap failed_writes;
     for (auto& [ptr, b] : all) {
       try {
         b.store->update([&](cache::Txn& t) { apply(t, b); });
@@ -195,8 +196,14 @@ struct Writer {
         const std::string msg = std::string("kernel cache use counts not saved: ") + e.what();
         if (may_warn) warn_once("usage:" + b.store->dir().string(), msg);
         else log().warn("{}", msg);
+        // Kept for the next write, with this failure counted among them.
+        ++b.failures;
+        b.failure_unix = static_cast<uint64_t>(std::time(nullptr));
+        b.failure_message = e.what();
+        failed_writes.emplace(ptr, std::move(b));
       }
     }
+    give_back(std::move(failed_writes));
     std::lock_guard<std::mutex> g(um);
     last_flush = Clock::now();
     flush_queued = false;
