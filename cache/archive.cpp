@@ -78,8 +78,8 @@ uint64_t validate_archive(const std::filesystem::path& file) {
     if (key_bytes > kMaxKeyBytes) bad_archive(file, "a key of " + std::to_string(key_bytes) + " bytes", at);
     if (rec_bytes > (uint64_t(1) << 32)) bad_archive(file, "a record of " + std::to_string(rec_bytes) + " bytes", at);
     if (rec_bytes > left || key_bytes > left - rec_bytes)
-      bad_archive(file, "an entry of " + std::to_string(key_bytes) + " + " + std::to_string(rec_bytes) +
-                            " bytes where " + std::to_string(left) + " remain",
+      bad_archive(file, "truncated or damaged: an entry of " + std::to_string(key_bytes) + " + " +
+                            std::to_string(rec_bytes) + " bytes where " + std::to_string(left) + " remain",
                   at);
     at += 12 + key_bytes + rec_bytes;
     if (std::fseek(f.get(), static_cast<long>(at), SEEK_SET) != 0) bad_archive(file, "cannot seek", at);
