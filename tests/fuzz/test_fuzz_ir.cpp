@@ -308,8 +308,10 @@ class Gen {
                               : index_mod(4);
         attempt_stmt("for", [&] {
           b_.for_(0u, hi, 1u, [&](Value i) {
-            pool_.push_back(i);
+            const size_t mark = pool_.size();
+            pool_.push_back(i);  // the loop index lives in the loop only
             body(depth);
+            pool_.resize(mark);
           });
         });
         break;
@@ -451,7 +453,7 @@ class Gen {
 TEST_CASE("IR fuzzer: every kernel the verifier accepts compiles for sm_80 and sm_90 and interprets",
           "[fuzz][ir]") {
   const uint64_t seed = test::fuzz_seed(20251123);
-  const uint64_t kernels = test::fuzz_iterations(60);
+  const uint64_t kernels = test::fuzz_iterations(150);
   Counters counters;
   uint64_t accepted = 0, rejected = 0, interp_refused = 0, codegen_refused = 0;
   std::map<std::string, uint64_t> rejections;
@@ -466,7 +468,7 @@ TEST_CASE("IR fuzzer: every kernel the verifier accepts compiles for sm_80 and s
       k = b.build();
     } catch (const kaio::UsageError& e) {
       ++rejected;
-      ++rejections[std::string(e.what()).substr(0, 60)];
+      ++rejections[std::string(e.what()).substr(0, 120)];
       continue;
     }
     ++accepted;
@@ -501,12 +503,13 @@ TEST_CASE("IR fuzzer: every kernel the verifier accepts compiles for sm_80 and s
     }
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::string refused;
+  std::string refused, verifier;
   for (const auto& [op, n] : counters.refused) refused += " " + op + "=" + std::to_string(n);
+  for (const auto& [why, n] : rejections) verifier += "\n  " + std::to_string(n) + "x " + why;
   WARN("IR fuzzer: seed " << seed << ", " << kernels << " kernels, " << accepted << " accepted, " << rejected
                           << " rejected by the verifier, " << counters.ops << " builder calls (refused:" << refused
                           << "), codegen refusals " << codegen_refused << ", interpreter diagnostics "
-                          << interp_refused << ", " << s << " s");
+                          << interp_refused << ", " << s << " s" << verifier);
   // The generator must mostly produce valid kernels, or the fuzzer tests nothing.
   CHECK(accepted * 2 > kernels);
 }

@@ -52,7 +52,7 @@ void check_case(const fs::path& dir, const std::string& what, Tally& tally) {
 
 TEST_CASE("LMDB-file fuzzer: truncations, byte flips and extensions never kill a process", "[fuzz][lmdb]") {
   const uint64_t seed = kaio::test::fuzz_seed(4242);
-  const uint64_t flips = kaio::test::fuzz_iterations(20000) / 800;  // 25 in CI
+  const uint64_t flips = kaio::test::fuzz_iterations(20000) / 320;  // 62 in CI
   TempDir base;
   const fs::path tmpl = base.path() / "template";
   kaio::test::make_app_cache(tmpl, 6);
