@@ -38,7 +38,54 @@ uint64_t get_le(const char* p, int n) {
   return v;
 }
 
+constexpr uint64_t kMaxKeyBytes = 4096;
+
+[[noreturn]] void bad_archive(const std::filesystem::path& file, const std::string& what, uint64_t at) {
+  throw ToolError("filesystem", "bad export file",
+                  "not a valid kaio cache export: " + what + " at byte " + std::to_string(at) + ": " + file.string());
+}
+
 }  // namespace
+
+uint64_t validate_archive(const std::filesystem::path& file) {
+  File f(std::fopen(file.c_str(), "rb"));
+  if (!f) io_fail(file, "cannot open the export file");
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(file, ec);
+  if (ec) io_fail(file, "cannot read the size of the export file");
+  char head[12];
+  if (size < sizeof head || std::fread(head, 1, sizeof head, f.get()) != sizeof head ||
+      std::memcmp(head, kMagic, sizeof kMagic) != 0)
+    bad_archive(file, "wrong magic (not a kaio cache export)", 0);
+  if (get_le(head + 8, 4) != kVersion)
+    bad_archive(file, "unsupported version " + std::to_string(get_le(head + 8, 4)), 8);
+  uint64_t at = sizeof head, records = 0;
+  for (;;) {
+    char h[12];
+    if (size - at < 4 || std::fread(h, 1, 4, f.get()) != 4) bad_archive(file, "truncated (no end marker)", at);
+    const uint64_t key_bytes = get_le(h, 4);
+    if (key_bytes == 0) {
+      if (size - at - 4 < 8 || std::fread(h, 1, 8, f.get()) != 8) bad_archive(file, "truncated end marker", at);
+      if (get_le(h, 8) != records)
+        bad_archive(file, "the end marker counts " + std::to_string(get_le(h, 8)) + " records, the file holds " +
+                              std::to_string(records), at);
+      if (at + 12 != size) bad_archive(file, std::to_string(size - at - 12) + " bytes after the end marker", at + 12);
+      return records;
+    }
+    if (size - at < 12 || std::fread(h + 4, 1, 8, f.get()) != 8) bad_archive(file, "truncated entry header", at);
+    const uint64_t rec_bytes = get_le(h + 4, 8);
+    const uint64_t left = size - at - 12;
+    if (key_bytes > kMaxKeyBytes) bad_archive(file, "a key of " + std::to_string(key_bytes) + " bytes", at);
+    if (rec_bytes > (uint64_t(1) << 32)) bad_archive(file, "a record of " + std::to_string(rec_bytes) + " bytes", at);
+    if (rec_bytes > left || key_bytes > left - rec_bytes)
+      bad_archive(file, "truncated or damaged: an entry of " + std::to_string(key_bytes) + " + " +
+                            std::to_string(rec_bytes) + " bytes where " + std::to_string(left) + " remain",
+                  at);
+    at += 12 + key_bytes + rec_bytes;
+    if (std::fseek(f.get(), static_cast<long>(at), SEEK_SET) != 0) bad_archive(file, "cannot seek", at);
+    ++records;
+  }
+}
 
 ExportResult export_records(Store& store, const std::filesystem::path& file) {
   const std::filesystem::path tmp = file.string() + ".part";
@@ -86,6 +133,7 @@ ExportResult export_records(Store& store, const std::filesystem::path& file) {
 
 ImportResult import_records(Store& store, const std::filesystem::path& file, const std::string& toolchain,
                             uint64_t max_bytes) {
+  validate_archive(file);  // nothing is written from a file that is not whole
   File f(std::fopen(file.c_str(), "rb"));
   if (!f) io_fail(file, "cannot open the export file");
   std::vector<char> buf(1 << 20);
@@ -141,7 +189,7 @@ ImportResult import_records(Store& store, const std::filesystem::path& file, con
       io_fail(file, "truncated kaio cache export");
     }
     const uint64_t rec_bytes = get_le(h + 4, 8);
-    if (key_bytes > 4096 || rec_bytes > (uint64_t(1) << 32)) {
+    if (key_bytes > kMaxKeyBytes || rec_bytes > (uint64_t(1) << 32)) {
       commit();
       io_fail(file, "damaged kaio cache export (implausible sizes)");
     }

@@ -31,10 +31,17 @@ struct ImportResult {
   uint64_t evicted = 0;          // records evicted to stay under max_bytes
   uint64_t bytes = 0;            // record bytes imported
 };
+// Checks the structure of an export file without importing it: magic, version, every
+// entry's sizes against the bytes that remain (a hostile size never allocates), the end
+// marker, the record count and nothing after it. Returns the number of records; throws
+// ToolError naming the problem and its offset.
+uint64_t validate_archive(const std::filesystem::path& file);
+
 // Adds the records of `file` that `store` lacks. Records whose toolchain differs from
 // `toolchain` are skipped (empty: import all). Then evicts down to `max_bytes` (0: no cap).
-// Throws ToolError on a file that is not an export or is truncated (records read before
-// the damage are kept).
+// The file is validated first (validate_archive): a damaged or hostile file throws
+// ToolError before anything is written. Single records that do not check out are skipped
+// and counted.
 ImportResult import_records(Store& store, const std::filesystem::path& file, const std::string& toolchain,
                             uint64_t max_bytes);
 

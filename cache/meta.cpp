@@ -14,6 +14,8 @@ namespace {
 
 constexpr std::string_view kHitsKey = "c:hits";
 constexpr std::string_view kMissesKey = "c:misses";
+constexpr std::string_view kWriteFailuresKey = "c:write_failures";
+constexpr std::string_view kLastWriteFailureKey = "c:last_write_failure";
 
 void put_u64(std::string& out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -123,6 +125,27 @@ Counters read_counters(Txn& t) { return Counters{read_counter(t, kHitsKey), read
 void add_counters(Txn& t, uint64_t hits, uint64_t misses) {
   add_counter(t, kHitsKey, hits);
   add_counter(t, kMissesKey, misses);
+}
+
+WriteFailures read_write_failures(Txn& t) {
+  WriteFailures w;
+  w.count = read_counter(t, kWriteFailuresKey);
+  if (auto v = t.get("meta", kLastWriteFailureKey); v && v->size() >= 8) {
+    w.last_unix = get_u64(*v);
+    w.last_error.assign(v->substr(8));
+  }
+  return w;
+}
+
+void add_write_failures(Txn& t, uint64_t count, uint64_t last_unix, const std::string& last_error) {
+  if (count == 0) return;
+  add_counter(t, kWriteFailuresKey, count);
+  if (last_unix >= read_write_failures(t).last_unix) {
+    std::string v;
+    put_u64(v, last_unix);
+    v += last_error.substr(0, 1000);
+    t.put("meta", kLastWriteFailureKey, v);
+  }
 }
 
 void add_usage(Txn& t, std::string_view kernel_key, uint64_t last_use_us, uint64_t hits) {

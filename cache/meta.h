@@ -4,6 +4,10 @@
 // "meta" layout (all integers u64 little-endian):
 //   'k' ‖ kernel key  -> last_use_unix_us ‖ hits      (wall clock, microseconds)
 //   "c:hits", "c:misses"  -> count                    (disk lookups of every process)
+//   "c:write_failures"    -> count                    (record writes that failed: full
+//                                                      disk, I/O error, map full)
+//   "c:last_write_failure" -> unix seconds ‖ message  (the latest of them)
+// Write failures are saved by the next write that succeeds (a full disk cannot take them).
 // A record without a meta entry (written by an older kaio or by hand) counts as last used
 // when it was created.
 //
@@ -54,6 +58,15 @@ struct Counters {
 };
 Counters read_counters(Txn& t);
 void add_counters(Txn& t, uint64_t hits, uint64_t misses);
+
+struct WriteFailures {
+  uint64_t count = 0;
+  uint64_t last_unix = 0;  // seconds since the epoch; 0 when none was saved
+  std::string last_error;
+};
+WriteFailures read_write_failures(Txn& t);
+// Adds `count` failures; the latest is replaced when `last_unix` is newer.
+void add_write_failures(Txn& t, uint64_t count, uint64_t last_unix, const std::string& last_error);
 // Raises a record's last use to `last_use_us` (never lowers it) and adds `hits`; nothing
 // when the record is gone (evicted or removed meanwhile).
 void add_usage(Txn& t, std::string_view kernel_key, uint64_t last_use_us, uint64_t hits);

@@ -14,8 +14,21 @@
 //
 // Map size. The map starts at 1 GiB (the file itself grows only as pages are written)
 // or at $KAIO_CACHE_INITIAL_MAP_BYTES. A write that finds the map full doubles it and
-// retries. When another process has grown the map past our mapping, LMDB answers
-// MDB_MAP_RESIZED and we adopt the size it recorded.
+// retries, at most kMaxGrowths times per write and never past kMaxMapBytes: past that,
+// MDB_MAP_FULL is a failed write like a full disk. When another process has grown the map
+// past our mapping, LMDB answers MDB_MAP_RESIZED and we adopt the size it recorded.
+//
+// Damage. Before LMDB maps data.mdb, its meta pages are checked against the file
+// (cache/lmdb_file.h): LMDB trusts them, and a file cut short would otherwise raise
+// SIGBUS at the first read. Every LMDB call that reads the map runs under the fault guard
+// (cache/fault_guard.h), and every value is touched before it is handed out, so damage
+// inside pages is an error code too. A damaged file (a failed check, a corruption code
+// from LMDB at open or read, a caught fault) marks the Store damaged; with
+// OpenOptions::move_aside_damaged it is renamed to data.mdb.damaged-<time> under an
+// exclusive lock (only the very file found damaged: its inode is compared), lock.mdb is
+// removed, and the next Store::open starts a fresh cache. Processes that still have the
+// old files open keep using them (an LMDB environment holds its descriptors), and closing
+// them releases locks on the old inodes only.
 //
 // fork(). An LMDB environment must not be used across fork(): the child would share the
 // parent's reader slots and lock state. A child must open its own: the registry records
@@ -29,66 +42,41 @@
 
 #include <lmdb.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
 #include <vector>
 
-#include "kaio/ir/error.h"
+#include "kaio/cache/fault_guard.h"
+#include "kaio/cache/lmdb_calls.h"
+#include "kaio/cache/lmdb_file.h"
 
 namespace kaio::cache {
 
 namespace fs = std::filesystem;
+using namespace detail;
 
 namespace {
 
 constexpr size_t kDefaultInitialMapBytes = size_t(1) << 30;
 constexpr unsigned kMaxDbs = 8;
 constexpr unsigned kMaxReaders = 254;
-// Bounds the grow-and-retry loops: 16 doublings of even a 1 MiB map reach 64 GiB.
+// Bounds the adopt-and-retry loop on MDB_MAP_RESIZED (another process keeps growing it).
 constexpr int kMaxRetries = 16;
+// Map growth per write, and in all: 4 doublings of the 1 GiB default reach 16 GiB; a
+// write that still does not fit fails (as a full disk does) instead of reserving the
+// whole address space.
+constexpr int kMaxGrowths = 4;
+constexpr uint64_t kMaxMapBytes = uint64_t(1) << 40;
 constexpr std::array<const char*, 3> kDbNames = {"kernels", "meta", "tuning"};
-
-std::string lmdb_code_name(int rc) {
-  switch (rc) {
-    case MDB_KEYEXIST: return "MDB_KEYEXIST";
-    case MDB_NOTFOUND: return "MDB_NOTFOUND";
-    case MDB_PAGE_NOTFOUND: return "MDB_PAGE_NOTFOUND";
-    case MDB_CORRUPTED: return "MDB_CORRUPTED";
-    case MDB_PANIC: return "MDB_PANIC";
-    case MDB_VERSION_MISMATCH: return "MDB_VERSION_MISMATCH";
-    case MDB_INVALID: return "MDB_INVALID";
-    case MDB_MAP_FULL: return "MDB_MAP_FULL";
-    case MDB_DBS_FULL: return "MDB_DBS_FULL";
-    case MDB_READERS_FULL: return "MDB_READERS_FULL";
-    case MDB_TLS_FULL: return "MDB_TLS_FULL";
-    case MDB_TXN_FULL: return "MDB_TXN_FULL";
-    case MDB_CURSOR_FULL: return "MDB_CURSOR_FULL";
-    case MDB_PAGE_FULL: return "MDB_PAGE_FULL";
-    case MDB_MAP_RESIZED: return "MDB_MAP_RESIZED";
-    case MDB_INCOMPATIBLE: return "MDB_INCOMPATIBLE";
-    case MDB_BAD_RSLOT: return "MDB_BAD_RSLOT";
-    case MDB_BAD_TXN: return "MDB_BAD_TXN";
-    case MDB_BAD_VALSIZE: return "MDB_BAD_VALSIZE";
-    case MDB_BAD_DBI: return "MDB_BAD_DBI";
-    default: return mdb_strerror(rc);  // an errno value
-  }
-}
-
-[[noreturn]] void lmdb_fail(int rc, const std::string& what) {
-  throw ToolError("LMDB", lmdb_code_name(rc), what + ": " + mdb_strerror(rc));
-}
-
-void lmdb_check(int rc, const std::string& what) {
-  if (rc != MDB_SUCCESS) lmdb_fail(rc, what);
-}
 
 [[noreturn]] void fs_fail(const std::error_code& ec, const std::string& what) {
   throw ToolError("filesystem", ec.message(), what);
@@ -111,7 +99,7 @@ size_t initial_map_bytes() {
 // Read-only transactions and their cursors are released on every path out, throws included.
 struct TxnAbort {
   MDB_txn* txn;
-  ~TxnAbort() { mdb_txn_abort(txn); }
+  ~TxnAbort() { g_txn_abort(txn); }
 };
 struct CursorClose {
   MDB_cursor* cursor;
@@ -130,9 +118,18 @@ struct Store::Impl {
   fs::path dir;
   MDB_env* env = nullptr;
   pid_t pid = getpid();
+  bool move_aside_damaged = true;
   std::array<MDB_dbi, kDbNames.size()> dbis{};
   mutable std::shared_mutex map_mu;  // shared: any transaction; exclusive: remapping
   std::mutex write_mu;               // one write transaction at a time in this process
+  std::atomic<bool> damaged{false};
+  std::mutex damage_mu;
+  std::string damage_message;  // what every operation throws once damaged
+  std::string damage_code;
+  fs::path moved_to;
+  std::string open_notice;
+  dev_t file_dev = 0;  // the data.mdb this environment opened
+  ino_t file_ino = 0;
 
   Impl() = default;
   Impl(const Impl&) = delete;
@@ -148,6 +145,43 @@ struct Store::Impl {
     return s + " in " + dir.string();
   }
 
+  [[noreturn]] void throw_damaged() {
+    std::lock_guard<std::mutex> g(damage_mu);
+    throw DamagedCache(damage_code, damage_message, dir / "data.mdb", moved_to);
+  }
+
+  // Marks the store damaged (the first report wins), moves the file aside when asked to,
+  // and throws DamagedCache.
+  [[noreturn]] void fail_damaged(int rc, const std::string& what) {
+    {
+      std::lock_guard<std::mutex> g(damage_mu);
+      if (!damaged) {
+        const std::string why = what + ": " + lmdb_code_name(rc) + ", " + lmdb_message(rc);
+        damage_code = lmdb_code_name(rc);
+        damage_message = "the kernel cache file " + (dir / "data.mdb").string() + " is damaged (" + why + ")";
+        if (move_aside_damaged) {
+          try {
+            moved_to = move_aside(dir, file_dev, file_ino);
+            if (!moved_to.empty()) damage_message = moved_sentence(dir / "data.mdb", why, moved_to);
+          } catch (const std::exception& e) {
+            damage_message += "; " + std::string(e.what());
+          }
+        }
+        damaged = true;
+      }
+    }
+    throw_damaged();
+  }
+
+  // Throws for a failed LMDB call: DamagedCache for damage, ToolError otherwise.
+  [[noreturn]] void fail(int rc, const std::string& what) {
+    if (is_damage(rc)) fail_damaged(rc, what);
+    lmdb_fail(rc, what);
+  }
+  void check(int rc, const std::string& what) {
+    if (rc != MDB_SUCCESS) fail(rc, what);
+  }
+
   MDB_dbi dbi(std::string_view db) const {
     for (size_t i = 0; i < kDbNames.size(); ++i)
       if (db == kDbNames[i]) return dbis[i];
@@ -155,17 +189,18 @@ struct Store::Impl {
                                       "' (expected kernels, meta or tuning)");
   }
 
-  void check_process() const {
+  void check_usable() {
     if (pid != getpid())
       throw UsageError("", "cache", "the cache at " + dir.string() + " was opened by process " +
                                         std::to_string(pid) + "; a forked process (" +
                                         std::to_string(getpid()) +
                                         ") must call Store::open itself");
+    if (damaged) throw_damaged();
   }
 
-  uint64_t current_map_size() const {
+  uint64_t current_map_size() {
     MDB_envinfo info;
-    lmdb_check(mdb_env_info(env, &info), where("reading the map size of", ""));
+    check(g_env_info(env, &info), where("reading the map size of", ""));
     return info.me_mapsize;
   }
 
@@ -173,9 +208,8 @@ struct Store::Impl {
   // which another process may have grown; ours is restored if it was larger.
   void adopt_recorded_map_size() {
     const uint64_t ours = current_map_size();
-    lmdb_check(mdb_env_set_mapsize(env, 0), where("adopting the map size of", ""));
-    if (current_map_size() < ours)
-      lmdb_check(mdb_env_set_mapsize(env, ours), where("restoring the map size of", ""));
+    check(g_env_set_mapsize(env, 0), where("adopting the map size of", ""));
+    if (current_map_size() < ours) check(g_env_set_mapsize(env, ours), where("restoring the map size of", ""));
   }
 
   void on_map_resized() {
@@ -183,24 +217,27 @@ struct Store::Impl {
     adopt_recorded_map_size();
   }
 
-  void grow_map(std::string_view op, std::string_view db) {
+  // False when the map may not grow any further (the write then fails with MDB_MAP_FULL).
+  bool grow_map(std::string_view op, std::string_view db) {
     std::unique_lock lock(map_mu);
     const uint64_t next = current_map_size() * 2;
-    lmdb_check(mdb_env_set_mapsize(env, next),
-               where("growing the map to " + std::to_string(next) + " bytes for " + std::string(op), db));
+    if (next > kMaxMapBytes) return false;
+    check(g_env_set_mapsize(env, next),
+          where("growing the map to " + std::to_string(next) + " bytes for " + std::string(op), db));
+    return true;
   }
 
   // Runs fn(txn) in a read transaction and returns its result.
   template <class Fn>
   auto read(std::string_view op, std::string_view db, Fn&& fn) {
-    check_process();
+    check_usable();
     bool readers_checked = false;
     for (int attempt = 0;; ++attempt) {
       int rc;
       {
         std::shared_lock lock(map_mu);
         MDB_txn* txn = nullptr;
-        rc = mdb_txn_begin(env, nullptr, MDB_RDONLY, &txn);
+        rc = g_txn_begin(env, MDB_RDONLY, &txn);
         if (rc == MDB_SUCCESS) {
           TxnAbort guard{txn};
           return fn(txn);
@@ -214,7 +251,7 @@ struct Store::Impl {
         int dead = 0;
         mdb_reader_check(env, &dead);
       } else {
-        lmdb_fail(rc, where(op, db));
+        fail(rc, where(op, db));
       }
     }
   }
@@ -224,31 +261,32 @@ struct Store::Impl {
   // MDB_MAP_FULL (from apply or commit) grows the map and runs apply again.
   template <class Fn>
   int write(std::string_view op, std::string_view db, Fn&& apply) {
-    check_process();
+    check_usable();
     std::lock_guard writer(write_mu);
+    int growths = 0;
     for (int attempt = 0;; ++attempt) {
       int rc;
       {
         std::shared_lock lock(map_mu);
         MDB_txn* txn = nullptr;
-        rc = mdb_txn_begin(env, nullptr, 0, &txn);
+        rc = g_txn_begin(env, 0, &txn);
         if (rc == MDB_SUCCESS) {
           rc = apply(txn);
           if (rc == MDB_SUCCESS) {
-            rc = mdb_txn_commit(txn);  // frees the transaction whatever it returns
+            rc = commit(txn);
             if (rc == MDB_SUCCESS) return rc;
           } else {
-            mdb_txn_abort(txn);
+            g_txn_abort(txn);
             if (rc == MDB_KEYEXIST || rc == MDB_NOTFOUND) return rc;
           }
         }
       }
-      if (rc == MDB_MAP_FULL && attempt < kMaxRetries) {
-        grow_map(op, db);
+      if (rc == MDB_MAP_FULL && growths < kMaxGrowths && grow_map(op, db)) {
+        ++growths;
       } else if (rc == MDB_MAP_RESIZED && attempt < kMaxRetries) {
         on_map_resized();
       } else {
-        lmdb_fail(rc, where(op, db));
+        fail(rc, where(op, db));
       }
     }
   }
@@ -256,40 +294,105 @@ struct Store::Impl {
 
 namespace {
 
-std::unique_ptr<Store::Impl> open_environment(const fs::path& dir) {
+// Opens the environment; an LMDB code that says the file is wrong is returned in
+// `damage_rc` (0 otherwise) instead of thrown, so that the caller can move it aside.
+std::unique_ptr<Store::Impl> open_environment(const fs::path& dir, bool move_aside_damaged, const DataFileCheck& chk,
+                                              int& damage_rc, std::string& damage_what) {
   auto impl = std::make_unique<Store::Impl>();
   impl->dir = dir;
+  impl->move_aside_damaged = move_aside_damaged;
+  impl->file_dev = chk.dev;
+  impl->file_ino = chk.ino;
+  damage_rc = 0;
   const std::string where = "opening the cache at " + dir.string();
-  lmdb_check(mdb_env_create(&impl->env), where);
+  auto step = [&](int rc, const std::string& what) {
+    if (rc == MDB_SUCCESS) return true;
+    if (!is_damage(rc)) lmdb_fail(rc, what);
+    damage_rc = rc;
+    damage_what = what;
+    return false;
+  };
+  if (!step(mdb_env_create(&impl->env), where)) return nullptr;
   // From here on ~Impl closes the environment, as LMDB requires after a failed open.
   const size_t initial = initial_map_bytes();
-  lmdb_check(mdb_env_set_maxdbs(impl->env, kMaxDbs), where);
-  lmdb_check(mdb_env_set_maxreaders(impl->env, kMaxReaders), where);
-  lmdb_check(mdb_env_set_mapsize(impl->env, initial), where);
-  lmdb_check(mdb_env_open(impl->env, dir.c_str(), MDB_NOTLS | MDB_NOMETASYNC, 0664), where);
+  if (!step(mdb_env_set_maxdbs(impl->env, kMaxDbs), where)) return nullptr;
+  if (!step(mdb_env_set_maxreaders(impl->env, kMaxReaders), where)) return nullptr;
+  if (!step(mdb_env_set_mapsize(impl->env, initial), where)) return nullptr;
+  const int open_rc = detail::guarded(
+      [&] { return mdb_env_open(impl->env, dir.c_str(), MDB_NOTLS | MDB_NOMETASYNC, 0664); }, kFault);
+  if (!step(open_rc, where)) return nullptr;
+  // The file LMDB opened (it may have created it): the one to move aside if damaged.
+  int fd = -1;
+  struct stat st;
+  if (mdb_env_get_fd(impl->env, &fd) == MDB_SUCCESS && ::fstat(fd, &st) == 0) {
+    impl->file_dev = st.st_dev;
+    impl->file_ino = st.st_ino;
+  }
   // Free the reader slots of processes that died inside a read transaction.
   int dead = 0;
-  lmdb_check(mdb_reader_check(impl->env, &dead), where);
+  if (!step(mdb_reader_check(impl->env, &dead), where)) return nullptr;
   // A configured size replaces the one recorded in the file; keep the larger of the two
   // so that a cache grown earlier does not start by hitting MDB_MAP_FULL.
-  impl->adopt_recorded_map_size();
+  try {
+    impl->adopt_recorded_map_size();
+  } catch (const DamagedCache&) {
+    step(MDB_CORRUPTED, where + " (map size)");
+    return nullptr;
+  }
 
   MDB_txn* txn = nullptr;
-  lmdb_check(mdb_txn_begin(impl->env, nullptr, 0, &txn), where);
+  if (!step(g_txn_begin(impl->env, 0, &txn), where)) return nullptr;
   for (size_t i = 0; i < kDbNames.size(); ++i) {
-    const int rc = mdb_dbi_open(txn, kDbNames[i], MDB_CREATE, &impl->dbis[i]);
+    MDB_dbi* out = &impl->dbis[i];
+    const char* name = kDbNames[i];
+    const int rc = detail::guarded([&] { return mdb_dbi_open(txn, name, MDB_CREATE, out); }, kFault);
     if (rc != MDB_SUCCESS) {
-      mdb_txn_abort(txn);
-      lmdb_fail(rc, where + " (database '" + kDbNames[i] + "')");
+      g_txn_abort(txn);
+      if (!step(rc, where + " (database '" + kDbNames[i] + "')")) return nullptr;
     }
   }
-  lmdb_check(mdb_txn_commit(txn), where);
+  if (!step(commit(txn, false), where)) return nullptr;
   return impl;
+}
+
+// Checks data.mdb, opens the environment, and handles a damaged file: moved aside and
+// opened afresh (once), or DamagedCache.
+std::unique_ptr<Store::Impl> open_checked(const fs::path& dir, const OpenOptions& o) {
+  const fs::path data = dir / "data.mdb";
+  std::string notice;
+  for (int attempt = 0;; ++attempt) {
+    const DataFileCheck chk = check_data_file(data);
+    std::string why;
+    int rc = MDB_CORRUPTED;
+    std::unique_ptr<Store::Impl> impl;
+    if (!chk.ok) {
+      why = chk.problem;
+    } else {
+      std::string what;
+      impl = open_environment(dir, o.move_aside_damaged, chk, rc, what);
+      if (impl) {
+        impl->open_notice = notice;
+        return impl;
+      }
+      why = what + ": " + lmdb_code_name(rc) + ", " + lmdb_message(rc);
+    }
+    const std::string damaged = "the kernel cache file " + data.string() + " is damaged (" + why + ")";
+    if (!o.move_aside_damaged || attempt > 0) throw DamagedCache(lmdb_code_name(rc), damaged, data, {});
+    impl.reset();  // closes the failed environment before its files move
+    fs::path aside;
+    try {
+      aside = move_aside(dir, chk.dev, chk.ino);
+    } catch (const std::exception& e) {
+      throw DamagedCache(lmdb_code_name(rc), damaged + "; " + e.what(), data, {});
+    }
+    if (!aside.empty()) notice = moved_sentence(data, why, aside);
+  }
 }
 
 // One environment per canonical path per process. LMDB forbids opening the same
 // environment twice in a process: closing either would release the POSIX locks of both.
-// So a new environment is opened only after the previous one for that path has closed.
+// So a new environment is opened only after the previous one for that path has closed,
+// or when the previous one's files were moved aside (its locks are on other inodes).
 struct Registry {
   struct Entry {
     std::weak_ptr<Store> store;
@@ -326,7 +429,9 @@ fs::path default_dir() {
                   "cannot place the kaio cache: set KAIO_CACHE_DIR (HOME is unset)");
 }
 
-std::shared_ptr<Store> Store::open(const fs::path& dir) {
+std::shared_ptr<Store> Store::open(const fs::path& dir, OpenOptions options) {
+  detail::install_fault_handler();
+  read_injection_env();
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fs_fail(ec, "creating the cache directory " + dir.string());
@@ -340,10 +445,16 @@ std::shared_ptr<Store> Store::open(const fs::path& dir) {
     auto it = reg.entries.find(key);
     // An entry from another pid was inherited across fork(): never reuse it.
     if (it == reg.entries.end() || it->second.pid != getpid()) break;
-    if (auto live = it->second.store.lock()) return live;
+    if (auto live = it->second.store.lock()) {
+      if (!live->damaged()) return live;
+      // Its files were moved aside: a fresh environment may open beside it. If they
+      // could not be moved, opening the same files twice is not allowed: report it.
+      if (live->impl_->moved_to.empty()) live->impl_->throw_damaged();
+      break;
+    }
     reg.closed.wait(lock);  // its last owner is still closing the environment
   }
-  std::shared_ptr<Store> store(new Store(open_environment(canonical)));
+  std::shared_ptr<Store> store(new Store(open_checked(canonical, options)));
   reg.entries[key] = {store, store.get(), getpid()};
   return store;
 }
@@ -363,14 +474,16 @@ Store::~Store() {
 }
 
 const fs::path& Store::dir() const { return impl_->dir; }
+bool Store::damaged() const { return impl_->damaged; }
+const std::string& Store::open_notice() const { return impl_->open_notice; }
 
 std::optional<std::string> Store::get(std::string_view db, std::string_view key) {
   const MDB_dbi dbi = impl_->dbi(db);
   return impl_->read("reading from", db, [&](MDB_txn* txn) -> std::optional<std::string> {
     MDB_val k = as_val(key), v{};
-    const int rc = mdb_get(txn, dbi, &k, &v);
+    const int rc = g_get(txn, dbi, &k, &v);
     if (rc == MDB_NOTFOUND) return std::nullopt;
-    lmdb_check(rc, impl_->where("reading from", db));
+    impl_->check(rc, impl_->where("reading from", db));
     return std::string(as_view(v));  // the map may move once the transaction ends
   });
 }
@@ -379,9 +492,9 @@ bool Store::visit(std::string_view db, std::string_view key, const std::function
   const MDB_dbi dbi = impl_->dbi(db);
   return impl_->read("reading from", db, [&](MDB_txn* txn) -> bool {
     MDB_val k = as_val(key), v{};
-    const int rc = mdb_get(txn, dbi, &k, &v);
+    const int rc = g_get(txn, dbi, &k, &v);
     if (rc == MDB_NOTFOUND) return false;
-    lmdb_check(rc, impl_->where("reading from", db));
+    impl_->check(rc, impl_->where("reading from", db));
     fn(as_view(v));
     return true;
   });
@@ -391,7 +504,7 @@ bool Store::put_if_absent(std::string_view db, std::string_view key, std::string
   const MDB_dbi dbi = impl_->dbi(db);
   const int rc = impl_->write("writing to", db, [&](MDB_txn* txn) {
     MDB_val k = as_val(key), v = as_val(value);
-    return mdb_put(txn, dbi, &k, &v, MDB_NOOVERWRITE);
+    return g_put(txn, dbi, &k, &v, MDB_NOOVERWRITE);
   });
   return rc != MDB_KEYEXIST;
 }
@@ -400,7 +513,7 @@ void Store::put(std::string_view db, std::string_view key, std::string_view valu
   const MDB_dbi dbi = impl_->dbi(db);
   impl_->write("writing to", db, [&](MDB_txn* txn) {
     MDB_val k = as_val(key), v = as_val(value);
-    return mdb_put(txn, dbi, &k, &v, 0);
+    return g_put(txn, dbi, &k, &v, 0);
   });
 }
 
@@ -408,24 +521,33 @@ bool Store::erase(std::string_view db, std::string_view key) {
   const MDB_dbi dbi = impl_->dbi(db);
   const int rc = impl_->write("erasing from", db, [&](MDB_txn* txn) {
     MDB_val k = as_val(key);
-    return mdb_del(txn, dbi, &k, nullptr);
+    return g_del(txn, dbi, &k);
   });
   return rc != MDB_NOTFOUND;
 }
+
+namespace {
+// Walks a database with a cursor; each key and value is touched (readable) before fn.
+void walk(Store::Impl& im, MDB_txn* txn, std::string_view db,
+          const std::function<void(std::string_view, std::string_view)>& fn) {
+  MDB_cursor* cursor = nullptr;
+  im.check(g_cursor_open(txn, im.dbi(db), &cursor), im.where("listing", db));
+  CursorClose guard{cursor};
+  MDB_val k{}, v{};
+  int rc = g_cursor_get(cursor, &k, &v, MDB_FIRST);
+  for (; rc == MDB_SUCCESS; rc = g_cursor_get(cursor, &k, &v, MDB_NEXT)) fn(as_view(k), as_view(v));
+  if (rc != MDB_NOTFOUND) im.fail(rc, im.where("listing", db));
+}
+}  // namespace
 
 // `fn` runs inside the read transaction: it must not write to this Store (a writer that
 // needs to grow the map would wait for this transaction to end).
 void Store::for_each(std::string_view db,
                      const std::function<void(std::string_view key, std::string_view value)>& fn) {
-  const MDB_dbi dbi = impl_->dbi(db);
+  impl_->dbi(db);
   impl_->read("listing", db, [&](MDB_txn* txn) {
-    MDB_cursor* cursor = nullptr;
-    lmdb_check(mdb_cursor_open(txn, dbi, &cursor), impl_->where("listing", db));
-    CursorClose guard{cursor};
-    MDB_val k{}, v{};
-    int rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST);
-    for (; rc == MDB_SUCCESS; rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) fn(as_view(k), as_view(v));
-    if (rc != MDB_NOTFOUND) lmdb_fail(rc, impl_->where("listing", db));
+    walk(*impl_, txn, db, fn);
+    return 0;
   });
 }
 
@@ -433,7 +555,7 @@ uint64_t Store::count(std::string_view db) {
   const MDB_dbi dbi = impl_->dbi(db);
   return impl_->read("counting", db, [&](MDB_txn* txn) -> uint64_t {
     MDB_stat st;
-    lmdb_check(mdb_stat(txn, dbi, &st), impl_->where("counting", db));
+    impl_->check(g_stat(txn, dbi, &st), impl_->where("counting", db));
     return st.ms_entries;
   });
 }
@@ -445,14 +567,15 @@ uint64_t Store::map_size() const {
 
 void Store::update(const std::function<void(Txn&)>& fn) {
   Impl& im = *impl_;
-  im.check_process();
+  im.check_usable();
   std::lock_guard writer(im.write_mu);
+  int growths = 0;
   for (int attempt = 0;; ++attempt) {
     int rc;
     {
       std::shared_lock lock(im.map_mu);
       MDB_txn* txn = nullptr;
-      rc = mdb_txn_begin(im.env, nullptr, 0, &txn);
+      rc = g_txn_begin(im.env, 0, &txn);
       if (rc == MDB_SUCCESS) {
         bool full = false;
         try {
@@ -461,24 +584,24 @@ void Store::update(const std::function<void(Txn&)>& fn) {
         } catch (const MapFull&) {
           full = true;
         } catch (...) {
-          mdb_txn_abort(txn);
+          g_txn_abort(txn);
           throw;
         }
         if (full) {
-          mdb_txn_abort(txn);
+          g_txn_abort(txn);
           rc = MDB_MAP_FULL;
         } else {
-          rc = mdb_txn_commit(txn);  // frees the transaction whatever it returns
+          rc = commit(txn);
           if (rc == MDB_SUCCESS) return;
         }
       }
     }
-    if (rc == MDB_MAP_FULL && attempt < kMaxRetries) {
-      im.grow_map("updating", "");
+    if (rc == MDB_MAP_FULL && growths < kMaxGrowths && im.grow_map("updating", "")) {
+      ++growths;
     } else if (rc == MDB_MAP_RESIZED && attempt < kMaxRetries) {
       im.on_map_resized();
     } else {
-      lmdb_fail(rc, im.where("updating", ""));
+      im.fail(rc, im.where("updating", ""));
     }
   }
 }
@@ -487,6 +610,7 @@ void Store::view(const std::function<void(Txn&)>& fn) {
   impl_->read("reading", "", [&](MDB_txn* txn) {
     Txn t(txn, this, false);
     fn(t);
+    return 0;
   });
 }
 
@@ -495,8 +619,8 @@ Store::Usage Store::usage() {
   impl_->read("measuring", "", [&](MDB_txn*) {
     MDB_envinfo info;
     MDB_stat st;
-    lmdb_check(mdb_env_info(impl_->env, &info), impl_->where("measuring", ""));
-    lmdb_check(mdb_env_stat(impl_->env, &st), impl_->where("measuring", ""));
+    impl_->check(g_env_info(impl_->env, &info), impl_->where("measuring", ""));
+    impl_->check(g_env_stat(impl_->env, &st), impl_->where("measuring", ""));
     u.map_bytes = info.me_mapsize;
     u.page_bytes = st.ms_psize;
     u.used_bytes = (uint64_t(info.me_last_pgno) + 1) * st.ms_psize;
@@ -514,7 +638,7 @@ Store::Usage Store::usage() {
 namespace {
 int txn_op_check(int rc, Store::Impl& im, std::string_view op, std::string_view db) {
   if (rc == MDB_MAP_FULL) throw MapFull{};
-  if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND && rc != MDB_KEYEXIST) lmdb_fail(rc, im.where(op, db));
+  if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND && rc != MDB_KEYEXIST) im.fail(rc, im.where(op, db));
   return rc;
 }
 }  // namespace
@@ -522,7 +646,7 @@ int txn_op_check(int rc, Store::Impl& im, std::string_view op, std::string_view 
 std::optional<std::string_view> Txn::get(std::string_view db, std::string_view key) {
   Store::Impl& im = *store_->impl_;
   MDB_val k = as_val(key), v{};
-  const int rc = txn_op_check(mdb_get(static_cast<MDB_txn*>(txn_), im.dbi(db), &k, &v), im, "reading from", db);
+  const int rc = txn_op_check(g_get(static_cast<MDB_txn*>(txn_), im.dbi(db), &k, &v), im, "reading from", db);
   if (rc == MDB_NOTFOUND) return std::nullopt;
   return as_view(v);
 }
@@ -531,7 +655,7 @@ bool Txn::put(std::string_view db, std::string_view key, std::string_view value,
   Store::Impl& im = *store_->impl_;
   if (!writable_) throw UsageError("", "cache", "put in a read-only transaction");
   MDB_val k = as_val(key), v = as_val(value);
-  const int rc = txn_op_check(mdb_put(static_cast<MDB_txn*>(txn_), im.dbi(db), &k, &v, overwrite ? 0 : MDB_NOOVERWRITE),
+  const int rc = txn_op_check(g_put(static_cast<MDB_txn*>(txn_), im.dbi(db), &k, &v, overwrite ? 0 : MDB_NOOVERWRITE),
                               im, "writing to", db);
   return rc != MDB_KEYEXIST;
 }
@@ -540,38 +664,31 @@ bool Txn::erase(std::string_view db, std::string_view key) {
   Store::Impl& im = *store_->impl_;
   if (!writable_) throw UsageError("", "cache", "erase in a read-only transaction");
   MDB_val k = as_val(key);
-  const int rc = txn_op_check(mdb_del(static_cast<MDB_txn*>(txn_), im.dbi(db), &k, nullptr), im, "erasing from", db);
+  const int rc = txn_op_check(g_del(static_cast<MDB_txn*>(txn_), im.dbi(db), &k), im, "erasing from", db);
   return rc != MDB_NOTFOUND;
 }
 
 void Txn::clear(std::string_view db) {
   Store::Impl& im = *store_->impl_;
   if (!writable_) throw UsageError("", "cache", "clear in a read-only transaction");
-  txn_op_check(mdb_drop(static_cast<MDB_txn*>(txn_), im.dbi(db), 0), im, "clearing", db);
+  txn_op_check(g_drop(static_cast<MDB_txn*>(txn_), im.dbi(db)), im, "clearing", db);
 }
 
 void Txn::for_each(std::string_view db, const std::function<void(std::string_view, std::string_view)>& fn) {
-  Store::Impl& im = *store_->impl_;
-  MDB_cursor* cursor = nullptr;
-  lmdb_check(mdb_cursor_open(static_cast<MDB_txn*>(txn_), im.dbi(db), &cursor), im.where("listing", db));
-  CursorClose guard{cursor};
-  MDB_val k{}, v{};
-  int rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST);
-  for (; rc == MDB_SUCCESS; rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) fn(as_view(k), as_view(v));
-  if (rc != MDB_NOTFOUND) lmdb_fail(rc, im.where("listing", db));
+  walk(*store_->impl_, static_cast<MDB_txn*>(txn_), db, fn);
 }
 
 uint64_t Txn::count(std::string_view db) {
   Store::Impl& im = *store_->impl_;
   MDB_stat st;
-  lmdb_check(mdb_stat(static_cast<MDB_txn*>(txn_), im.dbi(db), &st), im.where("counting", db));
+  im.check(g_stat(static_cast<MDB_txn*>(txn_), im.dbi(db), &st), im.where("counting", db));
   return st.ms_entries;
 }
 
 uint64_t Txn::bytes(std::string_view db) {
   Store::Impl& im = *store_->impl_;
   MDB_stat st;
-  lmdb_check(mdb_stat(static_cast<MDB_txn*>(txn_), im.dbi(db), &st), im.where("measuring", db));
+  im.check(g_stat(static_cast<MDB_txn*>(txn_), im.dbi(db), &st), im.where("measuring", db));
   return (uint64_t(st.ms_branch_pages) + st.ms_leaf_pages + st.ms_overflow_pages) * st.ms_psize;
 }
 

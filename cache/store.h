@@ -11,7 +11,38 @@
 #include <string>
 #include <string_view>
 
+#include "kaio/ir/error.h"
+
 namespace kaio::cache {
+
+// The cache file is damaged: its meta pages do not match the file, LMDB reported
+// corruption, or reading the mapped file faulted (SIGBUS/SIGSEGV, caught). `moved_to` is
+// where the damaged data.mdb was moved aside (empty when it was not moved).
+class DamagedCache : public ToolError {
+ public:
+  DamagedCache(std::string code, const std::string& message, std::filesystem::path file, std::filesystem::path moved_to)
+      : ToolError("LMDB", std::move(code), message), file_(std::move(file)), moved_to_(std::move(moved_to)) {}
+  const std::filesystem::path& file() const noexcept { return file_; }
+  const std::filesystem::path& moved_to() const noexcept { return moved_to_; }
+
+ private:
+  std::filesystem::path file_, moved_to_;
+};
+
+struct OpenOptions {
+  // A damaged data.mdb is renamed to data.mdb.damaged-<UTC time> (lock.mdb is removed)
+  // and a fresh cache started, at open or when a later read finds the damage. Off: open
+  // throws DamagedCache and the file is left alone (kaio-cache inspects it).
+  bool move_aside_damaged = true;
+};
+
+// Fault injection for tests: the next `count` write transactions of this process fail
+// at commit with `code` (ENOSPC, EDQUOT, EIO, ... or MDB_MAP_FULL; kInjectHang blocks
+// the writer forever, like a writer stuck in the kernel). The environment variable
+// KAIO_CACHE_FAIL_WRITES="COUNT:CODE" (COUNT a number or "all"; CODE ENOSPC, EDQUOT, EIO,
+// MAP_FULL or HANG) does the same for a whole process, read at its first write.
+inline constexpr int kInjectHang = -1;
+void inject_write_failures(int count, int code);
 
 // $KAIO_CACHE_DIR, else $XDG_CACHE_HOME/kaio, else $HOME/.cache/kaio.
 std::filesystem::path default_dir();
@@ -46,12 +77,21 @@ class Store {
  public:
   // Opens (creating the directory if needed) the environment at `dir`; the same path in one
   // process returns the same Store. Throws kaio::ToolError("LMDB" or "filesystem", ...).
-  static std::shared_ptr<Store> open(const std::filesystem::path& dir);
+  // Before LMDB maps data.mdb its meta pages are checked against the file (see
+  // cache/lmdb_file.h); a damaged file is handled as `options` says. Throws DamagedCache
+  // or ToolError.
+  static std::shared_ptr<Store> open(const std::filesystem::path& dir, OpenOptions options = {});
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
   const std::filesystem::path& dir() const;
+
+  // True once this store found its file damaged; every later operation throws
+  // DamagedCache. Store::open then opens a fresh store (if the file was moved aside).
+  bool damaged() const;
+  // Set when open() moved a damaged file aside: one sentence naming both paths.
+  const std::string& open_notice() const;
 
   // A miss is nullopt, not an exception. Throws ToolError on LMDB failures.
   std::optional<std::string> get(std::string_view db, std::string_view key);
@@ -59,7 +99,7 @@ class Store {
   // view is valid only during the call). Returns false on a miss.
   bool visit(std::string_view db, std::string_view key, const std::function<void(std::string_view value)>& fn);
   // Writes key -> value unless the key exists (a lost race is a normal outcome: returns
-  // false). Grows the map and retries on MDB_MAP_FULL.
+  // false). Grows the map (a bounded number of times) and retries on MDB_MAP_FULL.
   bool put_if_absent(std::string_view db, std::string_view key, std::string_view value);
   // Writes key -> value, replacing any previous value.
   void put(std::string_view db, std::string_view key, std::string_view value);
@@ -70,7 +110,8 @@ class Store {
   uint64_t map_size() const;
 
   // Runs fn in one write transaction and commits it: all of fn's changes or none. fn may
-  // run more than once (the map is grown and fn retried on MDB_MAP_FULL), so it must only
+  // run more than once (the map is grown, at most a few times, and fn retried on
+  // MDB_MAP_FULL), so it must only
   // change the store through the Txn. Exceptions from fn abort the transaction.
   void update(const std::function<void(Txn&)>& fn);
   // Runs fn in one read transaction (a consistent snapshot).

@@ -9,15 +9,17 @@
 
 namespace kaio::jit {
 
+// The logger and the warn_once state are never destroyed: cache writers left running at
+// process exit (see jit/disk_cache.h) may still log during static destruction.
 spdlog::logger& log() {
-  static std::shared_ptr<spdlog::logger> logger = [] {
+  static spdlog::logger* logger = [] {
     auto l = std::make_shared<spdlog::logger>("kaio", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
     l->set_pattern("[%H:%M:%S.%e] [kaio] [%^%l%$] %v");
     spdlog::level::level_enum lvl = spdlog::level::warn;
     if (const char* env = std::getenv("KAIO_LOG_LEVEL")) lvl = spdlog::level::from_str(env);
     l->set_level(lvl);
-    return l;
-  }();
+    return new std::shared_ptr<spdlog::logger>(std::move(l));
+  }()->get();
   return *logger;
 }
 
@@ -32,11 +34,11 @@ bool debug_enabled() {
 }
 
 void warn_once(const std::string& topic, const std::string& message) {
-  static std::mutex m;
-  static std::set<std::string> seen;
+  static auto* m = new std::mutex;
+  static auto* seen = new std::set<std::string>;
   {
-    std::lock_guard<std::mutex> g(m);
-    if (!seen.insert(topic).second) return;
+    std::lock_guard<std::mutex> g(*m);
+    if (!seen->insert(topic).second) return;
   }
   log().warn("{}", message);
 }

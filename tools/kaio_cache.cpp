@@ -13,6 +13,10 @@
 //
 // The cache directory is --cache-dir, else $KAIO_CACHE_DIR, $XDG_CACHE_HOME/kaio or
 // ~/.cache/kaio. Only `import` creates a cache that does not exist.
+//
+// A damaged cache file is reported, never moved aside (applications do that): every
+// subcommand exits 1 naming the file and the problem; `verify` reports it as damaged and
+// `verify --repair` salvages the readable records into a fresh file.
 #include <CLI/CLI.hpp>
 #include <fnmatch.h>
 #include <nlohmann/json.hpp>
@@ -31,8 +35,10 @@
 #include <vector>
 
 #include "kaio/cache/archive.h"
+#include "kaio/cache/lmdb_file.h"
 #include "kaio/cache/meta.h"
 #include "kaio/cache/record.h"
+#include "kaio/cache/repair.h"
 #include "kaio/cache/store.h"
 #include "kaio/ir/error.h"
 #include "kaio/jit/compile.h"
@@ -101,6 +107,9 @@ bool cache_exists(const fs::path& dir) {
   std::error_code ec;
   return fs::exists(dir / "data.mdb", ec);
 }
+
+// Opens an existing cache as it is: a damaged file throws DamagedCache and stays put.
+std::shared_ptr<kc::Store> open_as_is(const fs::path& dir) { return kc::Store::open(dir, {.move_aside_damaged = false}); }
 
 std::vector<Entry> load_entries(kc::Store& store) {
   std::vector<Entry> entries;
@@ -184,7 +193,7 @@ int cmd_ls(const fs::path& dir, const LsOptions& o) {
     }
     return 0;
   }
-  auto store = kc::Store::open(dir);
+  auto store = open_as_is(dir);
   std::vector<Entry> all = load_entries(*store);
   std::vector<Entry> entries;
   entries.reserve(all.size());
@@ -292,7 +301,7 @@ std::string resolve(kc::Txn& t, const std::string& prefix) {
 
 int cmd_show(const fs::path& dir, const std::string& prefix, const std::string& cubin_file, bool no_ptx, bool as_json) {
   if (!cache_exists(dir)) throw Failure("no cache at " + dir.string());
-  auto store = kc::Store::open(dir);
+  auto store = open_as_is(dir);
   std::string key, bytes;
   kc::KeyUsage usage;
   store->view([&](kc::Txn& t) {
@@ -358,7 +367,7 @@ int cmd_show(const fs::path& dir, const std::string& prefix, const std::string& 
 
 int cmd_rm(const fs::path& dir, const std::vector<std::string>& prefixes) {
   if (!cache_exists(dir)) throw Failure("no cache at " + dir.string());
-  auto store = kc::Store::open(dir);
+  auto store = open_as_is(dir);
   std::vector<std::pair<std::string, std::string>> removed;  // key, name
   store->update([&](kc::Txn& t) {
     removed.clear();
@@ -389,15 +398,17 @@ int cmd_stats(const fs::path& dir, bool as_json) {
     else std::cout << "no cache at " << dir.string() << "\n";
     return 0;
   }
-  auto store = kc::Store::open(dir);
+  auto store = open_as_is(dir);
   uint64_t entries = 0, record_bytes = 0, size = 0, tuning = 0, damaged = 0, other = 0;
   kc::Counters c;
+  kc::WriteFailures wf;
   const std::string& tc = kaio::jit::toolchain_id();
   store->view([&](kc::Txn& t) {
     entries = t.count("kernels");
     tuning = t.count("tuning");
     size = kc::cache_bytes(t);
     c = kc::read_counters(t);
+    wf = kc::read_write_failures(t);
     t.for_each("kernels", [&](std::string_view, std::string_view v) {
       record_bytes += v.size();
       auto info = kc::decode_record_info(v, false);
@@ -420,7 +431,9 @@ int cmd_stats(const fs::path& dir, bool as_json) {
             {"other_toolchain", other},
             {"malformed", damaged},
             {"tuning_entries", tuning},
+            {"write_failures", wf.count},
             {"toolchain", tc}});
+  if (wf.last_unix) j["last_write_failure"] = {{"unix", wf.last_unix}, {"error", wf.last_error}};
   if (as_json) {
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -438,6 +451,8 @@ int cmd_stats(const fs::path& dir, bool as_json) {
       {"hit rate", lookups ? std::string(pct) : std::string("-")},
       {"map", human_size(u.map_bytes) + ", " + human_size(u.used_bytes) + " used, file " + human_size(u.file_bytes)},
       {"tuning", std::to_string(tuning) + " entries"},
+      {"write failures", std::to_string(wf.count) +
+                             (wf.last_unix ? " (last " + iso_time(wf.last_unix) + ": " + wf.last_error + ")" : "")},
       {"toolchain", tc}};
   print_columns(rows, {false, false});
   if (!env_error.empty()) std::cerr << env_error << "\n";
@@ -449,7 +464,7 @@ int cmd_clear(const fs::path& dir, bool tuning) {
     std::cout << "no cache at " << dir.string() << "\n";
     return 0;
   }
-  auto store = kc::Store::open(dir);
+  auto store = open_as_is(dir);
   uint64_t n = 0, t_n = 0;
   store->update([&](kc::Txn& t) {
     n = t.count("kernels");
@@ -479,7 +494,7 @@ int cmd_prune(const fs::path& dir, const std::string& max_bytes, const std::stri
     std::cout << "no cache at " << dir.string() << "\n";
     return 0;
   }
-  auto store = kc::Store::open(dir);
+  auto store = open_as_is(dir);
   kc::Removed by_stale, by_age, by_size;
   uint64_t before = 0, after = 0;
   const std::string& tc = kaio::jit::toolchain_id();
@@ -499,13 +514,38 @@ int cmd_prune(const fs::path& dir, const std::string& max_bytes, const std::stri
   return 0;
 }
 
+// Reports a damaged file (exit 1); with --repair salvages its readable records into a
+// fresh one (exit 0).
+int verify_damaged_file(const fs::path& dir, const std::string& why, bool repair, bool as_json) {
+  const fs::path data = dir / "data.mdb";
+  std::optional<kc::SalvageResult> r;
+  if (repair) r = kc::salvage(dir);
+  if (as_json) {
+    json j{{"file", data.string()}, {"file_damaged", true}, {"file_error", why}, {"repaired", repair}};
+    if (r)
+      j.update({{"salvaged", r->salvaged}, {"salvaged_bytes", r->bytes}, {"entries_seen", r->entries_seen},
+                {"moved_to", r->moved_to.string()}});
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << "damaged file " << data.string() << ": " << why << "\n";
+    if (r)
+      std::cout << "salvaged " << r->salvaged << " records (" << human_size(r->bytes) << ") into a fresh "
+                << data.string() << "; the damaged file is now " << r->moved_to.string() << "\n";
+    else
+      std::cout << "`kaio-cache verify --repair` salvages the readable records into a fresh file\n";
+  }
+  return repair ? 0 : 1;
+}
+
 int cmd_verify(const fs::path& dir, bool repair, bool as_json) {
   if (!cache_exists(dir)) {
     if (as_json) std::cout << json{{"checked", 0}, {"ok", 0}, {"damaged", json::array()}}.dump(2) << "\n";
     else std::cout << "no cache at " << dir.string() << "\n";
     return 0;
   }
-  auto store = kc::Store::open(dir);
+  // The meta pages first: LMDB must not map a file they do not match.
+  const kc::DataFileCheck file = kc::check_data_file(dir / "data.mdb");
+  if (!file.ok) return verify_damaged_file(dir, file.problem, repair, as_json);
   const std::string& tc = kaio::jit::toolchain_id();
   struct Bad {
     std::string key, why;
@@ -514,18 +554,28 @@ int cmd_verify(const fs::path& dir, bool repair, bool as_json) {
   std::vector<std::string> other;
   std::vector<std::string> orphans;
   uint64_t checked = 0;
-  store->view([&](kc::Txn& t) {
-    t.for_each("kernels", [&](std::string_view k, std::string_view v) {
-      ++checked;
-      std::string why;
-      auto info = kc::decode_record_info(v, true, &why);
-      if (!info) damaged.push_back({std::string(k), why});
-      else if (info->toolchain != tc) other.emplace_back(k);
+  std::shared_ptr<kc::Store> store;
+  try {
+    store = open_as_is(dir);
+    // Every page of both trees is visited: LMDB reports (or the fault guard catches)
+    // damage that the meta pages do not show.
+    store->view([&](kc::Txn& t) {
+      t.for_each("kernels", [&](std::string_view k, std::string_view v) {
+        ++checked;
+        std::string why;
+        auto info = kc::decode_record_info(v, true, &why);
+        if (!info) damaged.push_back({std::string(k), why});
+        else if (info->toolchain != tc) other.emplace_back(k);
+      });
+      t.for_each("meta", [&](std::string_view k, std::string_view v) {
+        if (k.size() > 1 && k[0] == 'k' && (!t.get("kernels", k.substr(1)) || !kc::decode_usage(v))) orphans.emplace_back(k);
+      });
+      t.for_each("tuning", [](std::string_view, std::string_view) {});
     });
-    t.for_each("meta", [&](std::string_view k, std::string_view v) {
-      if (k.size() > 1 && k[0] == 'k' && (!t.get("kernels", k.substr(1)) || !kc::decode_usage(v))) orphans.emplace_back(k);
-    });
-  });
+  } catch (const kc::DamagedCache& e) {
+    store.reset();  // closed before a repair moves its file
+    return verify_damaged_file(dir, e.what(), repair, as_json);
+  }
   if (repair && (!damaged.empty() || !orphans.empty())) {
     store->update([&](kc::Txn& t) {
       for (const Bad& b : damaged) kc::remove_record(t, b.key);
@@ -540,7 +590,8 @@ int cmd_verify(const fs::path& dir, bool repair, bool as_json) {
     for (const auto& k : other) oth.push_back(kc::to_hex(k));
     std::cout << json{{"checked", checked},      {"ok", ok},
                       {"damaged", bad},          {"other_toolchain", oth},
-                      {"orphan_meta", orphans.size()}, {"repaired", repair}}
+                      {"orphan_meta", orphans.size()}, {"repaired", repair},
+                      {"file_damaged", false}}
                      .dump(2)
               << "\n";
   } else {
@@ -573,7 +624,7 @@ std::string rate(uint64_t bytes, double s) {
 
 int cmd_export(const fs::path& dir, const std::string& file) {
   if (!cache_exists(dir)) throw Failure("no cache at " + dir.string());
-  auto store = kc::Store::open(dir);
+  auto store = open_as_is(dir);
   const auto t0 = std::chrono::steady_clock::now();
   kc::ExportResult r = kc::export_records(*store, file);
   const double s = seconds_since(t0);
@@ -588,7 +639,9 @@ int cmd_import(const fs::path& dir, const std::string& file, bool any_toolchain)
   std::string env_error;
   const uint64_t cap = kc::max_bytes_from_env(&env_error);
   if (!env_error.empty()) std::cerr << env_error << "\n";
-  auto store = kc::Store::open(dir);
+  // A damaged or hostile file fails here, before the cache is opened or created.
+  kc::validate_archive(file);
+  auto store = kc::Store::open(dir, {.move_aside_damaged = false});
   const auto t0 = std::chrono::steady_clock::now();
   kc::ImportResult r = kc::import_records(*store, file, any_toolchain ? "" : kaio::jit::toolchain_id(), cap);
   const double s = seconds_since(t0);
@@ -609,7 +662,7 @@ std::string printable_key(std::string_view k) {
 int cmd_tune_ls(const fs::path& dir, bool as_json) {
   std::vector<std::pair<std::string, uint64_t>> rows;
   if (cache_exists(dir)) {
-    auto store = kc::Store::open(dir);
+    auto store = open_as_is(dir);
     store->for_each("tuning", [&](std::string_view k, std::string_view v) { rows.emplace_back(printable_key(k), v.size()); });
   } else if (!as_json) {
     std::cout << "no cache at " << dir.string() << "\n";
@@ -683,8 +736,10 @@ int main(int argc, char** argv) {
   prune->add_flag("--stale", prune_stale, "Remove damaged records and records of another toolchain");
 
   bool verify_repair = false, verify_json = false;
-  CLI::App* verify = app.add_subcommand("verify", "Check every record's checksum (exit 1 if any is damaged)");
-  verify->add_flag("--repair", verify_repair, "Remove damaged records and orphan meta entries");
+  CLI::App* verify = app.add_subcommand("verify", "Check the cache file and every record's checksum (exit 1 if damaged)");
+  verify->add_flag("--repair", verify_repair,
+                   "Remove damaged records and orphan meta entries; a damaged file: salvage its readable records "
+                   "into a fresh one");
   verify->add_flag("--json", verify_json, "Print a JSON object");
 
   std::string export_file;
@@ -722,6 +777,11 @@ int main(int argc, char** argv) {
   } catch (const Failure& e) {
     std::cout.flush();
     std::cerr << "kaio-cache: " << e.what() << "\n";
+    return 1;
+  } catch (const kc::DamagedCache& e) {
+    std::cout.flush();
+    std::cerr << "kaio-cache: " << e.what() << "\nkaio-cache: `kaio-cache verify --repair` salvages the readable "
+              << "records into a fresh file\n";
     return 1;
   } catch (const std::exception& e) {
     std::cout.flush();
