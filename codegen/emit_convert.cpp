@@ -82,7 +82,11 @@ void emit_convert_plain(Emitter& e, const ir::Inst& i, bool sat) {
   bool ff = ft.is_float(), tf = tt.is_float();
   if (!ff && !tf) {  // integer <-> integer: truncate or extend; 8-bit targets named exactly
     std::string dt = (to == Scalar::S8 || to == Scalar::U8) ? ir::scalar_name(to) : arith_type(to);
-    e.ins(std::string("cvt") + (sat ? ".sat." : ".") + dt + "." + arith_type(from) + " " + d + ", " + src);
+    // A target that holds every source value cannot saturate: ptxas rejects .sat there.
+    int fb = ir::scalar_bits(from), tb = ir::scalar_bits(to);
+    bool fs = ft.is_signed(), ts = tt.is_signed();
+    bool fits = (fs == ts && tb >= fb) || (!fs && ts && tb > fb);
+    e.ins(std::string("cvt") + (sat && !fits ? ".sat." : ".") + dt + "." + arith_type(from) + " " + d + ", " + src);
     e.normalize(to, d);
     return;
   }
