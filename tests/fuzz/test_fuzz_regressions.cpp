@@ -1,6 +1,4 @@
-// Bugs found by the fuzzers, kept as regression tests. Those in ir/ or codegen/ are tagged
 // Regression tests for bugs the fuzzers found; each failed before its fix.
-// itself when it is gone.
 #include <catch2/catch.hpp>
 
 #include <string>
