@@ -352,6 +352,7 @@ class KernelBuilder {
   void require_types(const OpDef& d, Type t) const;
   bool const_value(uint32_t id, uint64_t& out) const;
   void check_mbarrier(const char* op, Value bar);
+  void named_barrier(Op op, uint32_t id, uint32_t threads);
   void mbarrier_op(Op op, Value bar, const AnyOperand& index, const AnyOperand* count);
   Value warp_reduce(Op op, Value v);
   Value block_reduce(Op op, Value v);

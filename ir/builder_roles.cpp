@@ -68,27 +68,21 @@ Value KernelBuilder::param_bytes(const std::string& pname, Scalar elem, uint32_t
 
 // ---------------- warp roles ----------------
 
-void KernelBuilder::barrier(uint32_t id, uint32_t threads) {
-  ensure_open("barrier");
-  if (id > 15) fail("barrier", "barrier ids are 0..15, got " + std::to_string(id));
+// bar.sync / bar.arrive on named barrier `id` for `threads` threads (whole warps).
+void KernelBuilder::named_barrier(Op op, uint32_t id, uint32_t threads) {
+  const char* name = op_name(op);
+  ensure_open(name);
+  if (id > 15) fail(name, "barrier ids are 0..15, got " + std::to_string(id));
   if (threads == 0 || threads % 32 || threads > 1024)
-    fail("barrier", "a named barrier counts whole warps: 32..1024 threads in steps of 32, got " + std::to_string(threads));
+    fail(name, "a named barrier counts whole warps: 32..1024 threads in steps of 32, got " + std::to_string(threads));
   Attrs a;
   a.id = id;
   a.threads = threads;
-  emit(Op::Barrier, Type{}, {}, a, false);
+  emit(op, Type{}, {}, a, false);
 }
 
-void KernelBuilder::barrier_arrive(uint32_t id, uint32_t threads) {
-  ensure_open("barrier_arrive");
-  if (id > 15) fail("barrier_arrive", "barrier ids are 0..15, got " + std::to_string(id));
-  if (threads == 0 || threads % 32 || threads > 1024)
-    fail("barrier_arrive", "a named barrier counts whole warps: 32..1024 threads in steps of 32, got " + std::to_string(threads));
-  Attrs a;
-  a.id = id;
-  a.threads = threads;
-  emit(Op::BarrierArrive, Type{}, {}, a, false);
-}
+void KernelBuilder::barrier(uint32_t id, uint32_t threads) { named_barrier(Op::Barrier, id, threads); }
+void KernelBuilder::barrier_arrive(uint32_t id, uint32_t threads) { named_barrier(Op::BarrierArrive, id, threads); }
 
 void KernelBuilder::fence_proxy_async() {
   ensure_open("fence_proxy_async");
