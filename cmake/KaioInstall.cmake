@@ -4,7 +4,7 @@ include(CMakePackageConfigHelpers)
 
 foreach(dir ir codegen jit cache tuner ops)
   install(DIRECTORY ${CMAKE_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kaio/${dir}
-          FILES_MATCHING PATTERN "*.h")
+          FILES_MATCHING PATTERN "*.h" PATTERN "*.def")
 endforeach()
 install(FILES ${CMAKE_SOURCE_DIR}/kaio.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kaio)
 
