@@ -147,7 +147,7 @@ void emit_memory(Emitter& e, const ir::Inst& i) {
       return;
     }
     case Op::DynamicShared:
-      e.dynamic_shared = std::max(e.dynamic_shared, i.attr.align);
+      e.dynamic_shared = std::max(e.dynamic_shared, uint32_t{i.attr.align});
       e.ins("mov.u32 " + e.reg(i.result) + ", kaio_dynamic_smem");
       return;
     case Op::SharedAddr:

@@ -17,9 +17,10 @@ struct KernelBuilder::State {
 
 namespace {
 
-std::string vname(const ValueInfo& v, uint32_t id) {
+std::string vname(const Kernel::Data& k, uint32_t id) {
   std::string s = "%" + std::to_string(id);
-  if (!v.name.empty()) s += " ('" + v.name + "')";
+  const std::string& name = k.value_name(id);
+  if (!name.empty()) s += " ('" + name + "')";
   return s;
 }
 
@@ -55,10 +56,17 @@ void KernelBuilder::ensure_open(const char* op) const {
 Block* KernelBuilder::current() { return s_->blocks.back(); }
 Kernel::Data& KernelBuilder::data() { return *s_->k; }
 
-uint32_t KernelBuilder::new_value(Type t, bool is_var, std::string name) {
+uint32_t KernelBuilder::new_value(Type t, bool is_var) {
   auto& vals = s_->k->values;
-  vals.push_back(ValueInfo{t, s_->scopes.back(), is_var, std::move(name)});
+  vals.push_back(ValueInfo{t, s_->scopes.back(), is_var});
   return static_cast<uint32_t>(vals.size() - 1);
+}
+
+Inst& KernelBuilder::append(Op op, Type t) {
+  Inst& inst = current()->insts.emplace_back();
+  inst.op = op;
+  inst.type = t;
+  return inst;
 }
 
 void KernelBuilder::check(const Value& v, const char* op) const {
@@ -69,14 +77,12 @@ void KernelBuilder::check(const Value& v, const char* op) const {
   if (v.id() >= vals.size() || vals[v.id()].is_var) fail(op, "invalid value handle");
   const ValueInfo& info = vals[v.id()];
   if (!s_->scope_open[info.scope])
-    fail(op, "value " + vname(info, v.id()) + " is used outside the scope that defines it "
+    fail(op, "value " + vname(*s_->k, v.id()) + " is used outside the scope that defines it "
              "(it was made inside an if_/for_/while_ body that has ended); hold it in a b.var instead");
 }
 
 Value KernelBuilder::emit(Op op, Type t, std::initializer_list<Value> args, const Attrs& attr, bool result) {
-  Inst inst;
-  inst.op = op;
-  inst.type = t;
+  Inst& inst = append(op, t);
   inst.attr = attr;
   inst.args.reserve(args.size());
   for (const Value& a : args) inst.args.push_back(a.id());
@@ -84,9 +90,7 @@ Value KernelBuilder::emit(Op op, Type t, std::initializer_list<Value> args, cons
   if (op == Op::For) inst.regions.resize(1);
   if (op == Op::While) inst.regions.resize(2);
   if (result) inst.result = new_value(t, false);
-  Value v = result ? Value(this, inst.result, t) : Value();
-  current()->insts.push_back(std::move(inst));
-  return v;
+  return result ? Value(this, inst.result, t) : Value();
 }
 
 void KernelBuilder::push_region(Block* blk) {
@@ -123,7 +127,7 @@ Value KernelBuilder::param(const std::string& pname, Type t) {
   Attrs a;
   a.index = static_cast<uint32_t>(index);
   Value v = emit(Op::Param, t, {}, a);
-  s_->k->values[v.id()].name = pname;
+  s_->k->value_names.emplace_back(v.id(), pname);
   return v;
 }
 
@@ -204,7 +208,7 @@ Value KernelBuilder::spec(const std::string& sname, Type t, Literal v) {
     if (s.name == sname) fail("spec", "specialization constant '" + sname + "' is declared twice");
   if (t.ptr) fail("spec", "specialization constant '" + sname + "' must be a scalar");
   Value c = constant(t, v, "spec");
-  s_->k->values[c.id()].name = sname;
+  s_->k->value_names.emplace_back(c.id(), sname);
   s_->k->specs.push_back(SpecConstant{sname, t, current()->insts.back().attr.bits, c.id()});
   return c;
 }
@@ -438,16 +442,15 @@ void KernelBuilder::store(Value ptr, Value index, const AnyOperand& v, CacheHint
   check(index, "store");
   Type pt = ptr.type();
   if (!pt.ptr) fail("store", "indexing needs a pointer, got " + pt.str());
-  const ValueInfo& info = s_->k->values[ptr.id()];
   if (pt.is_const)
-    fail("store", "cannot store through " + vname(info, ptr.id()) + ", a pointer to const " +
+    fail("store", "cannot store through " + vname(*s_->k, ptr.id()) + ", a pointer to const " +
                       std::string(scalar_name(pt.elem)));
   Type et = Type::scalar(pt.elem);
   if (v.is_value) {
     check(v.value, "store");
     if (!(v.value.type() == et))
       fail("store", "storing a " + v.value.type().str() + " value into " + pt.str() + " " +
-                        vname(info, ptr.id()) + "; convert it with ir::cast<T>()");
+                        vname(*s_->k, ptr.id()) + "; convert it with ir::cast<T>()");
   }
   if (hint == CacheHint::ReadOnly || hint == CacheHint::LastUse) fail("store", "this cache hint applies to loads only");
   if (hint != CacheHint::Default && pt.is_shared_ptr()) fail("store", "cache hints apply to global memory only");
@@ -463,14 +466,10 @@ Var KernelBuilder::var(Type t, Value init) {
   check(init, "var");
   if (t.ptr) fail("var", "variables hold scalars, not pointers");
   if (!(init.type() == t)) fail("var", "initial value of type " + init.type().str() + " for a variable of type " + t.str());
-  Inst inst;
-  inst.op = Op::VarDecl;
-  inst.type = t;
-  inst.args = {init.id()};
+  Inst& inst = append(Op::VarDecl, t);
+  inst.args.push_back(init.id());
   inst.result = new_value(t, true);
-  uint32_t id = inst.result;
-  current()->insts.push_back(std::move(inst));
-  return Var(this, id, t);
+  return Var(this, inst.result, t);
 }
 
 Value KernelBuilder::var_read(const Var& v) {
@@ -478,14 +477,10 @@ Value KernelBuilder::var_read(const Var& v) {
   if (v.builder() != this) fail("var_read", "a variable of another kernel builder was used");
   const ValueInfo& info = s_->k->values[v.id()];
   if (!s_->scope_open[info.scope]) fail("var_read", "variable %" + std::to_string(v.id()) + " is used outside the scope that declares it");
-  Inst inst;
-  inst.op = Op::VarRead;
-  inst.type = v.type();
-  inst.args = {v.id()};
+  Inst& inst = append(Op::VarRead, v.type());
+  inst.args.push_back(v.id());
   inst.result = new_value(v.type(), false);
-  Value out(this, inst.result, v.type());
-  current()->insts.push_back(std::move(inst));
-  return out;
+  return Value(this, inst.result, v.type());
 }
 
 void KernelBuilder::var_write(const Var& v, const AnyOperand& val) {
@@ -499,11 +494,9 @@ void KernelBuilder::var_write(const Var& v, const AnyOperand& val) {
       fail("var_write", "assigning a " + val.value.type().str() + " value to a variable of type " + v.type().str());
   }
   Value x = resolve_literal(val, v.type(), "var_write");
-  Inst inst;
-  inst.op = Op::VarWrite;
-  inst.type = v.type();
-  inst.args = {v.id(), x.id()};
-  current()->insts.push_back(std::move(inst));
+  Inst& inst = append(Op::VarWrite, v.type());
+  inst.args.push_back(v.id());
+  inst.args.push_back(x.id());
 }
 
 Value Var::get() const { return b_->var_read(*this); }

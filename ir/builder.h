@@ -359,7 +359,9 @@ class KernelBuilder {
   Value linear_tid();
   Value warps_in_block();
   Kernel::Data& data();
-  uint32_t new_value(Type t, bool is_var, std::string name = {});
+  uint32_t new_value(Type t, bool is_var);
+  // A new instruction at the insertion point, built in place (no temporary to move).
+  Inst& append(Op op, Type t);
   Block* current();
   void push_region(Block* blk);
   void pop_region();

@@ -23,7 +23,7 @@ Value KernelBuilder::shared(Scalar elem, uint32_t count, uint32_t align) {
   if (bytes > (uint64_t(1) << 20)) fail("shared", "shared array of " + std::to_string(bytes) + " bytes is larger than any GPU's shared memory");
   Attrs a;
   a.count = count;
-  a.align = align;
+  a.align = static_cast<uint16_t>(align);
   return emit(Op::SharedAlloc, Type::pointer(elem, false, Space::Shared), {}, a);
 }
 
@@ -33,7 +33,7 @@ Value KernelBuilder::dynamic_shared(Scalar elem, uint32_t align) {
     fail("dynamic_shared", "the alignment must be a power of two from 16 to 4096 bytes, got " + std::to_string(align));
   if (elem == Scalar::Pred) fail("dynamic_shared", "shared arrays of pred are not supported; use u8");
   Attrs a;
-  a.align = align;
+  a.align = static_cast<uint16_t>(align);
   return emit(Op::DynamicShared, Type::pointer(elem, false, Space::Shared), {}, a);
 }
 
@@ -92,7 +92,7 @@ Value KernelBuilder::shfl(ShflMode mode, Value v, const AnyOperand& lane, uint32
   Attrs a;
   a.shfl = mode;
   a.mask = mask;
-  a.width = width;
+  a.width = static_cast<uint8_t>(width);
   return emit(Op::Shfl, t, {v, l}, a);
 }
 

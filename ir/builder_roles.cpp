@@ -76,8 +76,8 @@ void KernelBuilder::named_barrier(Op op, uint32_t id, uint32_t threads) {
   if (threads == 0 || threads % 32 || threads > 1024)
     fail(name, "a named barrier counts whole warps: 32..1024 threads in steps of 32, got " + std::to_string(threads));
   Attrs a;
-  a.id = id;
-  a.threads = threads;
+  a.id = static_cast<uint8_t>(id);
+  a.threads = static_cast<uint16_t>(threads);
   emit(op, Type{}, {}, a, false);
 }
 
@@ -94,7 +94,7 @@ void KernelBuilder::setmaxnreg(uint32_t regs, bool increase) {
   if (regs < 24 || regs > 256 || regs % 8)
     fail("setmaxnreg", "the register count must be a multiple of 8 in 24..256, got " + std::to_string(regs));
   Attrs a;
-  a.regs = regs;
+  a.regs = static_cast<uint16_t>(regs);
   a.increase = increase;
   emit(Op::SetMaxNReg, Type{}, {}, a, false);
 }
@@ -159,7 +159,7 @@ void KernelBuilder::wgmma(const RegArray& acc, Value desc_a, Value desc_b, Scala
     if (!(d.type() == Type::scalar(Scalar::U64))) fail("wgmma", "matrix descriptors are u64, got " + d.type().str());
   Inst inst;
   inst.op = Op::WgmmaMma;
-  inst.attr.shape = n;
+  inst.attr.shape = static_cast<uint16_t>(n);
   inst.attr.elem = in;
   for (uint32_t k = 0; k < acc.size(); ++k) inst.args.push_back(acc.first_id() + k);
   inst.args.push_back(desc_a.id());

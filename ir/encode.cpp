@@ -1,21 +1,39 @@
 // Canonical binary encoding of a kernel, the input of its hash. It holds everything
 // that changes the generated code and nothing else: no pointers, no parameter or spec
 // names (PTX uses positional parameter names), values by creation number.
+#include <algorithm>
+#include <cstring>
+
 #include "kaio/ir/kernel.h"
 
 namespace kaio::ir {
 
 namespace {
 
+// The most bytes an instruction writes besides its operands: op, nresults, type, result,
+// operand count, every attribute, region count.
+constexpr size_t kInstFixed = 1 + 4 + 2 + 4 + 4 + 128 + 1;
+
+// Writes into a string sized ahead (room() before each instruction), with no per-field
+// capacity checks: encoding runs on every kernel build.
 struct Encoder {
   std::string out;
+  size_t pos = 0;
 
-  void u8(uint8_t x) { out.push_back(static_cast<char>(x)); }
-  void u32(uint32_t x) { out.append(reinterpret_cast<const char*>(&x), 4); }
-  void u64(uint64_t x) { out.append(reinterpret_cast<const char*>(&x), 8); }
+  void room(size_t n) {
+    if (pos + n > out.size()) out.resize(std::max(out.size() * 2, pos + n));
+  }
+  void raw(const void* p, size_t n) {
+    std::memcpy(out.data() + pos, p, n);
+    pos += n;
+  }
+  void u8(uint8_t x) { out[pos++] = static_cast<char>(x); }
+  void u32(uint32_t x) { raw(&x, 4); }
+  void u64(uint64_t x) { raw(&x, 8); }
   void str(const std::string& s) {
+    room(4 + s.size());
     u32(static_cast<uint32_t>(s.size()));
-    out += s;
+    raw(s.data(), s.size());
   }
   void type(Type t) {
     u8(static_cast<uint8_t>(t.elem));
@@ -54,9 +72,11 @@ struct Encoder {
   void block(const Block& b) {
     uint32_t n = 0;
     for (const Inst& i : b.insts) n += i.op != Op::Comment;
+    room(4);
     u32(n);
     for (const Inst& i : b.insts) {
       if (i.op == Op::Comment) continue;  // comments change no code
+      room(kInstFixed + 4 * i.args.size());
       u8(static_cast<uint8_t>(i.op));
       u32(i.nresults);
       type(i.type);
@@ -74,29 +94,36 @@ struct Encoder {
 
 std::string encode(const Kernel::Data& k) {
   Encoder e;
-  e.out.reserve(64 + k.values.size() * 24);
-  e.out = "kaio-ir\x02";
+  e.out.resize(256 + k.params.size() * 16 + k.specs.size() * 16 + k.values.size() * 24);
+  static constexpr char kMagic[] = "kaio-ir\x02";
+  e.raw(kMagic, sizeof(kMagic) - 1);
   e.str(k.name);  // the entry symbol: it is in the PTX
+  e.room(64);
   e.u32(k.max_threads);
   e.u32(k.min_blocks);
   e.u8(k.fast_math ? 1 : 0);
   e.u32(static_cast<uint32_t>(k.params.size()));
   for (const Param& p : k.params) {
+    e.room(16);
     e.type(p.type);
     e.u32(p.bytes);
     e.u32(p.align);
   }
+  e.room(4);
   e.u32(static_cast<uint32_t>(k.specs.size()));
   for (const SpecConstant& s : k.specs) {  // the shape, as values
+    e.room(16);
     e.type(s.type);
     e.u64(s.bits);
   }
+  e.room(4 + 3 * k.values.size());
   e.u32(static_cast<uint32_t>(k.values.size()));
   for (const ValueInfo& v : k.values) {
     e.type(v.type);
     e.u8(v.is_var ? 1 : 0);
   }
   e.block(k.body);
+  e.out.resize(e.pos);
   return std::move(e.out);
 }
 

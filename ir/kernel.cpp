@@ -96,3 +96,34 @@ Hash128 hash_bytes(const void* data, size_t size) {
 std::string Kernel::print() const { return ir::print(*d_); }
 
 }  // namespace kaio::ir
+
+namespace kaio::ir {
+
+void Regions::Free::operator()(Block* b) const { delete[] b; }
+
+Regions::~Regions() = default;
+
+Regions& Regions::operator=(const Regions& o) {
+  if (this == &o) return *this;
+  resize(0);
+  resize(o.n_);
+  for (uint32_t i = 0; i < o.n_; ++i) p_.get()[i] = o.p_.get()[i];
+  return *this;
+}
+
+void Regions::resize(size_t n) {
+  if (n == n_) return;
+  std::unique_ptr<Block, Free> p(n ? new Block[n] : nullptr);
+  for (size_t i = 0; i < std::min<size_t>(n, n_); ++i) p.get()[i] = std::move(p_.get()[i]);
+  p_ = std::move(p);
+  n_ = static_cast<uint32_t>(n);
+}
+
+const std::string& Kernel::Data::value_name(uint32_t id) const {
+  static const std::string none;
+  for (const auto& [v, name] : value_names)
+    if (v == id) return name;
+  return none;
+}
+
+}  // namespace kaio::ir

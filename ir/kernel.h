@@ -40,55 +40,106 @@ struct Extent {
 struct Block;
 
 // Operand ids: up to four inline (almost every op), more on the heap (vector stores, mma),
-// so that building an instruction allocates nothing in the common case.
+// so that building an instruction allocates nothing in the common case. 24 bytes, so that
+// instructions stay small: building moves them when a block's vector grows.
 class Operands {
  public:
   Operands() = default;
-  Operands(std::initializer_list<uint32_t> l) { for (uint32_t v : l) push_back(v); }
-  Operands(const Operands& o) { for (uint32_t v : o) push_back(v); }
+  Operands(std::initializer_list<uint32_t> l) {
+    reserve(l.size());
+    for (uint32_t v : l) push_back(v);
+  }
+  Operands(const Operands& o) { *this = o; }
   Operands& operator=(const Operands& o) {
     if (this != &o) {
       clear();
+      reserve(o.n_);
       for (uint32_t v : o) push_back(v);
     }
     return *this;
   }
-  Operands(Operands&& o) noexcept { *this = std::move(o); }
+  Operands(Operands&& o) noexcept { take(o); }
   Operands& operator=(Operands&& o) noexcept {
-    if (this == &o) return *this;
-    n_ = o.n_;
-    heap_ = std::move(o.heap_);
-    std::copy(o.inline_, o.inline_ + kInline, inline_);
-    o.n_ = 0;
+    if (this != &o) {
+      release();
+      take(o);
+    }
     return *this;
   }
+  ~Operands() { release(); }
+
   void push_back(uint32_t v) {
-    if (n_ < kInline) {
-      inline_[n_++] = v;
-      return;
-    }
-    if (n_ == kInline) heap_.assign(inline_, inline_ + kInline);
-    heap_.push_back(v);
-    ++n_;
+    if (n_ == cap_) reserve(cap_ * 2);
+    data()[n_++] = v;
   }
   void reserve(size_t n) {
-    if (n > kInline) heap_.reserve(n);
+    if (n <= cap_) return;
+    auto* p = new uint32_t[n];
+    std::copy(begin(), end(), p);
+    release_heap();
+    heap_ = p;
+    cap_ = static_cast<uint32_t>(n);
   }
-  void clear() {
-    n_ = 0;
-    heap_.clear();
-  }
+  void clear() { n_ = 0; }
   size_t size() const { return n_; }
   bool empty() const { return n_ == 0; }
-  const uint32_t* begin() const { return n_ > kInline ? heap_.data() : inline_; }
+  const uint32_t* begin() const { return cap_ > kInline ? heap_ : inline_; }
   const uint32_t* end() const { return begin() + n_; }
   uint32_t operator[](size_t i) const { return begin()[i]; }
 
  private:
   static constexpr uint32_t kInline = 4;
+  uint32_t* data() { return cap_ > kInline ? heap_ : inline_; }
+  void release_heap() {
+    if (cap_ > kInline) delete[] heap_;
+  }
+  void release() {
+    release_heap();
+    n_ = 0;
+    cap_ = kInline;
+  }
+  void take(Operands& o) {
+    n_ = o.n_;
+    cap_ = o.cap_;
+    if (cap_ > kInline) heap_ = o.heap_;
+    else std::copy(o.inline_, o.inline_ + kInline, inline_);
+    o.n_ = 0;
+    o.cap_ = kInline;
+  }
   uint32_t n_ = 0;
-  uint32_t inline_[kInline] = {};
-  std::vector<uint32_t> heap_;
+  uint32_t cap_ = kInline;
+  union {
+    uint32_t inline_[kInline] = {};
+    uint32_t* heap_;
+  };
+};
+
+// The nested blocks of a control-flow op (if: then/else, for: body, while: cond/body).
+// A pointer and a count rather than a vector: most instructions have none.
+class Regions {
+ public:
+  Regions() = default;
+  Regions(const Regions& o) { *this = o; }
+  Regions& operator=(const Regions& o);
+  Regions(Regions&&) noexcept = default;
+  Regions& operator=(Regions&&) noexcept = default;
+  ~Regions();
+  void resize(size_t n);  // n blocks, empty ones where new
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  Block& operator[](size_t i);  // defined below Block (it must be complete)
+  const Block& operator[](size_t i) const;
+  Block* begin() { return p_.get(); }
+  Block* end();
+  const Block* begin() const { return p_.get(); }
+  const Block* end() const;
+
+ private:
+  struct Free {
+    void operator()(Block* b) const;
+  };
+  std::unique_ptr<Block, Free> p_;
+  uint32_t n_ = 0;
 };
 
 struct Inst {
@@ -98,13 +149,18 @@ struct Inst {
   uint32_t nresults = 1;       // LoadVec and register arrays define nresults consecutive values
   Operands args;               // operands (variadic; their meaning is the op's rule)
   Attrs attr;                  // named attributes; the op's table entry says which apply
-  std::vector<Block> regions;
+  Regions regions;
   const OpDef& def() const { return op_def(op); }
 };
 
 struct Block {
   std::vector<Inst> insts;
 };
+
+inline Block& Regions::operator[](size_t i) { return p_.get()[i]; }
+inline const Block& Regions::operator[](size_t i) const { return p_.get()[i]; }
+inline Block* Regions::end() { return p_.get() + n_; }
+inline const Block* Regions::end() const { return p_.get() + n_; }
 
 struct Param {
   std::string name;  // for messages and the printer only; PTX uses positional names
@@ -124,7 +180,6 @@ struct ValueInfo {
   Type type;
   uint32_t scope = 0;  // the block scope that defines it
   bool is_var = false; // a mutable variable (VarDecl) rather than an SSA value
-  std::string name;    // param / spec name, for messages only (never encoded)
   bool is_const = false;  // defined by a Const (bits: its bit pattern), for O(1) checks while building
   uint64_t bits = 0;
 };
@@ -147,7 +202,12 @@ class Kernel {
     std::vector<std::string> comments;  // b.comment() texts (not part of the key)
     std::vector<SpecConstant> specs;
     std::vector<ValueInfo> values;
+    // Names of parameter and spec-constant values, for messages and the printer only (never
+    // encoded); kept beside `values` so that a value's entry stays small.
+    std::vector<std::pair<uint32_t, std::string>> value_names;
     Block body;
+    // The name of value `id` ("" when it has none).
+    const std::string& value_name(uint32_t id) const;
     std::string canonical;  // canonical encoding (see encode.cpp)
     Hash128 hash;           // xxh3-128 of `canonical`
   };

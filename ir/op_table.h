@@ -152,18 +152,21 @@ enum class Rounding : uint8_t { Default, Rn, Rz, Rm, Rp };
 inline constexpr uint32_t kNoValue = 0xffffffffu;
 
 // The attribute values of one instruction; which of them an op uses is in its OpDef.
+// Narrow fields (48 bytes in all) keep instructions small; the builder checks each value's
+// range before it stores it (ids 0..15, threads <= 1024, regs <= 256, widths <= 32,
+// alignments <= 4096, shapes <= 256), and the encoding writes them at their full width.
 struct Attrs {
   uint64_t bits = 0;
   uint32_t index = 0;
   uint32_t count = 0;
-  uint32_t align = 0;
-  uint32_t id = 0;
-  uint32_t threads = 0;
-  uint32_t regs = 0;
-  uint32_t width = 32;
   uint32_t mask = 0xffffffffu;
   uint32_t cond = kNoValue;
-  uint32_t shape = 0;
+  uint16_t align = 0;
+  uint16_t threads = 0;
+  uint16_t regs = 0;
+  uint16_t shape = 0;
+  uint8_t id = 0;
+  uint8_t width = 32;
   Scalar elem = Scalar::F16;
   SpecialReg sreg = SpecialReg::TidX;
   Rounding rounding = Rounding::Default;

@@ -172,7 +172,7 @@ struct Printer {
     s += trailing(i);
     if (i.type.ptr || i.result != kNoValue || def.rule == OpRule::Store || def.rule == OpRule::VarWrite)
       s += " : " + i.type.str();
-    const std::string& nm = i.result != kNoValue ? k.values[i.result].name : std::string();
+    const std::string& nm = i.result != kNoValue ? k.value_name(i.result) : std::string();
     if (i.op == Op::Const && !nm.empty()) s += "  ; spec " + nm;
     line(d, s);
   }

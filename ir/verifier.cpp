@@ -16,6 +16,8 @@ namespace {
 struct Verifier {
   const Kernel::Data& k;
   std::vector<uint8_t> visible;
+  bool any_sync = false;   // a barrier or warpgroup instruction: the divergence check applies
+  bool any_async = false;  // an asynchronous op: the async-register rule applies
 
   [[noreturn]] void fail(const Inst& i, const std::string& msg) {
     throw UsageError(k.name, op_name(i.op), "verifier: " + msg);
@@ -68,6 +70,8 @@ struct Verifier {
   void inst(const Inst& i, std::vector<uint32_t>& scope) {
     const OpDef& d = i.def();
     const bool has_result = i.result != kNoValue;
+    any_sync |= d.has(Effect::Collective) || d.has(Effect::WarpCollective);
+    any_async |= d.has(Effect::AsyncIssue);
     if (has_result && i.nresults == 0) fail(i, "a result with no values");
     switch (d.rule) {
       case OpRule::Leaf:
@@ -248,8 +252,9 @@ void check_async_regs(const Kernel::Data& k);   // async_regs.cpp
 void verify(const Kernel::Data& k) {
   Verifier v{k, std::vector<uint8_t>(k.values.size(), 0)};
   v.block(k.body);
-  check_barriers(k);
-  check_async_regs(k);
+  // Both passes only reject at barriers / async ops: a kernel without them skips them.
+  if (v.any_sync) check_barriers(k);
+  if (v.any_async) check_async_regs(k);
 }
 
 }  // namespace kaio::ir

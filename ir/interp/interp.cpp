@@ -156,7 +156,7 @@ struct Compiler {
       }
       case Op::DynamicShared:
         P.dynamic_slots.push_back(i.result);
-        P.dynamic_align = std::max(P.dynamic_align, i.attr.align);
+        P.dynamic_align = std::max(P.dynamic_align, uint32_t{i.attr.align});
         return;
       // ---- no effect in the interpreter ----
       case Op::Comment:

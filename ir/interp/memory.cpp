@@ -35,7 +35,7 @@ std::string hex(uint64_t v) {
 
 std::string value_desc(const Kernel::Data& k, uint32_t id) {
   std::string s = "%" + std::to_string(id);
-  if (id < k.values.size() && !k.values[id].name.empty()) s += " ('" + k.values[id].name + "')";
+  if (!k.value_name(id).empty()) s += " ('" + k.value_name(id) + "')";
   return s;
 }
 
