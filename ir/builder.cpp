@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 namespace kaio::ir {
@@ -10,7 +11,7 @@ struct KernelBuilder::State {
   std::unique_ptr<Kernel::Data> k;
   std::vector<Block*> blocks;       // insertion points; back() is current
   std::vector<uint32_t> scopes;     // open scopes, innermost last
-  std::vector<bool> scope_open;     // by scope id
+  std::vector<uint8_t> scope_open;  // by scope id (bytes: read on every operand check)
   bool built = false;
   std::string name;
 };
@@ -24,6 +25,40 @@ std::string vname(const Kernel::Data& k, uint32_t id) {
   return s;
 }
 
+// Spare top-level buffers, one set per thread. A builder starts from the capacity the last
+// one on this thread left, and build() copies the kernel out at its exact size: growing
+// fresh vectors would move every instruction at each doubling and fault in new pages,
+// which was most of the cost of building a large kernel. Buffers above the bound are
+// dropped, so a thread keeps at most ~0.5 MB.
+struct Spare {
+  static constexpr size_t kMaxInsts = 4096, kMaxValues = 8192;
+  std::vector<Inst> insts;
+  std::vector<ValueInfo> values;
+};
+thread_local Spare t_spare;
+
+template <class T>
+std::vector<T> take_spare(std::vector<T>& spare, size_t min_capacity) {
+  std::vector<T> v = std::move(spare);
+  spare = {};
+  v.clear();
+  v.reserve(min_capacity);
+  return v;
+}
+
+// Moves `v` into an exactly sized vector and keeps its buffer as the thread's spare. A
+// buffer too large to keep stays with the kernel as it is (no copy).
+template <class T>
+std::vector<T> exact_copy(std::vector<T>& v, std::vector<T>& spare, size_t max_spare) {
+  if (v.capacity() > max_spare) return std::move(v);
+  std::vector<T> out;
+  out.reserve(v.size());
+  std::move(v.begin(), v.end(), std::back_inserter(out));
+  v.clear();
+  if (v.capacity() > spare.capacity()) spare = std::move(v);
+  return out;
+}
+
 }  // namespace
 
 KernelBuilder::KernelBuilder(std::string name) : s_(std::make_unique<State>()) {
@@ -34,8 +69,8 @@ KernelBuilder::KernelBuilder(std::string name) : s_(std::make_unique<State>()) {
   }
   if (name[0] >= '0' && name[0] <= '9') throw UsageError(name, "KernelBuilder", "a kernel name may not start with a digit");
   s_->k = std::make_unique<Kernel::Data>();
-  s_->k->values.reserve(256);  // most kernels fit: no reallocation while building
-  s_->k->body.insts.reserve(128);
+  s_->k->values = take_spare(t_spare.values, 256);  // most kernels fit: no reallocation while building
+  s_->k->body.insts = take_spare(t_spare.insts, 128);
   s_->name = name;
   s_->k->name = std::move(name);
   s_->scope_open.push_back(true);
@@ -70,15 +105,23 @@ Inst& KernelBuilder::append(Op op, Type t) {
 }
 
 void KernelBuilder::check(const Value& v, const char* op) const {
+  // One test on the hot path (every operand of every op); the message is built out of line.
+  if (s_->built) [[unlikely]]
+    bad_value(v, op);
+  const auto& vals = s_->k->values;
+  if (!v.valid() || v.builder() != this || v.id() >= vals.size() || vals[v.id()].is_var ||
+      !s_->scope_open[vals[v.id()].scope]) [[unlikely]]
+    bad_value(v, op);
+}
+
+void KernelBuilder::bad_value(const Value& v, const char* op) const {
   ensure_open(op);
   if (!v.valid()) fail(op, "an empty (default-constructed) Value was used");
   if (v.builder() != this) fail(op, "a value of another kernel builder was used");
   const auto& vals = s_->k->values;
   if (v.id() >= vals.size() || vals[v.id()].is_var) fail(op, "invalid value handle");
-  const ValueInfo& info = vals[v.id()];
-  if (!s_->scope_open[info.scope])
-    fail(op, "value " + vname(*s_->k, v.id()) + " is used outside the scope that defines it "
-             "(it was made inside an if_/for_/while_ body that has ended); hold it in a b.var instead");
+  fail(op, "value " + vname(*s_->k, v.id()) + " is used outside the scope that defines it "
+           "(it was made inside an if_/for_/while_ body that has ended); hold it in a b.var instead");
 }
 
 Value KernelBuilder::emit(Op op, Type t, std::initializer_list<Value> args, const Attrs& attr, bool result) {
@@ -613,6 +656,8 @@ Kernel KernelBuilder::build() {
   verify(*s_->k);
   s_->k->canonical = encode(*s_->k);
   s_->k->hash = hash_bytes(s_->k->canonical.data(), s_->k->canonical.size());
+  s_->k->body.insts = exact_copy(s_->k->body.insts, t_spare.insts, Spare::kMaxInsts);
+  s_->k->values = exact_copy(s_->k->values, t_spare.values, Spare::kMaxValues);
   s_->built = true;
   std::shared_ptr<const Kernel::Data> d(std::move(s_->k));
   return Kernel(std::move(d));

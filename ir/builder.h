@@ -343,6 +343,7 @@ class KernelBuilder {
   void var_write(const Var& v, const AnyOperand& val);
   Value index_operand(const AnyOperand& idx);
   void check(const Value& v, const char* op) const;
+  [[noreturn, gnu::cold, gnu::noinline]] void bad_value(const Value& v, const char* op) const;
   [[noreturn]] void fail(const char* op, const std::string& msg) const;
 
  private:

@@ -274,19 +274,18 @@ std::vector<Value> KernelBuilder::load_vec(Value ptr, Value index, int width, Ca
                          ": the access would be misaligned");
   if (hint == CacheHint::ReadOnly && !pt.is_const) fail("load_vec", "read-only (.nc) loads need a pointer to const");
   Type et = Type::scalar(pt.elem);
-  Inst inst;
-  inst.op = Op::LoadVec;
-  inst.type = et;
-  inst.args = {ptr.id(), index.id()};
+  Inst& inst = append(Op::LoadVec, et);
+  inst.args.push_back(ptr.id());
+  inst.args.push_back(index.id());
   inst.attr.hint = hint;
   inst.nresults = static_cast<uint32_t>(width);
   std::vector<Value> out;
+  out.reserve(width);
   for (int k = 0; k < width; ++k) {
     uint32_t id = new_value(et, false);
     if (k == 0) inst.result = id;
     out.emplace_back(this, id, et);
   }
-  current()->insts.push_back(std::move(inst));
   return out;
 }
 
@@ -303,18 +302,17 @@ void KernelBuilder::store_vec(Value ptr, Value index, const std::vector<Value>& 
     fail("store_vec", "index " + std::to_string(c) + " is not a multiple of the vector width " + std::to_string(width) +
                           ": the access would be misaligned");
   Type et = Type::scalar(pt.elem);
-  Inst inst;
-  inst.op = Op::StoreVec;
-  inst.type = et;
-  inst.args = {ptr.id(), index.id()};
-  for (const Value& v : values) {
+  for (const Value& v : values) {  // all checks before the instruction is appended
     check(v, "store_vec");
     if (!(v.type() == et)) fail("store_vec", "storing a " + v.type().str() + " value into " + pt.str());
-    inst.args.push_back(v.id());
   }
+  Inst& inst = append(Op::StoreVec, et);
+  inst.args.reserve(2 + values.size());
+  inst.args.push_back(ptr.id());
+  inst.args.push_back(index.id());
+  for (const Value& v : values) inst.args.push_back(v.id());
   inst.attr.hint = hint;
   inst.nresults = 0;
-  current()->insts.push_back(std::move(inst));
 }
 
 // ---------------- kernel attributes ----------------

@@ -2,8 +2,10 @@
 // that changes the generated code and nothing else: no pointers, no parameter or spec
 // names (PTX uses positional parameter names), values by creation number.
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
+#include "kaio/ir/error.h"
 #include "kaio/ir/kernel.h"
 
 namespace kaio::ir {
@@ -40,33 +42,38 @@ struct Encoder {
     u8(static_cast<uint8_t>(t.ptr ? 1 : 0) | static_cast<uint8_t>(t.is_const ? 2 : 0) |
        static_cast<uint8_t>(static_cast<uint8_t>(t.space) << 2));
   }
-  // The attributes the op's table entry lists, in Attr bit order.
+  // The attributes the op's table entry lists, in Attr bit order (set bits only: most
+  // ops have none or one).
   void attrs(const Inst& i) {
-    const uint32_t m = i.def().attrs;
     const Attrs& a = i.attr;
-    if (m & Attr::Bits) u64(a.bits);
-    if (m & Attr::Index) u32(a.index);
-    if (m & Attr::Sreg) u8(static_cast<uint8_t>(a.sreg));
-    if (m & Attr::Rounding) u8(static_cast<uint8_t>(a.rounding));
-    if (m & Attr::Saturate) u8(a.saturate);
-    if (m & Attr::High) u8(a.high);
-    if (m & Attr::Hint) u8(static_cast<uint8_t>(a.hint));
-    if (m & Attr::Count) u32(a.count);
-    if (m & Attr::Align) u32(a.align);
-    if (m & Attr::Atomic) u8(static_cast<uint8_t>(a.atomic));
-    if (m & Attr::Id) u32(a.id);
-    if (m & Attr::Threads) u32(a.threads);
-    if (m & Attr::Scope) u8(static_cast<uint8_t>(a.scope));
-    if (m & Attr::Regs) u32(a.regs);
-    if (m & Attr::Increase) u8(a.increase);
-    if (m & Attr::Shfl) u8(static_cast<uint8_t>(a.shfl));
-    if (m & Attr::Width) u32(a.width);
-    if (m & Attr::Mask) u32(a.mask);
-    if (m & Attr::Vote) u8(static_cast<uint8_t>(a.vote));
-    if (m & Attr::HasElse) u8(a.has_else);
-    if (m & Attr::Cond) u32(a.cond);
-    if (m & Attr::Shape) u32(a.shape);
-    if (m & Attr::Elem) u8(static_cast<uint8_t>(a.elem));
+    for (uint32_t m = i.def().attrs; m; m &= m - 1) {
+      switch (std::countr_zero(m)) {
+        case std::countr_zero(uint32_t{Attr::Bits}): u64(a.bits); break;
+        case std::countr_zero(uint32_t{Attr::Index}): u32(a.index); break;
+        case std::countr_zero(uint32_t{Attr::Sreg}): u8(static_cast<uint8_t>(a.sreg)); break;
+        case std::countr_zero(uint32_t{Attr::Rounding}): u8(static_cast<uint8_t>(a.rounding)); break;
+        case std::countr_zero(uint32_t{Attr::Saturate}): u8(a.saturate); break;
+        case std::countr_zero(uint32_t{Attr::High}): u8(a.high); break;
+        case std::countr_zero(uint32_t{Attr::Hint}): u8(static_cast<uint8_t>(a.hint)); break;
+        case std::countr_zero(uint32_t{Attr::Count}): u32(a.count); break;
+        case std::countr_zero(uint32_t{Attr::Align}): u32(a.align); break;
+        case std::countr_zero(uint32_t{Attr::Atomic}): u8(static_cast<uint8_t>(a.atomic)); break;
+        case std::countr_zero(uint32_t{Attr::Id}): u32(a.id); break;
+        case std::countr_zero(uint32_t{Attr::Threads}): u32(a.threads); break;
+        case std::countr_zero(uint32_t{Attr::Scope}): u8(static_cast<uint8_t>(a.scope)); break;
+        case std::countr_zero(uint32_t{Attr::Regs}): u32(a.regs); break;
+        case std::countr_zero(uint32_t{Attr::Increase}): u8(a.increase); break;
+        case std::countr_zero(uint32_t{Attr::Shfl}): u8(static_cast<uint8_t>(a.shfl)); break;
+        case std::countr_zero(uint32_t{Attr::Width}): u32(a.width); break;
+        case std::countr_zero(uint32_t{Attr::Mask}): u32(a.mask); break;
+        case std::countr_zero(uint32_t{Attr::Vote}): u8(static_cast<uint8_t>(a.vote)); break;
+        case std::countr_zero(uint32_t{Attr::HasElse}): u8(a.has_else); break;
+        case std::countr_zero(uint32_t{Attr::Cond}): u32(a.cond); break;
+        case std::countr_zero(uint32_t{Attr::Shape}): u32(a.shape); break;
+        case std::countr_zero(uint32_t{Attr::Elem}): u8(static_cast<uint8_t>(a.elem)); break;
+        default: KAIO_ASSERT(false, "an attribute bit without an encoding");
+      }
+    }
   }
 
   void block(const Block& b) {

@@ -19,23 +19,37 @@ struct Verifier {
   bool any_sync = false;   // a barrier or warpgroup instruction: the divergence check applies
   bool any_async = false;  // an asynchronous op: the async-register rule applies
 
-  [[noreturn]] void fail(const Inst& i, const std::string& msg) {
+  // The failure paths are out of line and cold, so that the checks on the hot path (every
+  // operand of every instruction) inline to a few compares.
+  [[noreturn, gnu::cold, gnu::noinline]] void fail(const Inst& i, const std::string& msg) {
     throw UsageError(k.name, op_name(i.op), "verifier: " + msg);
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void bad_use(const Inst& i, uint32_t id, bool want_var) {
+    if (id >= k.values.size()) fail(i, "operand %" + std::to_string(id) + " does not exist");
+    if (!visible[id]) fail(i, "operand %" + std::to_string(id) + " is not visible here (used outside its scope or before it is defined)");
+    fail(i, "operand %" + std::to_string(id) + (want_var ? " is not a variable" : " is a variable; read it first"));
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void bad_define(const Inst& i, uint32_t id) {
+    if (id >= k.values.size()) fail(i, "result %" + std::to_string(id) + " does not exist");
+    if (visible[id]) fail(i, "value %" + std::to_string(id) + " is defined twice");
+    fail(i, "result type does not match the value table");
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void bad_types(const Inst& i, Type a, Type b) {
+    fail(i, "operand types differ: " + a.str() + " and " + b.str());
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void bad_arity(const Inst& i, size_t lo, size_t hi) {
+    fail(i, "takes " + std::to_string(lo) + (hi != lo ? ".." + std::to_string(hi) : "") + " operands, has " +
+                std::to_string(i.args.size()));
   }
 
   Type use(const Inst& i, uint32_t id, bool want_var = false) {
-    if (id >= k.values.size()) fail(i, "operand %" + std::to_string(id) + " does not exist");
-    if (!visible[id]) fail(i, "operand %" + std::to_string(id) + " is not visible here (used outside its scope or before it is defined)");
-    if (k.values[id].is_var != want_var)
-      fail(i, "operand %" + std::to_string(id) + (want_var ? " is not a variable" : " is a variable; read it first"));
+    if (id >= k.values.size() || !visible[id] || k.values[id].is_var != want_var) bad_use(i, id, want_var);
     return k.values[id].type;
   }
   Type arg(const Inst& i, size_t n) { return use(i, i.args[n]); }
 
   void define(const Inst& i, uint32_t id, std::vector<uint32_t>& scope) {
-    if (id >= k.values.size()) fail(i, "result %" + std::to_string(id) + " does not exist");
-    if (visible[id]) fail(i, "value %" + std::to_string(id) + " is defined twice");
-    if (!(k.values[id].type == i.type)) fail(i, "result type does not match the value table");
+    if (id >= k.values.size() || visible[id] || !(k.values[id].type == i.type)) bad_define(i, id);
     visible[id] = 1;
     scope.push_back(id);
   }
@@ -47,12 +61,10 @@ struct Verifier {
   }
 
   void same(const Inst& i, Type a, Type b) {
-    if (!(a == b)) fail(i, "operand types differ: " + a.str() + " and " + b.str());
+    if (!(a == b)) bad_types(i, a, b);
   }
   void arity(const Inst& i, size_t lo, size_t hi) {
-    if (i.args.size() < lo || i.args.size() > hi)
-      fail(i, "takes " + std::to_string(lo) + (hi != lo ? ".." + std::to_string(hi) : "") + " operands, has " +
-                  std::to_string(i.args.size()));
+    if (i.args.size() < lo || i.args.size() > hi) bad_arity(i, lo, hi);
   }
   void results(const Inst& i, bool want) {
     if ((i.result != kNoValue) != want) fail(i, want ? "must define a result" : "defines no result");
