@@ -12,15 +12,16 @@ namespace kaio::jit {
 // The logger and the warn_once state are never destroyed: cache writers left running at
 // process exit (see jit/disk_cache.h) may still log during static destruction.
 spdlog::logger& log() {
-  static spdlog::logger* logger = [] {
+  // The holder stays reachable through this static, so leak checkers see no leak.
+  static std::shared_ptr<spdlog::logger>* holder = [] {
     auto l = std::make_shared<spdlog::logger>("kaio", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
     l->set_pattern("[%H:%M:%S.%e] [kaio] [%^%l%$] %v");
     spdlog::level::level_enum lvl = spdlog::level::warn;
     if (const char* env = std::getenv("KAIO_LOG_LEVEL")) lvl = spdlog::level::from_str(env);
     l->set_level(lvl);
     return new std::shared_ptr<spdlog::logger>(std::move(l));
-  }()->get();
-  return *logger;
+  }();
+  return **holder;
 }
 
 bool debug_enabled() {
