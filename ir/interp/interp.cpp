@@ -293,17 +293,54 @@ struct HashOf {
   size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.lo ^ (h.hi * 0x9e3779b97f4a7c15ull)); }
 };
 
+// Compiled programs by kernel hash, bounded like jit's kernel cache: approximate LRU (a
+// hit stores a tick); an insert past the cap drops the least recently used eighth in one
+// pass. A run holds its own reference, so eviction never pulls a program from under it.
+struct ProgramCache {
+  struct Entry {
+    std::shared_ptr<const Program> program;
+    uint64_t used = 0;
+  };
+  std::mutex m;
+  std::unordered_map<Hash128, Entry, HashOf> map;
+  size_t capacity = kDefaultProgramCacheCapacity;
+  uint64_t tick = 0;
+
+  void evict_locked() {
+    if (capacity == 0 || map.size() <= capacity) return;
+    const size_t target = capacity - capacity / 8;
+    std::vector<std::pair<uint64_t, Hash128>> ages;
+    ages.reserve(map.size());
+    for (const auto& [h, e] : map) ages.emplace_back(e.used, h);
+    const size_t drop = map.size() - target;
+    std::nth_element(ages.begin(), ages.begin() + static_cast<std::ptrdiff_t>(drop), ages.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < drop; ++i) map.erase(ages[i].second);
+  }
+};
+
+ProgramCache& programs() {
+  static ProgramCache* c = new ProgramCache;  // never destroyed: runs may outlive statics
+  return *c;
+}
+
 std::shared_ptr<const Program> program_for(const Kernel& k) {
-  static std::mutex m;
-  static std::unordered_map<Hash128, std::shared_ptr<const Program>, HashOf> cache;
+  ProgramCache& c = programs();
   {
-    std::lock_guard g(m);
-    auto it = cache.find(k.hash());
-    if (it != cache.end()) return it->second;
+    std::lock_guard g(c.m);
+    auto it = c.map.find(k.hash());
+    if (it != c.map.end()) {
+      it->second.used = ++c.tick;
+      return it->second.program;
+    }
   }
   std::shared_ptr<const Program> p = compile_program(k);  // throws for unsupported ops
-  std::lock_guard g(m);
-  return cache.emplace(k.hash(), std::move(p)).first->second;
+  std::lock_guard g(c.m);
+  auto [it, inserted] = c.map.emplace(k.hash(), ProgramCache::Entry{std::move(p), 0});
+  it->second.used = ++c.tick;
+  std::shared_ptr<const Program> out = it->second.program;
+  if (inserted) c.evict_locked();
+  return out;
 }
 
 // ---------------- execution ----------------
@@ -590,6 +627,19 @@ void check_shape(const Kernel& k, const LaunchShape& s) {
 }
 
 }  // namespace
+
+void set_program_cache_capacity(size_t n) {
+  ProgramCache& c = programs();
+  std::lock_guard g(c.m);
+  c.capacity = n;
+  c.evict_locked();
+}
+
+size_t program_cache_size() {
+  ProgramCache& c = programs();
+  std::lock_guard g(c.m);
+  return c.map.size();
+}
 
 namespace impl {
 ExecFn copy_all_fn() { return &copy_all; }

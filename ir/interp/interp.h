@@ -75,6 +75,12 @@ RunStats run(const Kernel& k, const LaunchShape& shape, std::span<const uint64_t
 // Host threads a run uses by default ($KAIO_INTERP_THREADS, else hardware concurrency).
 unsigned default_threads();
 
+// Compiled interpreter programs are cached by kernel hash, at most this many (least
+// recently used dropped first; 0: no cap). Thread-safe.
+inline constexpr size_t kDefaultProgramCacheCapacity = 1024;
+void set_program_cache_capacity(size_t n);
+size_t program_cache_size();
+
 // ---- host arguments for ir::interpret ----
 struct HostArg {
   enum Kind : uint8_t { Buffer, Bool, Int, UInt, F32, F64, F16, BF16, Bytes } kind = Int;

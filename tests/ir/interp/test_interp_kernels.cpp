@@ -361,3 +361,30 @@ TEST_CASE("interp: many blocks on several host threads", "[interp]") {
   for (uint32_t i = 0; i < n; ++i) REQUIRE(y1[i] == 2.0f * x[i] + y[i]);
 }
 
+
+// ---------------- the program cache ----------------
+
+TEST_CASE("interp: the program cache stays within its bound; evicted programs are rebuilt", "[interp]") {
+  // Kernels that differ in a constant: each has its own hash, so its own program.
+  auto add_k = [](uint32_t k) {
+    ir::KernelBuilder b("interp_cache_add");
+    auto x = b.param<uint32_t*>("x");
+    auto i = b.thread_idx_x();
+    ir::Value xi = x[i];
+    x[i] = xi + b.constant(k);
+    return b.build();
+  };
+  ir::interp::set_program_cache_capacity(8);
+  std::vector<uint32_t> x(32);
+  const ir::Kernel first = add_k(1000);
+  for (uint32_t k = 0; k < 40; ++k) {
+    std::fill(x.begin(), x.end(), 7u);
+    ir::interpret(add_k(k), {.grid = {1}, .block = {32}}, x);
+    CHECK(x[31] == 7 + k);  // a program evicted and rebuilt still runs the right kernel
+    std::fill(x.begin(), x.end(), 1u);
+    ir::interpret(first, {.grid = {1}, .block = {32}}, x);  // kept warm: most recently used
+    CHECK(x[0] == 1001);
+    CHECK(ir::interp::program_cache_size() <= 8);
+  }
+  ir::interp::set_program_cache_capacity(ir::interp::kDefaultProgramCacheCapacity);
+}
