@@ -40,7 +40,9 @@ struct Acc {
       case Reduce::Min: val = ir::min(val.get(), v); break;
       case Reduce::ArgMax: {
         Value cur = val.get();
-        Value better = v > cur || (ir::isnan(v) && !ir::isnan(cur));  // NaN is the largest value
+        // NaN is the largest value; the first element always replaces the identity (a row of
+        // -inf has its maximum at 0).
+        Value better = v > cur || (ir::isnan(v) && !ir::isnan(cur)) || idx.get() == 0xffffffffu;
         val = ir::select(better, v, cur);
         idx = ir::select(better, index, idx.get());
         break;
