@@ -9,10 +9,10 @@
 //   ops::argmax_rows<float>(idx, logits, rows, vocab);
 //   ops::reduce<float>(ops::Reduce::Sum, total, x, n, &stream);                        // deterministic
 //
-// Strategy, from the shape: a warp per row (8 rows per 256-thread block) for rows of at
-// most 1024 elements, else a block per row of 128, 256 or 1024 threads by row length;
-// 16-byte vector loads when the address and the row stride in bytes are multiples of 16,
-// narrower ones otherwise; four vectors in flight per thread. Each (dtype, op, team,
+// Strategy, from the shape: 16-byte vector loads when the address and the row stride in
+// bytes are multiples of 16, narrower ones otherwise; then by vectors per row: a warp per
+// row (8 rows per 256-thread block) up to 256 vectors, else a block per row of 128 (up to
+// 1024 vectors), 256 (up to 4096) or 1024 threads; four vectors in flight per thread. Each (dtype, op, team,
 // vector width) is one config of one family, so a handful of kernels serve all shapes.
 //
 // The whole-array reduction is deterministic: for a given n, the split into blocks (at

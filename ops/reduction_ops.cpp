@@ -16,10 +16,12 @@ using ir::Scalar;
 
 const std::vector<Scalar> kFloatTypes = {Scalar::F32, Scalar::F16, Scalar::BF16};
 
-uint32_t team_for(uint32_t cols) {
-  if (cols <= 1024) return 32;
-  if (cols <= 4096) return 128;
-  if (cols <= 16384) return 256;
+// Threads per row from the vectors per row: at least 8 vectors per thread before the team
+// grows (enough loads in flight per thread, and fewer, fuller blocks).
+uint32_t team_for(uint64_t vectors) {
+  if (vectors <= 256) return 32;
+  if (vectors <= 1024) return 128;
+  if (vectors <= 4096) return 256;
   return 1024;
 }
 
@@ -94,7 +96,8 @@ void launch_rows(const char* opname, Reduce op, uint64_t out, size_t out_size, i
 RowReduceConfig row_reduce_config(Scalar dtype, Reduce op, uint32_t rows, uint32_t cols, uint64_t ld, uint64_t address) {
   (void)rows;  // rows do not change the strategy yet: a block per row fills the GPU from ~1000 rows
   const uint64_t eb = static_cast<uint64_t>(ir::scalar_bytes(dtype));
-  return RowReduceConfig{dtype, op, team_for(cols), detail::vec_for_alignment(dtype, address | (ld * eb))};
+  const uint32_t vec = detail::vec_for_alignment(dtype, address | (ld * eb));
+  return RowReduceConfig{dtype, op, team_for(cols / vec), vec};
 }
 
 ReduceAllConfig reduce_all_config(Scalar dtype, Reduce op, uint64_t address) {

@@ -94,7 +94,7 @@ TEMPLATE_TEST_CASE("row reductions against float64: edge shapes, every team size
       {1, 1, 1, 0},        {3, 17, 17, 0},        {67, 1025, 1025, 0},  // warp per row / block of 128
       {3, 17, 20, 1},      {67, 1025, 1027, 0},   {5, 1000, 1000, 1},   // strided; misaligned
       {4, 4099, 4104, 0},  {3, 9001, 9001, 0},    {2, 20000, 20000, 1},  // blocks of 128, 256, 1024
-      {40, 64, 64, 0},                                                   // several warps per block
+      {40, 64, 64, 0},     {3, 8192, 8192, 0},    {2, 16000, 16000, 0},  // several warps per block; 256
   };
   for (Reduce op : kRowOps)
     for (const Shape& s : shapes) {
@@ -110,6 +110,8 @@ TEST_CASE("row reductions: the strategy follows the row length and the alignment
   CHECK(ops::row_reduce_config(ir::Scalar::F32, Reduce::Sum, 100, 4096, 4096, a).team == 128);
   CHECK(ops::row_reduce_config(ir::Scalar::F32, Reduce::Sum, 100, 8192, 8192, a).team == 256);
   CHECK(ops::row_reduce_config(ir::Scalar::F32, Reduce::Sum, 1, 100000, 100000, a).team == 1024);
+  CHECK(ops::row_reduce_config(ir::Scalar::BF16, Reduce::Sum, 100, 8192, 8192, a).team == 128);  // 1024 vectors
+  CHECK(ops::row_reduce_config(ir::Scalar::F32, Reduce::Sum, 100, 1024, 1025, a).team == 128);  // 1024 single loads
   CHECK(ops::row_reduce_config(ir::Scalar::F32, Reduce::Sum, 8, 64, 64, a).vec == 4);
   CHECK(ops::row_reduce_config(ir::Scalar::F32, Reduce::Sum, 8, 64, 66, a).vec == 2);   // rows 8 bytes apart
   CHECK(ops::row_reduce_config(ir::Scalar::F32, Reduce::Sum, 8, 64, 64, a + 4).vec == 1);
