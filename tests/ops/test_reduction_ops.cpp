@@ -141,6 +141,10 @@ TEMPLATE_TEST_CASE("argmax_rows: ties give the first index, NaN counts as the la
   out.fill_bytes(0xFF);
   ops::argmax_rows<T>(out, x, 3, cols);
   CHECK(out.to_host() == std::vector<int64_t>{7, 250, 0});
+  // Later calls of the config are family hits: no builder runs.
+  const uint64_t builds = ops::reduce_rows_family().builds();
+  for (int i = 0; i < 3; ++i) ops::argmax_rows<T>(out, x, 3, cols);
+  CHECK(ops::reduce_rows_family().builds() == builds);
 }
 
 TEMPLATE_TEST_CASE("whole-array reductions against float64, bit-identical across runs", "[gpu][ops][reduction]", float,
