@@ -82,6 +82,8 @@ size_t run_case(const std::string& op, size_t n, size_t offset, bool in_place = 
   a.upload(ha);
   b.upload(hb);
   out.poison();
+  // offset 0 takes the 16-byte vector path, offset 1 the single-element one.
+  CHECK((a.address() % 16 == 0) == (offset == 0));
   Slice<T>& dst = in_place ? a : out;
   call<T>(op, dst.address(), a.address(), b.address(), n);
   std::vector<T> got = dst.download();
