@@ -176,6 +176,12 @@ TEST_CASE("elementwise ops: bad input is a UsageError naming the op and the argu
   CHECK_THAT(e.what(), Catch::Contains("'a'") && Catch::Contains("not aligned"));
   e = test::usage_error_of([&] { ops::axpby<kaio::half>(out, a, b, 1.0f, 1.0f, size_t(1) << 41); });
   CHECK(e.op() == "axpby");
+  std::vector<uint64_t> in = {a, b};
+  std::vector<size_t> sizes = {ops::kUnknownSize, ops::kUnknownSize};
+  e = test::usage_error_of([&] {
+    ops::elementwise_op("add").launch(ir::Scalar::F64, out, ops::kUnknownSize, in, sizes, {}, 10, nullptr);
+  });
+  CHECK_THAT(e.what(), Catch::Contains("dtype f64 is not supported"));
   uint64_t after = 0;
   for (jit::FamilyBase* f : ops::elementwise_families()) after += f->builds();
   CHECK(after == builds);  // nothing was built (hence nothing launched)

@@ -61,6 +61,16 @@ TEMPLATE_TEST_CASE("ops::map: a user map with three inputs and two scalars", "[g
   const uint64_t builds = op.family().builds();
   for (int i = 0; i < 5; ++i) op(bo.ptr(), {bx.ptr(), by, jit::DevicePtr<const T>{bz.device_address()}}, {s0, s1}, 64);
   CHECK(op.family().builds() == builds);
+  // On a stream: the result is there once the stream has synchronized.
+  jit::Stream stream;
+  bo.fill_bytes(0xFF);
+  op(bo, {bx, by, bz}, {0.0f, -1.0f}, 64, &stream);  // 0 * x * y + z + 1
+  stream.synchronize();
+  std::vector<T> hz = bz.to_host(), got = bo.to_host();
+  size_t bad = 0;
+  for (size_t i = 0; i < 64; ++i)
+    bad += !(std::fabs(as_double(got[i]) - (as_double(hz[i]) + 1)) <= 2 * unit<T>() * (std::fabs(as_double(hz[i])) + 1));
+  CHECK(bad == 0);
 }
 
 TEST_CASE("ops::map without scalars, the README's example", "[gpu][ops][map]") {
