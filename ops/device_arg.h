@@ -44,6 +44,15 @@ struct Out {
   Out(uint64_t a, size_t n) : address(a), size(n) {}
 };
 
+// A rows x cols matrix in an array whose rows start `ld` elements apart (ld >= cols):
+// ops::add<float>({out, ld_out}, {a, lda}, {b, ldb}, rows, cols).
+template <class A>
+struct Strided {
+  A array;
+  uint64_t ld;
+  Strided(A a, uint64_t l) : array(a), ld(l) {}
+};
+
 namespace detail {
 
 // The checks every op runs on its array arguments before launching: a UsageError naming

@@ -7,7 +7,8 @@
 //   ops::silu_gate<kaio::bfloat16>(out, x, gate, n, &stream);   // out = silu(x) * gate
 //
 // Arrays are In<T> / Out<T> (ops/device_arg.h): DeviceBuffers, DevicePtrs or raw device
-// addresses. `out` may be an input (in place). Bad input (null address, n = 0, an array
+// addresses; the strided forms take Strided<In<T>> / Strided<Out<T>> ({array, ld}) and a
+// rows x cols shape. `out` may be an input (in place). Bad input (null address, n = 0, an array
 // shorter than n, unsupported dtype) is a UsageError naming the op and the argument,
 // raised before anything is launched.
 //
@@ -62,6 +63,39 @@ template <class T>
 void gelu_gate(Out<T> out, In<T> x, In<T> gate, size_t n, const jit::Stream* stream = nullptr);
 template <class T>
 void gelu_gate_tanh(Out<T> out, In<T> x, In<T> gate, size_t n, const jit::Stream* stream = nullptr);
+
+// The same ops over rows x cols elements of strided arrays (each array's rows `ld`
+// elements apart): ops::add<float>({out, ld_out}, {a, lda}, {b, ldb}, rows, cols, &stream).
+template <class T>
+using SIn = Strided<In<T>>;
+template <class T>
+using SOut = Strided<Out<T>>;
+template <class T>
+void add(SOut<T> out, SIn<T> a, SIn<T> b, uint32_t rows, uint32_t cols, const jit::Stream* stream = nullptr);
+template <class T>
+void sub(SOut<T> out, SIn<T> a, SIn<T> b, uint32_t rows, uint32_t cols, const jit::Stream* stream = nullptr);
+template <class T>
+void mul(SOut<T> out, SIn<T> a, SIn<T> b, uint32_t rows, uint32_t cols, const jit::Stream* stream = nullptr);
+template <class T>
+void axpby(SOut<T> out, SIn<T> x, SIn<T> y, float alpha, float beta, uint32_t rows, uint32_t cols,
+           const jit::Stream* stream = nullptr);
+template <class T>
+void relu(SOut<T> out, SIn<T> x, uint32_t rows, uint32_t cols, const jit::Stream* stream = nullptr);
+template <class T>
+void silu(SOut<T> out, SIn<T> x, uint32_t rows, uint32_t cols, const jit::Stream* stream = nullptr);
+template <class T>
+void gelu(SOut<T> out, SIn<T> x, uint32_t rows, uint32_t cols, const jit::Stream* stream = nullptr);
+template <class T>
+void gelu_tanh(SOut<T> out, SIn<T> x, uint32_t rows, uint32_t cols, const jit::Stream* stream = nullptr);
+template <class T>
+void exp(SOut<T> out, SIn<T> x, uint32_t rows, uint32_t cols, const jit::Stream* stream = nullptr);
+template <class T>
+void silu_gate(SOut<T> out, SIn<T> x, SIn<T> gate, uint32_t rows, uint32_t cols, const jit::Stream* stream = nullptr);
+template <class T>
+void gelu_gate(SOut<T> out, SIn<T> x, SIn<T> gate, uint32_t rows, uint32_t cols, const jit::Stream* stream = nullptr);
+template <class T>
+void gelu_gate_tanh(SOut<T> out, SIn<T> x, SIn<T> gate, uint32_t rows, uint32_t cols,
+                    const jit::Stream* stream = nullptr);
 
 // The maps behind these ops, by op name ("add", "silu_gate", ...; UsageError for another
 // name), and all of them (their families are "map:<op>").

@@ -90,7 +90,66 @@ void run(Id id, const Out<T>& out, std::initializer_list<In<T>> in, std::initial
            std::span<const size_t>(sizes.data(), i), std::span<const float>(scalars.begin(), scalars.size()), n, stream);
 }
 
+template <class T>
+void run_rows(Id id, const Strided<Out<T>>& out, std::initializer_list<Strided<In<T>>> in,
+              std::initializer_list<float> scalars, uint32_t rows, uint32_t cols, const jit::Stream* stream) {
+  const detail::MapKernels& k = *registry().ops[id];
+  std::array<uint64_t, 2> addr{}, ld{};
+  std::array<size_t, 2> sizes{};
+  size_t i = 0;
+  for (const Strided<In<T>>& a : in) {
+    addr[i] = a.array.address;
+    sizes[i] = a.array.size;
+    ld[i++] = a.ld;
+  }
+  k.launch_rows(ir::ScalarOf<T>::value, out.array.address, out.array.size, out.ld,
+                std::span<const uint64_t>(addr.data(), i), std::span<const size_t>(sizes.data(), i),
+                std::span<const uint64_t>(ld.data(), i), std::span<const float>(scalars.begin(), scalars.size()), rows,
+                cols, stream);
+}
+
 }  // namespace
+
+template <class T>
+void add(SOut<T> o, SIn<T> a, SIn<T> b, uint32_t r, uint32_t c, const jit::Stream* s) {
+  run_rows<T>(Add, o, {a, b}, {}, r, c, s);
+}
+template <class T>
+void sub(SOut<T> o, SIn<T> a, SIn<T> b, uint32_t r, uint32_t c, const jit::Stream* s) {
+  run_rows<T>(Sub, o, {a, b}, {}, r, c, s);
+}
+template <class T>
+void mul(SOut<T> o, SIn<T> a, SIn<T> b, uint32_t r, uint32_t c, const jit::Stream* s) {
+  run_rows<T>(Mul, o, {a, b}, {}, r, c, s);
+}
+template <class T>
+void axpby(SOut<T> o, SIn<T> x, SIn<T> y, float alpha, float beta, uint32_t r, uint32_t c, const jit::Stream* s) {
+  run_rows<T>(Axpby, o, {x, y}, {alpha, beta}, r, c, s);
+}
+template <class T>
+void relu(SOut<T> o, SIn<T> x, uint32_t r, uint32_t c, const jit::Stream* s) { run_rows<T>(Relu, o, {x}, {}, r, c, s); }
+template <class T>
+void silu(SOut<T> o, SIn<T> x, uint32_t r, uint32_t c, const jit::Stream* s) { run_rows<T>(Silu, o, {x}, {}, r, c, s); }
+template <class T>
+void gelu(SOut<T> o, SIn<T> x, uint32_t r, uint32_t c, const jit::Stream* s) { run_rows<T>(Gelu, o, {x}, {}, r, c, s); }
+template <class T>
+void gelu_tanh(SOut<T> o, SIn<T> x, uint32_t r, uint32_t c, const jit::Stream* s) {
+  run_rows<T>(GeluTanh, o, {x}, {}, r, c, s);
+}
+template <class T>
+void exp(SOut<T> o, SIn<T> x, uint32_t r, uint32_t c, const jit::Stream* s) { run_rows<T>(Exp, o, {x}, {}, r, c, s); }
+template <class T>
+void silu_gate(SOut<T> o, SIn<T> x, SIn<T> g, uint32_t r, uint32_t c, const jit::Stream* s) {
+  run_rows<T>(SiluGate, o, {x, g}, {}, r, c, s);
+}
+template <class T>
+void gelu_gate(SOut<T> o, SIn<T> x, SIn<T> g, uint32_t r, uint32_t c, const jit::Stream* s) {
+  run_rows<T>(GeluGate, o, {x, g}, {}, r, c, s);
+}
+template <class T>
+void gelu_gate_tanh(SOut<T> o, SIn<T> x, SIn<T> g, uint32_t r, uint32_t c, const jit::Stream* s) {
+  run_rows<T>(GeluGateTanh, o, {x, g}, {}, r, c, s);
+}
 
 template <class T>
 void add(Out<T> out, In<T> a, In<T> b, size_t n, const jit::Stream* s) { run<T>(Add, out, {a, b}, {}, n, s); }
@@ -156,7 +215,19 @@ std::vector<jit::FamilyBase*> elementwise_families() {
   template void exp<T>(Out<T>, In<T>, size_t, const jit::Stream*);                                           \
   template void silu_gate<T>(Out<T>, In<T>, In<T>, size_t, const jit::Stream*);                              \
   template void gelu_gate<T>(Out<T>, In<T>, In<T>, size_t, const jit::Stream*);                              \
-  template void gelu_gate_tanh<T>(Out<T>, In<T>, In<T>, size_t, const jit::Stream*);
+  template void gelu_gate_tanh<T>(Out<T>, In<T>, In<T>, size_t, const jit::Stream*);                         \
+  template void add<T>(SOut<T>, SIn<T>, SIn<T>, uint32_t, uint32_t, const jit::Stream*);                     \
+  template void sub<T>(SOut<T>, SIn<T>, SIn<T>, uint32_t, uint32_t, const jit::Stream*);                     \
+  template void mul<T>(SOut<T>, SIn<T>, SIn<T>, uint32_t, uint32_t, const jit::Stream*);                     \
+  template void axpby<T>(SOut<T>, SIn<T>, SIn<T>, float, float, uint32_t, uint32_t, const jit::Stream*);     \
+  template void relu<T>(SOut<T>, SIn<T>, uint32_t, uint32_t, const jit::Stream*);                           \
+  template void silu<T>(SOut<T>, SIn<T>, uint32_t, uint32_t, const jit::Stream*);                           \
+  template void gelu<T>(SOut<T>, SIn<T>, uint32_t, uint32_t, const jit::Stream*);                           \
+  template void gelu_tanh<T>(SOut<T>, SIn<T>, uint32_t, uint32_t, const jit::Stream*);                      \
+  template void exp<T>(SOut<T>, SIn<T>, uint32_t, uint32_t, const jit::Stream*);                            \
+  template void silu_gate<T>(SOut<T>, SIn<T>, SIn<T>, uint32_t, uint32_t, const jit::Stream*);               \
+  template void gelu_gate<T>(SOut<T>, SIn<T>, SIn<T>, uint32_t, uint32_t, const jit::Stream*);               \
+  template void gelu_gate_tanh<T>(SOut<T>, SIn<T>, SIn<T>, uint32_t, uint32_t, const jit::Stream*);
 KAIO_EW_INSTANTIATE(float)
 KAIO_EW_INSTANTIATE(kaio::half)
 KAIO_EW_INSTANTIATE(kaio::bfloat16)

@@ -16,7 +16,8 @@
 //
 // kaio writes the indexing (64-bit: n may exceed 2^32), 16-byte vector loads and stores
 // (f16/bf16 as 8 elements per access), four chunks in flight per thread, the scalar tail
-// (n need not be a multiple of the vector width) and the grid. The vector width is chosen
+// (n need not be a multiple of the vector width) and the grid. op.rows(...) does the same
+// over rows x cols elements of arrays with row strides (rows along the grid's y). The vector width is chosen
 // at call time from the pointers' alignment: 16-byte aligned pointers get 16-byte
 // accesses, less aligned ones narrower accesses down to one element (a pointer offset by
 // one element is correct, only slower). `out` may be one of the inputs (in place); other
@@ -49,7 +50,8 @@ struct MapConfig {
   uint32_t inputs = 1;                 // input arrays
   uint32_t scalars = 0;                // f32 scalars passed per call
   uint32_t vec = 1;                    // elements per access: 1, 2, 4 or 16 / element size
-  auto fields() const { return std::tie(dtype, inputs, scalars, vec); }
+  bool rows = false;                   // rows x cols with row strides (else n contiguous elements)
+  auto fields() const { return std::tie(dtype, inputs, scalars, vec, rows); }
 };
 
 // The per-element expression: f32 inputs and scalars in, the f32 result out.
@@ -88,15 +90,24 @@ class MapKernels {
 
   // UsageError (naming the map) unless the counts are the map's.
   void check_counts(size_t inputs, size_t scalars) const;
-  // The config a call with these addresses uses (the vector width from their alignment).
-  MapConfig config_for(ir::Scalar dtype, uint64_t out, std::span<const uint64_t> in) const;
-  // The launch shape for n elements at a config.
-  jit::LaunchConfig launch_shape(const MapConfig& c, size_t n, const jit::Stream* stream) const;
+  // Checks and launches over rows x cols elements whose rows are ld_out / ld_in[k]
+  // elements apart.
+  void launch_rows(ir::Scalar dtype, uint64_t out, size_t out_size, uint64_t ld_out, std::span<const uint64_t> in,
+                   std::span<const size_t> in_sizes, std::span<const uint64_t> ld_in, std::span<const float> scalars,
+                   uint32_t rows, uint32_t cols, const jit::Stream* stream) const;
+
+  // The config a call with these addresses uses (the vector width from their alignment and,
+  // for rows, that of the row strides in bytes, OR-ed into ld_bits; rows when ld_bits != 0).
+  MapConfig config_for(ir::Scalar dtype, uint64_t out, std::span<const uint64_t> in, uint64_t ld_bits = 0) const;
+  // The launch shape for n elements (per row) at a config.
+  jit::LaunchConfig launch_shape(const MapConfig& c, size_t n, const jit::Stream* stream, uint32_t rows = 1) const;
   ir::Kernel kernel(const MapConfig& c) const;
   jit::Family<MapConfig>& family() const { return *family_; }
   const MapSpec& spec() const { return spec_; }
 
  private:
+  void launch_config(const MapConfig& c, uint64_t out, std::span<const uint64_t> in, std::span<const float> scalars,
+                     std::span<const uint64_t> lds, uint32_t rows, size_t n, const jit::Stream* stream) const;
   MapSpec spec_;
   std::string prefix_;
   std::unique_ptr<jit::Family<MapConfig>> family_;
@@ -122,6 +133,17 @@ class Map {
     call(out, in, scalars, n, stream);
   }
 
+  // The same over rows x cols elements, each array's rows `ld` elements apart:
+  //   op.rows({out, ld_out}, {{x, ld_x}, {g, ld_g}}, rows, cols, &stream);
+  void rows(Strided<Out<T>> out, std::initializer_list<Strided<In<T>>> in, uint32_t rows, uint32_t cols,
+            const jit::Stream* stream = nullptr) const {
+    call_rows(out, in, {}, rows, cols, stream);
+  }
+  void rows(Strided<Out<T>> out, std::initializer_list<Strided<In<T>>> in, std::initializer_list<float> scalars,
+            uint32_t rows, uint32_t cols, const jit::Stream* stream = nullptr) const {
+    call_rows(out, in, scalars, rows, cols, stream);
+  }
+
   const std::string& name() const { return k_->spec().name; }
   jit::Family<MapConfig>& family() const { return k_->family(); }
   const detail::MapKernels& kernels() const { return *k_; }
@@ -140,6 +162,22 @@ class Map {
     k_->launch(ir::ScalarOf<T>::value, out.address, out.size, std::span<const uint64_t>(addr, i),
                std::span<const size_t>(sizes, i), std::span<const float>(scalars.begin(), scalars.size()), n,
                stream);
+  }
+  void call_rows(const Strided<Out<T>>& out, std::initializer_list<Strided<In<T>>> in,
+                 std::initializer_list<float> scalars, uint32_t rows, uint32_t cols, const jit::Stream* stream) const {
+    k_->check_counts(in.size(), scalars.size());
+    uint64_t addr[kMapMaxInputs] = {}, ld[kMapMaxInputs] = {};
+    size_t sizes[kMapMaxInputs] = {};
+    size_t i = 0;
+    for (const Strided<In<T>>& a : in) {
+      addr[i] = a.array.address;
+      sizes[i] = a.array.size;
+      ld[i++] = a.ld;
+    }
+    k_->launch_rows(ir::ScalarOf<T>::value, out.array.address, out.array.size, out.ld,
+                    std::span<const uint64_t>(addr, i), std::span<const size_t>(sizes, i),
+                    std::span<const uint64_t>(ld, i), std::span<const float>(scalars.begin(), scalars.size()), rows,
+                    cols, stream);
   }
   std::shared_ptr<const detail::MapKernels> k_;
 };

@@ -105,6 +105,61 @@ size_t run_case(const std::string& op, size_t n, size_t offset, bool in_place = 
   return bad;
 }
 
+template <class T>
+void call_rows(const std::string& op, ops::SOut<T> o, ops::SIn<T> a, ops::SIn<T> b, uint32_t rows, uint32_t cols) {
+  if (op == "add") ops::add<T>(o, a, b, rows, cols);
+  else if (op == "sub") ops::sub<T>(o, a, b, rows, cols);
+  else if (op == "mul") ops::mul<T>(o, a, b, rows, cols);
+  else if (op == "axpby") ops::axpby<T>(o, a, b, kAlpha, kBeta, rows, cols);
+  else if (op == "relu") ops::relu<T>(o, a, rows, cols);
+  else if (op == "silu") ops::silu<T>(o, a, rows, cols);
+  else if (op == "gelu") ops::gelu<T>(o, a, rows, cols);
+  else if (op == "gelu_tanh") ops::gelu_tanh<T>(o, a, rows, cols);
+  else if (op == "exp") ops::exp<T>(o, a, rows, cols);
+  else if (op == "silu_gate") ops::silu_gate<T>(o, a, b, rows, cols);
+  else if (op == "gelu_gate") ops::gelu_gate<T>(o, a, b, rows, cols);
+  else if (op == "gelu_gate_tanh") ops::gelu_gate_tanh<T>(o, a, b, rows, cols);
+  else FAIL("unknown op " << op);
+}
+
+struct RowsShape {
+  uint32_t rows, cols;
+  uint64_t lda, ldb, ldo;
+  size_t offset;
+};
+
+// The strided form: rows x cols of arrays with their own row strides; the padding between
+// out's rows must keep its poison.
+template <class T>
+size_t run_rows_case(const std::string& op, const RowsShape& s) {
+  auto span = [&](uint64_t ld) { return size_t(s.rows - 1) * ld + s.cols; };
+  Slice<T> a(span(s.lda), s.offset), b(span(s.ldb), s.offset), out(span(s.ldo), s.offset);
+  const bool gate = op.find("_gate") != std::string::npos;
+  std::vector<T> ha = random_vec<T>(span(s.lda), -4, 4), hb = random_vec<T>(span(s.ldb), gate ? -2 : -4, gate ? 2 : 4);
+  a.upload(ha);
+  b.upload(hb);
+  out.poison();
+  call_rows<T>(op, {out.address(), s.ldo}, {a.address(), s.lda}, {b.address(), s.ldb}, s.rows, s.cols);
+  std::vector<T> got = out.download();
+  size_t bad = 0;
+  for (uint32_t r = 0; r < s.rows; ++r)
+    for (uint64_t c = 0; c < s.ldo && r * s.ldo + c < got.size(); ++c) {
+      double g = as_double(got[r * s.ldo + c]);
+      if (c >= s.cols) {  // padding: untouched
+        bad += !std::isnan(g);
+        continue;
+      }
+      Ref ref = reference(op, as_double(ha[r * s.lda + c]), as_double(hb[r * s.ldb + c]));
+      double tol = std::is_same_v<T, float> ? ref.tol : ref.tol + unit<T>() * std::fabs(ref.r) * 1.0001 + tiny<T>();
+      if (!(std::fabs(g - ref.r) <= tol)) {
+        if (bad < 5) UNSCOPED_INFO(op << "[" << r << ", " << c << "] = " << g << ", expected " << ref.r << " +- " << tol);
+        ++bad;
+      }
+    }
+  CHECK(out.guards_intact());
+  return bad;
+}
+
 const std::vector<std::string>& all_ops() {
   static const std::vector<std::string> v = ops::elementwise_op_names();
   return v;
@@ -122,6 +177,21 @@ TEMPLATE_TEST_CASE("elementwise ops against float64: edge sizes, aligned and mis
         INFO(op << " " << type_name<T>() << " n = " << n << " offset = " << offset);
         CHECK(run_case<T>(op, n, offset) == 0);
       }
+}
+
+TEMPLATE_TEST_CASE("elementwise ops on strided rows", "[gpu][ops][elementwise]", float, kaio::half, kaio::bfloat16) {
+  using T = TestType;
+  const std::vector<RowsShape> shapes = {
+      {1, 1, 1, 1, 1, 0},            {3, 17, 20, 25, 17, 0},  // 17 columns, rows not 16-byte apart
+      {67, 1025, 1032, 1040, 1048, 0},                         // rows 16-byte apart (vector path)
+      {5, 33, 40, 48, 40, 1},                                  // one element off
+  };
+  for (const std::string& op : all_ops())
+    for (const RowsShape& sh : shapes) {
+      INFO(op << " " << type_name<T>() << " " << sh.rows << "x" << sh.cols << " ld " << sh.lda << "/" << sh.ldb << "/"
+              << sh.ldo << " offset " << sh.offset);
+      CHECK(run_rows_case<T>(op, sh) == 0);
+    }
 }
 
 TEMPLATE_TEST_CASE("elementwise ops in place (out is the first input)", "[gpu][ops][elementwise]", float,
@@ -182,6 +252,13 @@ TEST_CASE("elementwise ops: bad input is a UsageError naming the op and the argu
     ops::elementwise_op("add").launch(ir::Scalar::F64, out, ops::kUnknownSize, in, sizes, {}, 10, nullptr);
   });
   CHECK_THAT(e.what(), Catch::Contains("dtype f64 is not supported"));
+  e = test::usage_error_of([&] { ops::add<float>({out, 16}, {a, 15}, {b, 16}, 4, 16); });
+  CHECK(e.op() == "add");
+  CHECK_THAT(e.what(), Catch::Contains("'a'") && Catch::Contains("row stride 15"));
+  e = test::usage_error_of([&] { ops::relu<float>({out, 16}, {ops::In<float>(a, 60), 16}, 4, 16); });
+  CHECK_THAT(e.what(), Catch::Contains("'x' holds 60") && Catch::Contains("needs 64"));
+  e = test::usage_error_of([&] { ops::relu<float>({out, 16}, {a, 16}, 0, 16); });
+  CHECK_THAT(e.what(), Catch::Contains("'rows'"));
   uint64_t after = 0;
   for (jit::FamilyBase* f : ops::elementwise_families()) after += f->builds();
   CHECK(after == builds);  // nothing was built (hence nothing launched)

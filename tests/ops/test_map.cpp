@@ -73,6 +73,44 @@ TEMPLATE_TEST_CASE("ops::map: a user map with three inputs and two scalars", "[g
   CHECK(bad == 0);
 }
 
+TEMPLATE_TEST_CASE("ops::map on strided rows", "[gpu][ops][map]", float, kaio::bfloat16) {
+  using T = TestType;
+  ops::Map<T> op = fma3<T>();
+  struct Shape {
+    uint32_t rows, cols;
+    uint64_t ld;
+    size_t offset;
+  };
+  for (Shape sh : {Shape{1, 1, 1, 0}, Shape{3, 17, 24, 0}, Shape{67, 1025, 1032, 0}, Shape{4, 40, 41, 1},
+                   Shape{70000, 2, 8, 0}}) {  // more rows than the grid's y extent
+    INFO(type_name<T>() << " " << sh.rows << "x" << sh.cols << " ld " << sh.ld << " offset " << sh.offset);
+    const size_t span = size_t(sh.rows - 1) * sh.ld + sh.cols;
+    Slice<T> x(span, sh.offset), y(span, sh.offset), z(span, sh.offset), out(span, sh.offset);
+    auto hx = random_vec<T>(span, -2, 2), hy = random_vec<T>(span, -2, 2), hz = random_vec<T>(span, -2, 2);
+    x.upload(hx);
+    y.upload(hy);
+    z.upload(hz);
+    out.poison();
+    op.rows({out.address(), sh.ld}, {{x.address(), sh.ld}, {y.address(), sh.ld}, {z.address(), sh.ld}}, {2.0f, 1.0f},
+            sh.rows, sh.cols);
+    std::vector<T> got = out.download();
+    size_t bad = 0;
+    for (size_t i = 0; i < span; ++i) {
+      double g = as_double(got[i]);
+      if (i % sh.ld >= sh.cols) {
+        bad += !std::isnan(g);  // padding between rows: untouched
+        continue;
+      }
+      double p = 2 * as_double(hx[i]) * as_double(hy[i]), r = p + as_double(hz[i]) - 1;
+      double tol = 3 * kU32 * (std::fabs(p) + std::fabs(as_double(hz[i])) + 1);
+      if (!std::is_same_v<T, float>) tol += unit<T>() * std::fabs(r) * 1.0001 + tiny<T>();
+      bad += !(std::fabs(g - r) <= tol);
+    }
+    CHECK(bad == 0);
+    CHECK(out.guards_intact());
+  }
+}
+
 TEST_CASE("ops::map without scalars, the README's example", "[gpu][ops][map]") {
   auto swiglu = ops::map<kaio::bfloat16>("my_swiglu", 2, [](ir::KernelBuilder&, std::span<ir::Value> in) {
     return in[0] / (1.0f + ir::exp(-in[0])) * in[1];
@@ -134,10 +172,12 @@ TEST_CASE("ops::map kernels assemble for sm_80 and sm_90 at every vector width",
   ops::Map<kaio::half> h = fma3<kaio::half>();
   ops::Map<kaio::bfloat16> bf = fma3<kaio::bfloat16>();
   std::vector<ir::Kernel> ks;
-  for (uint32_t v : {1u, 2u, 4u}) ks.push_back(f.kernels().kernel({ir::Scalar::F32, 3, 2, v}));
-  for (uint32_t v : {1u, 2u, 4u, 8u}) {
-    ks.push_back(h.kernels().kernel({ir::Scalar::F16, 3, 2, v}));
-    ks.push_back(bf.kernels().kernel({ir::Scalar::BF16, 3, 2, v}));
+  for (bool rows : {false, true}) {
+    for (uint32_t v : {1u, 2u, 4u}) ks.push_back(f.kernels().kernel({ir::Scalar::F32, 3, 2, v, rows}));
+    for (uint32_t v : {1u, 2u, 4u, 8u}) {
+      ks.push_back(h.kernels().kernel({ir::Scalar::F16, 3, 2, v, rows}));
+      ks.push_back(bf.kernels().kernel({ir::Scalar::BF16, 3, 2, v, rows}));
+    }
   }
   for (const ir::Kernel& k : ks)
     for (const char* arch : {"sm_80", "sm_90"}) {
