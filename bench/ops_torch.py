@@ -120,7 +120,7 @@ def case_bytes(op, fn, inputs):
     """Inputs and outputs, each once; an output passed in as `out` is an input tensor that
     the op writes, so it is counted as the output."""
     out = tensors(fn(*inputs))
-    ins = [t for t in inputs if all(t.data_ptr() != o.data_ptr() for o in out)]
+    ins = [t for t in tensors(inputs) if all(t.data_ptr() != o.data_ptr() for o in out)]
     return nbytes(ins) + nbytes(out)
 
 
