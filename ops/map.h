@@ -81,6 +81,8 @@ class MapKernels {
   // `declared`: the dtypes whose configs (widest vector, and one element per access) are
   // declared for precompilation.
   MapKernels(std::string family_name, std::string kernel_prefix, MapSpec spec, std::vector<ir::Scalar> declared);
+  MapKernels(const MapKernels&) = delete;  // its family's builder refers to it
+  MapKernels& operator=(const MapKernels&) = delete;
 
   // Checks and launches: out[i] = body(in[0][i], ...) for i < n. `in`/`in_sizes` hold
   // spec.inputs.size() entries, `scalars` spec.scalars.size().
