@@ -122,6 +122,7 @@ ir::Kernel build_map_kernel(const std::string& prefix, const MapSpec& s, const M
       row(base);
     });
   }
+  b.launch_bounds(kMapBlock);  // lets ptxas budget registers for the block size used
   return b.build();
 }
 
