@@ -6,7 +6,11 @@
 namespace kaio::ops {
 
 std::vector<jit::FamilyBase*> families() {
-  return {&saxpy_family(), &silu_gate_family(), &axpby_2d_family(), &row_sum_family()};
+  std::vector<jit::FamilyBase*> v = {&saxpy_family(), &silu_gate_family(), &axpby_2d_family(), &row_sum_family()};
+  for (jit::FamilyBase* f : elementwise_families()) v.push_back(f);
+  v.push_back(&reduce_rows_family());
+  v.push_back(&reduce_all_family());
+  return v;
 }
 
 std::vector<ir::Kernel> catalog() {
