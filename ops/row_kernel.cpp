@@ -20,23 +20,24 @@ RowKernelConfig row_kernel_config(ir::Scalar dtype, const RowPlan& plan, uint32_
 
 std::vector<RowKernelConfig> common_row_configs(bool with_split) {
   std::vector<RowKernelConfig> out;
+  auto add = [&](const RowKernelConfig& c) {
+    for (const RowKernelConfig& o : out)
+      if (o.fields() == c.fields()) return;
+    out.push_back(c);
+  };
   for (Scalar s : {Scalar::F32, Scalar::F16, Scalar::BF16}) {
     const uint32_t wide = 16 / static_cast<uint32_t>(ir::scalar_bytes(s));
-    for (uint32_t vec : {wide, 1u}) {
-      // The buckets of 128 .. 16384 columns (many rows), then a streamed row.
-      std::vector<RowPlan> plans;
-      for (uint32_t cols = 128; cols <= 16384; cols *= 2) plans.push_back(plan_rows(4096, cols, vec));
-      plans.push_back(plan_rows(4096, 1u << 20, vec));
-      for (const RowPlan& p : plans) {
-        RowKernelConfig c = row_kernel_config(s, p);
-        bool seen = false;
-        for (const RowKernelConfig& o : out) seen |= o.fields() == c.fields();
-        if (!seen) out.push_back(c);
-      }
-      if (with_split) {
+    // 16-byte accesses: the buckets of 128 .. 16384 columns (many rows), a streamed row
+    // (vocabulary-sized softmax) and a split one (few long rows).
+    for (uint32_t cols = 128; cols <= 16384; cols *= 2) add(row_kernel_config(s, plan_rows(4096, cols, wide)));
+    add(row_kernel_config(s, plan_rows(4096, 1u << 18, wide)));
+    // Scalar accesses (misaligned or odd rows): a short, a model-sized and a streamed row.
+    for (uint32_t cols : {100u, 4095u, 1u << 16}) add(row_kernel_config(s, plan_rows(4096, cols, 1)));
+    if (with_split) {
+      for (uint32_t vec : {wide, 1u}) {
         RowPlan p = plan_rows(1, 1u << 20, vec);
-        out.push_back(row_kernel_config(s, p, 1));
-        out.push_back(row_kernel_config(s, p, 2));
+        add(row_kernel_config(s, p, 1));
+        add(row_kernel_config(s, p, 2));
       }
     }
   }
