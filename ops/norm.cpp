@@ -97,7 +97,7 @@ ir::Kernel build(const RowKernelConfig& c, Norm kind) {
     if (c.phase != 2) {
       ir::Var a1 = b.var<float>(0.0f), a2 = b.var<float>(0.0f);
       rk.stream(lo, hi, [&](Value first) {
-        RowChunk ch = input(first, hi, kStreamChunk);
+        RowChunk ch = input(first, hi, rk.chunk_items());
         if (layer) {
           Value p1 = rk.thread_sum(ch, [&](uint32_t k, uint32_t e) { return ch.at(k, e) - shift; });
           Value p2 = rk.thread_sum(ch, [&](uint32_t k, uint32_t e) {
@@ -144,7 +144,7 @@ ir::Kernel build(const RowKernelConfig& c, Norm kind) {
     }
     rk.stream(lo, hi, [&](Value first) {
       // add_rms_norm normalises the sums it stored in the first pass (same thread, same columns).
-      RowChunk ch = add ? rk.load(sum, sb, first, hi, kStreamChunk) : rk.load(x, xb, first, hi, kStreamChunk);
+      RowChunk ch = add ? rk.load(sum, sb, first, hi, rk.chunk_items()) : rk.load(x, xb, first, hi, rk.chunk_items());
       output(ch, mean, rstd);
     });
   });

@@ -55,7 +55,9 @@ ir::Type row_pointer(const RowKernelConfig& c, bool read_only) {
 }
 
 RowKernel::RowKernel(ir::KernelBuilder& b, const RowKernelConfig& c) : b_(b), c_(c), f32_(ir::Type::scalar(Scalar::F32)) {
-  b_.launch_bounds(c.block());
+  // At least 1024 resident threads per multiprocessor: ptxas keeps each thread in 64
+  // registers, which the plan's 16 values per thread allow.
+  b_.launch_bounds(c.block(), c.block() >= 1024 ? 1 : 1024 / c.block());
 }
 
 void RowKernel::rows(Value rows, const std::function<void(Value row, Value t)>& body) {

@@ -80,9 +80,10 @@ class RowKernel {
   ir::Value team_sum(ir::Value v) const;
   ir::Value team_max(ir::Value v) const;
 
-  // Streams [lo, hi) in chunks of kStreamChunk accesses per thread.
+  // Streams [lo, hi) in chunks of chunk_items() accesses per thread.
   void stream(ir::Value lo, ir::Value hi, const std::function<void(ir::Value first)>& body) const;
-  uint32_t chunk_cols() const { return c_.team * c_.vec * kStreamChunk; }
+  uint32_t chunk_items() const { return row_items(c_.vec); }
+  uint32_t chunk_cols() const { return c_.team * c_.vec * chunk_items(); }
 
   ir::KernelBuilder& b() const { return b_; }
   const RowKernelConfig& config() const { return c_; }

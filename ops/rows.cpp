@@ -23,12 +23,13 @@ RowPlan plan_rows(uint32_t rows, uint32_t cols, uint32_t vec, uint32_t sms) {
   RowPlan p;
   p.vec = vec;
   const uint32_t nv = div_up(cols, vec);  // accesses per row
-  // About four accesses per thread keep enough bytes in flight to hide memory latency
-  // without tying up registers: grow the team until the row needs at most that.
+  // Grow the team until the row fits in row_items(vec) accesses per thread: as many
+  // threads (warps to hide latency) as the row can use, each with 16 values in flight.
+  const uint32_t most = row_items(vec);
   uint32_t team = 32;
-  while (team < kMaxTeam && nv > team * 4) team = team == 32 ? 128 : team * 2;  // 32, 128, 256, ...
+  while (team < kMaxTeam && nv > team * most) team = team == 32 ? 128 : team * 2;  // 32, 128, 256, ...
   uint32_t items = pow2_ceil(div_up(nv, team));
-  if (items <= kMaxItems) {
+  if (items <= most) {
     p.team = team;
     p.items = items;
     return p;
@@ -37,10 +38,10 @@ RowPlan plan_rows(uint32_t rows, uint32_t cols, uint32_t vec, uint32_t sms) {
   // every multiprocessor two blocks, the row is split over several blocks instead.
   p.team = kMaxTeam;
   p.items = 0;
-  const uint64_t chunk = uint64_t(kMaxTeam) * kStreamChunk * vec;  // elements per block per pass
+  const uint64_t chunk = uint64_t(kMaxTeam) * most * vec;  // elements per block per pass
   uint64_t want = (2ull * sms + rows - 1) / rows;                  // blocks per row to fill the GPU
-  uint64_t most = (cols + chunk - 1) / chunk;                      // at least one chunk per block
-  uint64_t split = want < most ? want : most;
+  uint64_t chunks = (cols + chunk - 1) / chunk;                    // at least one chunk per block
+  uint64_t split = want < chunks ? want : chunks;
   p.split = split > 1 ? static_cast<uint32_t>(split) : 1;
   return p;
 }

@@ -78,10 +78,12 @@ struct RowPlan {
   auto fields() const { return std::tie(vec, team, items, split); }
 };
 
-// Limits of the strategy.
+// Limits of the strategy: at most a block of 1024 threads per row, and at most
+// row_items(vec) accesses per thread held in registers (also the chunk of a streamed row):
+// 16 values (8 scalar loads), so that a thread fits in 64 registers and a multiprocessor
+// keeps 1024 or more threads, with 16 to 64 KB of loads in flight, on each row kernel.
 inline constexpr uint32_t kMaxTeam = 1024;
-inline constexpr uint32_t kMaxItems = 8;     // vectors per thread kept in registers
-inline constexpr uint32_t kStreamChunk = 4;  // vectors per thread per chunk of a streamed row
+constexpr uint32_t row_items(uint32_t vec) { return vec == 1 ? 8 : vec >= 16 ? 1 : 16 / vec; }
 
 // The strategy for `rows` rows of `cols` elements accessed `vec` at a time (vec = 1 or
 // 16 / element size). `sms` is the number of multiprocessors to fill (0: 132).

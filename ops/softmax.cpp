@@ -60,8 +60,17 @@ ir::Kernel build(const RowKernelConfig& c, bool log) {
     if (c.items) {  // the row in registers: one read
       RowChunk ch = rk.load(x, xb, b.constant<uint32_t>(0), cols, c.items);
       Value M = rk.team_max(rk.thread_max(ch));
-      Value S = rk.team_sum(rk.thread_sum(ch, [&](uint32_t k, uint32_t e) { return ir::exp(ch.at(k, e) - M); }));
-      rk.store(y, yb, ch, out(ch, M, S));
+      if (log) {
+        Value S = rk.team_sum(rk.thread_sum(ch, [&](uint32_t k, uint32_t e) { return ir::exp(ch.at(k, e) - M); }));
+        rk.store(y, yb, ch, out(ch, M, S));
+        return;
+      }
+      // The exponentials replace the inputs in registers: one exp per element.
+      for (uint32_t k = 0; k < c.items; ++k)
+        for (uint32_t e = 0; e < c.vec; ++e) ch.var(k, e) = ir::exp(ch.at(k, e) - M);
+      Value S = rk.team_sum(rk.thread_sum(ch, [&](uint32_t k, uint32_t e) { return ch.at(k, e); }));
+      Value inv = 1.0f / S;
+      rk.store(y, yb, ch, [&](uint32_t k, uint32_t e) { return ch.at(k, e) * inv; });
       return;
     }
     // Streamed: the columns [lo, hi) of this block (the whole row unless split).
@@ -74,7 +83,7 @@ ir::Kernel build(const RowKernelConfig& c, bool log) {
     if (c.phase != 2) {
       ir::Var mv = b.var<float>(-INFINITY), sv = b.var<float>(0.0f);
       rk.stream(lo, hi, [&](Value first) {
-        RowChunk ch = rk.load(x, xb, first, hi, kStreamChunk);
+        RowChunk ch = rk.load(x, xb, first, hi, rk.chunk_items());
         online_update(rk, ch, mv, sv);
       });
       std::tie(M, S) = team_combine(rk, mv, sv);
@@ -98,7 +107,7 @@ ir::Kernel build(const RowKernelConfig& c, bool log) {
       std::tie(M, S) = team_combine(rk, pm, ps);
     }
     rk.stream(lo, hi, [&](Value first) {
-      RowChunk ch = rk.load(x, xb, first, hi, kStreamChunk);
+      RowChunk ch = rk.load(x, xb, first, hi, rk.chunk_items());
       rk.store(y, yb, ch, out(ch, M, S));
     });
   });

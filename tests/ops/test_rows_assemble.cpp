@@ -60,21 +60,22 @@ TEST_CASE("row strategy: warp, block, streamed and split rows from the shape", "
   ops::RowPlan p = plan_rows(8192, 8192, 4);             // f32 8192: 512 threads x 4 float4
   CHECK(p.team == 512);
   CHECK(p.items == 4);
-  p = plan_rows(8192, 8192, 8);                          // bf16 8192: 256 threads x 4 x 8 halves
-  CHECK(p.team == 256);
-  CHECK(p.items == 4);
-  CHECK(plan_rows(1, 4096, 8).team == 128);              // decode: one block of 128
+  p = plan_rows(8192, 8192, 8);                          // bf16 8192: 512 threads x 2 x 8 halves
+  CHECK(p.team == 512);
+  CHECK(p.items == 2);
+  CHECK(plan_rows(1, 4096, 8).team == 256);              // decode: one block of 256
   p = plan_rows(8192, 1u << 20, 4);                      // long rows, many of them: streamed
   CHECK(p.items == 0);
   CHECK(p.split == 1);
   p = plan_rows(2, 1u << 22, 4, 132);                    // long rows, few: split to fill 132 SMs
   CHECK(p.items == 0);
   CHECK(p.split == 132);
-  CHECK(plan_rows(1, 20000, 1, 132).split == 5);         // no block gets less than one chunk
+  CHECK(plan_rows(1, 20000, 1, 132).split == 3);         // no block gets less than one chunk (8192)
   for (uint32_t cols : {1u, 17u, 1025u, 4095u, 70000u})  // every plan covers the row
     for (uint32_t vec : {1u, 4u}) {
       p = plan_rows(3, cols, vec);
       if (p.items) CHECK(uint64_t(p.team) * p.items * vec >= cols);
+      CHECK(p.items * vec <= 16);  // 16 values per thread at most (8 scalar loads)
       CHECK((p.team == 32 || p.team % 128 == 0));
     }
 }
