@@ -169,11 +169,12 @@ void run(Norm kind, const std::vector<const RowTensor*>& tensors, const std::vec
   for (const RowTensor* t : vectors) vec = std::min(vec, vector_width(x.dtype, x.cols, {t}));
   const RowPlan plan = plan_rows(x.rows, x.cols, vec, detail::sm_count());
   detail::SplitSpan sp{x.cols, 1};
-  uint64_t ws = 0;
+  detail::Workspace wsp;  // held (locked) until both kernels of a split row are enqueued
   if (plan.split > 1) {
     sp = detail::split_span(x.cols, plan.split, vec);
-    ws = detail::workspace(stream, size_t(x.rows) * sp.split * 2 * sizeof(float));
+    wsp = detail::workspace(stream, size_t(x.rows) * sp.split * 2 * sizeof(float));
   }
+  const uint64_t ws = wsp.address;
   // Parameter order: row tensors but the last, vectors, [sum,] y, workspace, sizes, strides.
   jit::detail::Arg arg[16];  // no allocation on the call path
   size_t n = 0;

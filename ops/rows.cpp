@@ -121,13 +121,14 @@ jit::detail::Arg pointer_arg(uint64_t address, ir::Scalar dtype, uint32_t vec) {
   return jit::detail::Arg{jit::detail::Arg::Pointer, access_type(dtype, vec), 0, address, 0};
 }
 
-uint64_t workspace(const jit::Stream* stream, size_t bytes) {
+Workspace workspace(const jit::Stream* stream, size_t bytes) {
   static std::mutex m;
   static auto* buffers = new std::map<void*, jit::DeviceBuffer<uint8_t>>;  // never destroyed: used until exit
-  std::lock_guard<std::mutex> g(m);
+  std::unique_lock<std::mutex> g(m);
   jit::DeviceBuffer<uint8_t>& b = (*buffers)[stream ? stream->handle() : nullptr];
+  // Freeing the old buffer (cuMemFree) waits for the kernels still using it.
   if (b.size() < bytes) b = jit::DeviceBuffer<uint8_t>(bytes < 4096 ? 4096 : bytes * 2);
-  return b.device_address();
+  return Workspace{std::move(g), b.device_address()};
 }
 
 SplitSpan split_span(uint32_t cols, uint32_t split, uint32_t vec) {

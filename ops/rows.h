@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <tuple>
 
@@ -110,9 +111,14 @@ jit::detail::Arg pointer_arg(uint64_t address, ir::Scalar dtype, uint32_t vec);
 ir::Scalar access_type(ir::Scalar dtype, uint32_t vec);
 
 // Device scratch of at least `bytes` for the partial statistics of split rows, one per
-// stream (the kernels of one stream run in order, so one op's two kernels never meet
-// another's). Grows, never shrinks; lives until the process ends.
-uint64_t workspace(const jit::Stream* stream, size_t bytes);
+// stream, with a lock: hold it while enqueueing the op's two kernels, so that another
+// thread's split op on the same stream cannot slip its kernels in between (the kernels of
+// one stream run in order). Grows, never shrinks; lives until the process ends.
+struct Workspace {
+  std::unique_lock<std::mutex> lock;
+  uint64_t address = 0;
+};
+Workspace workspace(const jit::Stream* stream, size_t bytes);
 // Columns per block of a row split over `split` blocks (a multiple of `vec`), and the
 // number of blocks that leaves none empty.
 struct SplitSpan {

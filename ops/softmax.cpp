@@ -121,11 +121,12 @@ void run(const jit::Family<RowKernelConfig>& fam, const char* op, const RowTenso
   const uint32_t vec = vector_width(x.dtype, x.cols, {&x, &y});
   const RowPlan plan = plan_rows(x.rows, x.cols, vec, detail::sm_count());
   detail::SplitSpan sp{x.cols, 1};
-  uint64_t ws = 0;
+  detail::Workspace wsp;  // held (locked) until both kernels of a split row are enqueued
   if (plan.split > 1) {
     sp = detail::split_span(x.cols, plan.split, vec);
-    ws = detail::workspace(stream, size_t(x.rows) * sp.split * 2 * sizeof(float));
+    wsp = detail::workspace(stream, size_t(x.rows) * sp.split * 2 * sizeof(float));
   }
+  const uint64_t ws = wsp.address;
   const jit::detail::Arg args[] = {detail::pointer_arg(x.address, x.dtype, vec), detail::pointer_arg(y.address, y.dtype, vec),
                                    detail::pointer_arg(ws, ir::Scalar::F32, 1),  jit::detail::make_arg(x.rows),
                                    jit::detail::make_arg(x.cols),                jit::detail::make_arg(x.row_stride()),
