@@ -76,8 +76,8 @@ void RowKernel::rows(Value rows, const std::function<void(Value row, Value t)>& 
 
 Value RowKernel::row_base(Value row, Value stride) const { return ir::cast<uint64_t>(row) * stride; }
 
-RowChunk RowKernel::load(Value p, Value base, Value first, Value limit, uint32_t n, float fill) const {
-  RowChunk ch{b_.array<float>(n * c_.vec, fill), {}, {}, n, c_.vec};
+RowChunk RowKernel::load(Value p, Value base, Value first, Value limit, uint32_t n) const {
+  RowChunk ch{std::nullopt, {}, {}, n, c_.vec};
   Value lane_col = first + t_ * c_.vec;
   for (uint32_t k = 0; k < n; ++k) {
     Value col = k ? lane_col + k * c_.team * c_.vec : lane_col;
@@ -101,25 +101,36 @@ Value RowKernel::round_trip(Value v) const {
 }
 
 RowChunk RowKernel::load_like(const RowChunk& where, Value p, Value base) const {
-  RowChunk ch{b_.array<float>(where.n * c_.vec, 0.0f), where.valid, where.col, where.n, c_.vec};
+  // Every access of the chunk is issued before any loaded value is used (the unpacking
+  // sits after the last load), so a thread has all its loads in flight at once.
   const Scalar elem = p.type().elem;
+  const uint32_t per = c_.vec == 1 ? 1 : 4;  // registers per access: 4 x 32 bits, or one element
+  const ir::Type raw_t = ir::Type::scalar(elem);
+  ir::RegArray raw = b_.array(raw_t, where.n * per, b_.constant(raw_t, ir::Literal{ir::Literal::Float, 0, 0, 0.0}, "load"));
   for (uint32_t k = 0; k < where.n; ++k) {
     b_.if_(where.valid[k], [&] {
       Value idx = base + ir::cast<uint64_t>(where.col[k]);
       if (c_.vec == 1) {
         Value v = p[idx];
-        ch.var(k, 0) = c_.dtype == Scalar::F32 ? v : ir::cast(v, f32_);
-      } else if (elem == Scalar::F32) {
-        std::vector<Value> v = ir::load_vec(p, idx, 4);
-        for (uint32_t e = 0; e < 4; ++e) ch.var(k, e) = v[e];
-      } else {  // four f16x2/bf16x2 pairs: eight elements in 16 bytes
-        std::vector<Value> v = ir::load_vec(p, idx >> 1u, 4);
-        for (uint32_t j = 0; j < 4; ++j) {
-          ch.var(k, 2 * j) = ir::cast(ir::unpack_lo(v[j]), f32_);
-          ch.var(k, 2 * j + 1) = ir::cast(ir::unpack_hi(v[j]), f32_);
-        }
+        raw[k] = v;
+      } else {
+        std::vector<Value> v = ir::load_vec(p, elem == Scalar::F32 ? idx : idx >> 1u, 4);
+        for (uint32_t j = 0; j < 4; ++j) raw[k * 4 + j] = v[j];
       }
     });
+  }
+  if (elem == Scalar::F32) return RowChunk{raw, where.valid, where.col, where.n, c_.vec};
+  RowChunk ch{b_.array<float>(where.n * c_.vec, 0.0f), where.valid, where.col, where.n, c_.vec};
+  for (uint32_t k = 0; k < where.n; ++k) {
+    if (c_.vec == 1) {
+      ch.var(k, 0) = ir::cast(raw[k].get(), f32_);
+      continue;
+    }
+    for (uint32_t j = 0; j < 4; ++j) {  // f16x2/bf16x2 pairs: eight elements per access
+      Value pair = raw[k * 4 + j];
+      ch.var(k, 2 * j) = ir::cast(ir::unpack_lo(pair), f32_);
+      ch.var(k, 2 * j + 1) = ir::cast(ir::unpack_hi(pair), f32_);
+    }
   }
   return ch;
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -38,12 +39,12 @@ jit::LaunchConfig row_launch(const RowKernelConfig& c, uint32_t rows, uint32_t s
 // A chunk of a row in f32 registers: `n` accesses of `vec` elements per thread; access k
 // covers columns col[k] .. col[k] + vec - 1 and is valid when col[k] < the limit.
 struct RowChunk {
-  ir::RegArray v;
-  std::vector<ir::Value> valid;  // per access
-  std::vector<ir::Value> col;    // per access: first column (u32)
+  std::optional<ir::RegArray> v;  // the values (absent in a chunk that only names columns)
+  std::vector<ir::Value> valid;   // per access
+  std::vector<ir::Value> col;     // per access: first column (u32)
   uint32_t n = 0, vec = 1;
-  ir::Value at(uint32_t k, uint32_t e) const { return v[k * vec + e].get(); }
-  ir::Var var(uint32_t k, uint32_t e) const { return v[k * vec + e]; }
+  ir::Value at(uint32_t k, uint32_t e) const { return (*v)[k * vec + e].get(); }
+  ir::Var var(uint32_t k, uint32_t e) const { return (*v)[k * vec + e]; }
 };
 
 class RowKernel {
@@ -59,8 +60,8 @@ class RowKernel {
 
   // Loads `n` accesses per thread starting at column `first` (u32) of the row at element
   // offset `base` (u64) of `p`; columns at or past `limit` are not read (their registers
-  // hold `fill`).
-  RowChunk load(ir::Value p, ir::Value base, ir::Value first, ir::Value limit, uint32_t n, float fill = 0.0f) const;
+  // hold 0).
+  RowChunk load(ir::Value p, ir::Value base, ir::Value first, ir::Value limit, uint32_t n) const;
   // Element 0 of the row at `base`, in f32.
   ir::Value load_first(ir::Value p, ir::Value base) const;
   // The same columns of another tensor (a weight vector: base 0).
