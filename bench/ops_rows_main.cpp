@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
                                      jit::detail::make_arg(uint64_t(cols)),
                                      jit::detail::make_arg(cols),
                                      jit::detail::make_arg(1u)};
-    const jit::LaunchConfig lc = ops::row_launch(cfg, 1, 1, &s);
+    const jit::LaunchConfig lc = ops::row_launch(cfg, 1, cols, 1, &s);
     auto host_us = [&](auto&& f) {
       const int calls = quick ? 20 : 200;
       std::vector<double> r;

@@ -56,6 +56,7 @@ ir::Kernel build(const RowKernelConfig& c, Norm kind) {
           for (uint32_t e = 0; e < c.vec; ++e) ch.var(k, e) = rk.round_trip(ch.at(k, e) + rc.at(k, e));
         rk.store(sum, sb, ch, [&](uint32_t k, uint32_t e) { return ch.at(k, e); });
       }
+      if (c.stage) rk.stage_store(ch);
       return ch;
     };
     auto output = [&](const RowChunk& ch, Value mean, Value rstd) {
@@ -144,7 +145,10 @@ ir::Kernel build(const RowKernelConfig& c, Norm kind) {
     }
     rk.stream(lo, hi, [&](Value first) {
       // add_rms_norm normalises the sums it stored in the first pass (same thread, same columns).
-      RowChunk ch = add ? rk.load(sum, sb, first, hi, rk.chunk_items()) : rk.load(x, xb, first, hi, rk.chunk_items());
+      // Staged rows come back from shared memory.
+      RowChunk ch = c.stage ? rk.stage_load(rk.columns(first, hi, rk.chunk_items()))
+                    : add   ? rk.load(sum, sb, first, hi, rk.chunk_items())
+                            : rk.load(x, xb, first, hi, rk.chunk_items());
       output(ch, mean, rstd);
     });
   });
@@ -193,12 +197,12 @@ void run(Norm kind, const std::vector<const RowTensor*>& tensors, const std::vec
   const jit::Family<RowKernelConfig>& fam = family(kind);
   if (plan.split == 1) {
     RowKernelConfig c = row_kernel_config(x.dtype, plan);
-    fam.get(c).launch_packed(row_launch(c, x.rows, 1, stream), arg, n);
+    fam.get(c).launch_packed(row_launch(c, x.rows, x.cols, 1, stream), arg, n);
     return;
   }
   for (uint32_t phase : {1u, 2u}) {
     RowKernelConfig c = row_kernel_config(x.dtype, plan, phase);
-    fam.get(c).launch_packed(row_launch(c, x.rows, sp.split, stream), arg, n);
+    fam.get(c).launch_packed(row_launch(c, x.rows, x.cols, sp.split, stream), arg, n);
   }
 }
 

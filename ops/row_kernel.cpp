@@ -11,11 +11,12 @@ std::string RowKernelConfig::suffix() const {
   std::string s = std::string("_") + ir::scalar_name(dtype) + "_v" + std::to_string(vec) + "_t" + std::to_string(team);
   s += items ? "_i" + std::to_string(items) : std::string("_s");
   if (phase) s += "_p" + std::to_string(phase);
+  if (stage) s += "_sh";
   return s;
 }
 
 RowKernelConfig row_kernel_config(ir::Scalar dtype, const RowPlan& plan, uint32_t phase) {
-  return RowKernelConfig{dtype, plan.vec, plan.team, plan.items, plan.split > 1 ? phase : 0u};
+  return RowKernelConfig{dtype, plan.vec, plan.team, plan.items, plan.split > 1 ? phase : 0u, plan.stage};
 }
 
 std::vector<RowKernelConfig> common_row_configs(bool with_split) {
@@ -30,9 +31,11 @@ std::vector<RowKernelConfig> common_row_configs(bool with_split) {
     // 16-byte accesses: the buckets of 128 .. 16384 columns (many rows), a streamed row
     // (vocabulary-sized softmax) and a split one (few long rows).
     for (uint32_t cols = 128; cols <= 16384; cols *= 2) add(row_kernel_config(s, plan_rows(4096, cols, wide)));
-    add(row_kernel_config(s, plan_rows(4096, 1u << 18, wide)));
-    // Scalar accesses (misaligned or odd rows): a short, a model-sized and a streamed row.
-    for (uint32_t cols : {100u, 4095u, 1u << 16}) add(row_kernel_config(s, plan_rows(4096, cols, 1)));
+    add(row_kernel_config(s, plan_rows(4096, 32768, wide)));    // staged (vocabulary-sized softmax)
+    add(row_kernel_config(s, plan_rows(4096, 1u << 18, wide)));  // streamed
+    // Scalar accesses (misaligned or odd rows): a short, a model-sized, a staged and a
+    // streamed row.
+    for (uint32_t cols : {100u, 4095u, 32001u, 1u << 16}) add(row_kernel_config(s, plan_rows(4096, cols, 1)));
     if (with_split) {
       for (uint32_t vec : {wide, 1u}) {
         RowPlan p = plan_rows(1, 1u << 20, vec);
@@ -44,10 +47,12 @@ std::vector<RowKernelConfig> common_row_configs(bool with_split) {
   return out;
 }
 
-jit::LaunchConfig row_launch(const RowKernelConfig& c, uint32_t rows, uint32_t split, const jit::Stream* stream) {
+jit::LaunchConfig row_launch(const RowKernelConfig& c, uint32_t rows, uint32_t cols, uint32_t split,
+                             const jit::Stream* stream) {
   if (c.phase) return jit::LaunchConfig{.grid = {split, rows}, .block = {c.team}, .stream = stream};
   const uint32_t per_block = c.block() / c.team;
-  return jit::LaunchConfig{.grid = {(rows + per_block - 1) / per_block}, .block = {c.block()}, .stream = stream};
+  return jit::LaunchConfig{.grid = {(rows + per_block - 1) / per_block}, .block = {c.block()},
+                           .shared_bytes = c.stage ? cols * 4u : 0u, .stream = stream};
 }
 
 ir::Type row_pointer(const RowKernelConfig& c, bool read_only) {
@@ -58,6 +63,7 @@ RowKernel::RowKernel(ir::KernelBuilder& b, const RowKernelConfig& c) : b_(b), c_
   // At least 1024 resident threads per multiprocessor: ptxas keeps each thread in 64
   // registers, which the plan's 16 values per thread allow.
   b_.launch_bounds(c.block(), c.block() >= 1024 ? 1 : 1024 / c.block());
+  if (c.stage) stage_ = b_.dynamic_shared<float>();
 }
 
 void RowKernel::rows(Value rows, const std::function<void(Value row, Value t)>& body) {
@@ -77,6 +83,44 @@ void RowKernel::rows(Value rows, const std::function<void(Value row, Value t)>& 
 Value RowKernel::row_base(Value row, Value stride) const { return ir::cast<uint64_t>(row) * stride; }
 
 RowChunk RowKernel::load(Value p, Value base, Value first, Value limit, uint32_t n) const {
+  return load_like(columns(first, limit, n), p, base);
+}
+
+void RowKernel::stage_store(const RowChunk& ch) const {
+  for (uint32_t k = 0; k < ch.n; ++k) {
+    b_.if_(ch.valid[k], [&] {
+      for (uint32_t e = 0; e < c_.vec; e += 4) {
+        if (c_.vec == 1) {
+          stage_[ch.col[k]] = ch.at(k, 0);
+          break;
+        }
+        std::vector<Value> v;
+        for (uint32_t j = 0; j < 4; ++j) v.push_back(ch.at(k, e + j));
+        ir::store_vec(stage_, e ? ch.col[k] + e : ch.col[k], v);
+      }
+    });
+  }
+}
+
+RowChunk RowKernel::stage_load(const RowChunk& where) const {
+  RowChunk ch{b_.array<float>(where.n * c_.vec, 0.0f), where.valid, where.col, where.n, c_.vec};
+  for (uint32_t k = 0; k < where.n; ++k) {
+    b_.if_(where.valid[k], [&] {
+      for (uint32_t e = 0; e < c_.vec; e += 4) {
+        if (c_.vec == 1) {
+          Value v = stage_[where.col[k]];
+          ch.var(k, 0) = v;
+          break;
+        }
+        std::vector<Value> v = ir::load_vec(stage_, e ? where.col[k] + e : where.col[k], 4);
+        for (uint32_t j = 0; j < 4; ++j) ch.var(k, e + j) = v[j];
+      }
+    });
+  }
+  return ch;
+}
+
+RowChunk RowKernel::columns(Value first, Value limit, uint32_t n) const {
   RowChunk ch{std::nullopt, {}, {}, n, c_.vec};
   Value lane_col = first + t_ * c_.vec;
   for (uint32_t k = 0; k < n; ++k) {
@@ -84,8 +128,7 @@ RowChunk RowKernel::load(Value p, Value base, Value first, Value limit, uint32_t
     ch.col.push_back(col);
     ch.valid.push_back(col < limit);
   }
-  RowChunk out = load_like(ch, p, base);
-  return out;
+  return ch;
 }
 
 Value RowKernel::load_first(Value p, Value base) const {

@@ -22,7 +22,8 @@ namespace kaio::ops {
 struct RowKernelConfig {
   ir::Scalar dtype = ir::Scalar::F32;
   uint32_t vec = 1, team = 32, items = 1, phase = 0;
-  auto fields() const { return std::tie(dtype, vec, team, items, phase); }
+  bool stage = false;  // streamed, with the row kept in dynamic shared memory (cols x f32)
+  auto fields() const { return std::tie(dtype, vec, team, items, phase, stage); }
   uint32_t block() const { return team < 128 ? 128 : team; }
   std::string suffix() const;  // "_bf16_v8_t256_i4", "_f32_v1_t1024_s_p1"
 };
@@ -33,8 +34,10 @@ RowKernelConfig row_kernel_config(ir::Scalar dtype, const RowPlan& plan, uint32_
 // row lengths (128 .. 16384 columns, plus a streamed and a split one).
 std::vector<RowKernelConfig> common_row_configs(bool with_split);
 
-// Launch shape of a row kernel for `rows` rows (`split` blocks per row when phase != 0).
-jit::LaunchConfig row_launch(const RowKernelConfig& c, uint32_t rows, uint32_t split, const jit::Stream* stream);
+// Launch shape of a row kernel for `rows` rows of `cols` (`split` blocks per row when
+// phase != 0; staged rows get cols x 4 bytes of dynamic shared memory).
+jit::LaunchConfig row_launch(const RowKernelConfig& c, uint32_t rows, uint32_t cols, uint32_t split,
+                             const jit::Stream* stream);
 
 // A chunk of a row in f32 registers: `n` accesses of `vec` elements per thread; access k
 // covers columns col[k] .. col[k] + vec - 1 and is valid when col[k] < the limit.
@@ -62,6 +65,12 @@ class RowKernel {
   // offset `base` (u64) of `p`; columns at or past `limit` are not read (their registers
   // hold 0).
   RowChunk load(ir::Value p, ir::Value base, ir::Value first, ir::Value limit, uint32_t n) const;
+  // The columns such a load covers, without loading.
+  RowChunk columns(ir::Value first, ir::Value limit, uint32_t n) const;
+  // Staged rows: keep a chunk's values in shared memory, at their columns; read them back.
+  // A thread reads back only what it stored itself (same columns), so no barrier is needed.
+  void stage_store(const RowChunk& ch) const;
+  RowChunk stage_load(const RowChunk& where) const;
   // Element 0 of the row at `base`, in f32.
   ir::Value load_first(ir::Value p, ir::Value base) const;
   // The same columns of another tensor (a weight vector: base 0).
@@ -94,6 +103,7 @@ class RowKernel {
   ir::KernelBuilder& b_;
   RowKernelConfig c_;
   ir::Value t_;
+  ir::Value stage_;  // dynamic shared f32 (staged rows)
   ir::Type f32_;
 };
 

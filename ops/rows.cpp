@@ -43,6 +43,7 @@ RowPlan plan_rows(uint32_t rows, uint32_t cols, uint32_t vec, uint32_t sms) {
   uint64_t chunks = (cols + chunk - 1) / chunk;                    // at least one chunk per block
   uint64_t split = want < chunks ? want : chunks;
   p.split = split > 1 ? static_cast<uint32_t>(split) : 1;
+  p.stage = p.split == 1 && uint64_t(cols) * 4 <= kMaxStageBytes;
   return p;
 }
 
@@ -59,7 +60,8 @@ uint32_t vector_width(ir::Scalar dtype, uint32_t cols, std::initializer_list<con
 std::string describe(const RowPlan& p) {
   std::string s = "vec " + std::to_string(p.vec) + ", " + (p.team == 32 ? std::string("warp") : std::to_string(p.team) + " threads") +
                   " per row, ";
-  s += p.items ? std::to_string(p.items) + " vectors per thread in registers" : std::string("streamed");
+  s += p.items ? std::to_string(p.items) + " vectors per thread in registers"
+               : p.stage ? std::string("staged in shared memory") : std::string("streamed");
   if (p.split > 1) s += ", " + std::to_string(p.split) + " blocks per row";
   return s;
 }

@@ -74,9 +74,10 @@ struct RowPlan {
   uint32_t team = 32;  // threads per row: 32 (a warp per row) up to 1024 (a block per row)
   uint32_t items = 1;  // vectors per thread held in registers; 0: the row is streamed in chunks
   uint32_t split = 1;  // blocks per row (> 1 only for streamed rows; a second kernel finishes)
+  bool stage = false;  // a streamed row kept in shared memory between its passes (read once)
   uint32_t block() const { return team < 128 ? 128 : team; }  // warps per row share a block
   uint32_t rows_per_block() const { return block() / team; }
-  auto fields() const { return std::tie(vec, team, items, split); }
+  auto fields() const { return std::tie(vec, team, items, split, stage); }
 };
 
 // Limits of the strategy: at most a block of 1024 threads per row, and at most
@@ -84,6 +85,10 @@ struct RowPlan {
 // 16 values (8 scalar loads), so that a thread fits in 64 registers and a multiprocessor
 // keeps 1024 or more threads, with 16 to 64 KB of loads in flight, on each row kernel.
 inline constexpr uint32_t kMaxTeam = 1024;
+// A streamed row of at most this many bytes as f32 (40960 columns) is staged in shared
+// memory during its first pass, so that it is read from global memory once (within the
+// 164 KB a block may have on sm_80; sm_90 allows 227 KB).
+inline constexpr uint32_t kMaxStageBytes = 160 * 1024;
 constexpr uint32_t row_items(uint32_t vec) { return vec == 1 ? 8 : vec >= 16 ? 1 : 16 / vec; }
 
 // The strategy for `rows` rows of `cols` elements accessed `vec` at a time (vec = 1 or

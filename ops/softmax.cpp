@@ -84,6 +84,7 @@ ir::Kernel build(const RowKernelConfig& c, bool log) {
       ir::Var mv = b.var<float>(-INFINITY), sv = b.var<float>(0.0f);
       rk.stream(lo, hi, [&](Value first) {
         RowChunk ch = rk.load(x, xb, first, hi, rk.chunk_items());
+        if (c.stage) rk.stage_store(ch);
         online_update(rk, ch, mv, sv);
       });
       std::tie(M, S) = team_combine(rk, mv, sv);
@@ -107,7 +108,8 @@ ir::Kernel build(const RowKernelConfig& c, bool log) {
       std::tie(M, S) = team_combine(rk, pm, ps);
     }
     rk.stream(lo, hi, [&](Value first) {
-      RowChunk ch = rk.load(x, xb, first, hi, rk.chunk_items());
+      RowChunk ch = c.stage ? rk.stage_load(rk.columns(first, hi, rk.chunk_items()))
+                            : rk.load(x, xb, first, hi, rk.chunk_items());
       rk.store(y, yb, ch, out(ch, M, S));
     });
   });
@@ -134,12 +136,12 @@ void run(const jit::Family<RowKernelConfig>& fam, const char* op, const RowTenso
                                    jit::detail::make_arg(sp.split)};
   if (plan.split == 1) {
     RowKernelConfig c = row_kernel_config(x.dtype, plan);
-    fam.get(c).launch_packed(row_launch(c, x.rows, 1, stream), args, 9);
+    fam.get(c).launch_packed(row_launch(c, x.rows, x.cols, 1, stream), args, 9);
     return;
   }
   for (uint32_t phase : {1u, 2u}) {
     RowKernelConfig c = row_kernel_config(x.dtype, plan, phase);
-    fam.get(c).launch_packed(row_launch(c, x.rows, sp.split, stream), args, 9);
+    fam.get(c).launch_packed(row_launch(c, x.rows, x.cols, sp.split, stream), args, 9);
   }
 }
 

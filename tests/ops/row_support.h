@@ -37,9 +37,9 @@ inline std::string str(const Layout& l) {
 
 // The shapes every row op is tested at: 1x1, 3x17, 67x1025, columns not a multiple of 4,
 // vector-aligned rows, misaligned pointers (one element in), strided rows (vector and
-// scalar), and rows long enough to be streamed (`long_rows`; the split strategy needs
-// one row and the device's multiprocessor count, the plain streamed one several rows and
-// a count of 1: see detail::set_sm_count).
+// scalar), and rows long enough to be staged in shared memory or streamed (`long_rows`;
+// the split strategy needs few rows and the device's multiprocessor count, the staged and
+// streamed ones several rows and a count of 1: see detail::set_sm_count).
 inline std::vector<Layout> layouts(bool long_rows) {
   std::vector<Layout> v = {
       {1, 1, 0, 0, "1x1"},           {3, 17, 0, 0, "3x17"},          {67, 1025, 0, 0, "67x1025"},
@@ -47,15 +47,19 @@ inline std::vector<Layout> layouts(bool long_rows) {
       {6, 256, 264, 0, "strided"},   {5, 17, 20, 3, "strided, misaligned"}, {40, 96, 0, 0, "warp per row"},
   };
   if (long_rows) {
+    v.push_back({2, 20000, 0, 0, "staged"});
+    v.push_back({2, 17001, 17003, 1, "staged, misaligned"});
     v.push_back({2, 70000, 0, 0, "streamed"});
-    v.push_back({2, 9001, 9010, 1, "streamed, misaligned"});
+    v.push_back({2, 50001, 50010, 1, "streamed, misaligned"});
     v.push_back({1, 70000, 0, 0, "split"});
     v.push_back({3, 9001, 0, 1, "split, misaligned"});
   }
   return v;
 }
 // The streamed layouts above need one multiprocessor, the split ones the default count.
-inline uint32_t sm_count_for(const Layout& l) { return l.what.rfind("streamed", 0) == 0 ? 1u : 0u; }
+inline uint32_t sm_count_for(const Layout& l) {
+  return l.what.rfind("streamed", 0) == 0 || l.what.rfind("staged", 0) == 0 ? 1u : 0u;
+}
 
 template <class T>
 double to_d(T v) { return double(float(v)); }

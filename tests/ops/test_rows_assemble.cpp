@@ -38,7 +38,7 @@ TEST_CASE("every row-op kernel assembles for sm_80 and sm_90", "[ops][rows][nvji
 TEST_CASE("the declared row configs cover every strategy of every dtype", "[ops][rows]") {
   std::set<std::tuple<ir::Scalar, bool, uint32_t, uint32_t>> seen;  // dtype, vector, team class, kind
   for (const ops::RowKernelConfig& c : ops::softmax_family().configs()) {
-    uint32_t kind = c.phase ? 10 + c.phase : c.items ? 1 : 0;  // registers, streamed, split phases
+    uint32_t kind = c.phase ? 10 + c.phase : c.items ? 1 : c.stage ? 2 : 0;  // registers, staged, streamed, split
     seen.insert({c.dtype, c.vec > 1, c.team == 32 ? 0u : 1u, kind});
   }
   for (ir::Scalar s : {ir::Scalar::F32, ir::Scalar::F16, ir::Scalar::BF16})
@@ -46,6 +46,7 @@ TEST_CASE("the declared row configs cover every strategy of every dtype", "[ops]
       INFO(ir::scalar_name(s) << (vec ? " vector" : " scalar"));
       CHECK(seen.count({s, vec, 0u, 1u}));   // a warp per row
       CHECK(seen.count({s, vec, 1u, 1u}));   // a block per row, in registers
+      CHECK(seen.count({s, vec, 1u, 2u}));   // staged in shared memory
       CHECK(seen.count({s, vec, 1u, 0u}));   // streamed
       CHECK(seen.count({s, vec, 1u, 11u}));  // split, both kernels
       CHECK(seen.count({s, vec, 1u, 12u}));
@@ -67,6 +68,11 @@ TEST_CASE("row strategy: warp, block, streamed and split rows from the shape", "
   p = plan_rows(8192, 1u << 20, 4);                      // long rows, many of them: streamed
   CHECK(p.items == 0);
   CHECK(p.split == 1);
+  CHECK_FALSE(p.stage);
+  p = plan_rows(8192, 32000, 8);                         // a vocabulary: staged in shared memory
+  CHECK(p.items == 0);
+  CHECK(p.stage);
+  CHECK_FALSE(plan_rows(1, 32000, 8, 132).stage);         // one row: split over blocks instead
   p = plan_rows(2, 1u << 22, 4, 132);                    // long rows, few: split to fill 132 SMs
   CHECK(p.items == 0);
   CHECK(p.split == 132);
