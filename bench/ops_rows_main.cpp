@@ -4,7 +4,9 @@
 //      ratio to a device-to-device copy of the same bytes timed in the same run;
 //   2. decode shapes 1/16/128 x 4096 bf16: µs per call (GPU time between events);
 //   3. host cost per call: the op's C++ call (checks, plan, family lookup, launch) against
-//      a raw CompiledKernel launch of the same kernel with prepacked arguments.
+//      a raw CompiledKernel launch of the same kernel with prepacked arguments;
+//   4. a sweep of the strategies at 8192 x 8192 (threads per row x vectors per thread in
+//      registers, staged, streamed), the default marked *, to check plan_rows' choice.
 // CUDA events, 3 warm-up calls, median of 21 rounds. Usage: ops_rows [--quick]
 // (--quick: small shapes, also runs in KAIO_INTERPRET=1 as a smoke test).
 #include <algorithm>
@@ -116,6 +118,28 @@ int main(int argc, char** argv) {
     std::printf("\n## host cost per call, softmax 1x4096 bf16\n\n| path | µs per call |\n|---|---|\n");
     std::printf("| raw CompiledKernel launch | %.3f |\n| ops::softmax | %.3f |\n| difference | %.3f |\n", raw, op, op - raw);
     std::printf("\nbuilder runs while timing: %llu\n", (unsigned long long)(ops::softmax_family().builds() - builds));
+  }
+  std::printf("\n## strategy sweep at %ux%u (* = plan_rows' choice)\n\n| op | dtype | strategy | GB/s |\n|---|---|---|---|\n",
+              big, big);
+  for (ir::Scalar dt : {ir::Scalar::F32, ir::Scalar::BF16}) {
+    const uint32_t vec = 16 / static_cast<uint32_t>(ir::scalar_bytes(dt)), nv = big / vec;
+    std::vector<ops::RowPlan> plans;
+    for (uint32_t team : {128u, 256u, 512u, 1024u})
+      for (uint32_t items : {1u, 2u, 4u, 8u})
+        if (uint64_t(team) * items == nv) plans.push_back(ops::RowPlan{vec, team, items, 1, false});
+    plans.push_back(ops::RowPlan{vec, 1024, 0, 1, true});   // staged in shared memory
+    plans.push_back(ops::RowPlan{vec, 1024, 0, 1, false});  // streamed (two reads)
+    const ops::RowPlan chosen = ops::plan_rows(big, big, vec, ops::detail::sm_count());
+    for (bench::OpCase& c : bench::row_op_cases(dt, big, big)) {
+      if (c.op == "rope") continue;  // not a row strategy
+      for (const ops::RowPlan& p : plans) {
+        ops::detail::set_plan_override(&p);
+        double ms = gpu_ms(s, 1, [&] { c.run(&s); });
+        ops::detail::set_plan_override(nullptr);
+        std::printf("| %s | %s | %s%s | %.0f |\n", c.op.c_str(), ir::scalar_name(dt), ops::describe(p).c_str(),
+                    p.fields() == chosen.fields() ? " *" : "", c.bytes / (ms * 1e6));
+      }
+    }
   }
   return 0;
 }

@@ -171,7 +171,7 @@ void run(Norm kind, const std::vector<const RowTensor*>& tensors, const std::vec
   uint32_t vec = 16 / static_cast<uint32_t>(ir::scalar_bytes(x.dtype));
   for (const RowTensor* t : tensors) vec = std::min(vec, vector_width(x.dtype, x.cols, {t}));
   for (const RowTensor* t : vectors) vec = std::min(vec, vector_width(x.dtype, x.cols, {t}));
-  const RowPlan plan = plan_rows(x.rows, x.cols, vec, detail::sm_count());
+  const RowPlan plan = detail::choose_plan(x.rows, x.cols, vec);
   detail::SplitSpan sp{x.cols, 1};
   detail::Workspace wsp;  // held (locked) until both kernels of a split row are enqueued
   if (plan.split > 1) {

@@ -143,6 +143,21 @@ namespace {
 std::atomic<uint32_t> sm_override{0};
 }
 
+namespace {
+thread_local bool has_override = false;
+thread_local RowPlan override_plan;
+}  // namespace
+
+void set_plan_override(const RowPlan* plan) {
+  has_override = plan != nullptr;
+  if (plan) override_plan = *plan;
+}
+
+RowPlan choose_plan(uint32_t rows, uint32_t cols, uint32_t vec) {
+  if (has_override && override_plan.vec == vec) return override_plan;
+  return plan_rows(rows, cols, vec, sm_count());
+}
+
 void set_sm_count(uint32_t n) { sm_override.store(n, std::memory_order_relaxed); }
 
 uint32_t sm_count() {

@@ -133,6 +133,10 @@ SplitSpan split_span(uint32_t cols, uint32_t split, uint32_t vec);
 
 // The multiprocessor count of the current device (132 without one); read once.
 uint32_t sm_count();
+// The plan the ops use: plan_rows(rows, cols, vec, sm_count()), or the override of this
+// thread when one is set for this access width (benchmarks sweep plans with it).
+RowPlan choose_plan(uint32_t rows, uint32_t cols, uint32_t vec);
+void set_plan_override(const RowPlan* plan);  // null: none
 // Overrides sm_count() (0: the device's again). Tests use it to reach the streamed and the
 // split strategies at small shapes.
 void set_sm_count(uint32_t n);
