@@ -3,7 +3,7 @@
 //
 // A RowTensor is a matrix of `rows` x `cols` elements in device memory whose rows start
 // `stride` elements apart (0: dense, stride = cols). Make one from a DeviceBuffer, a
-// DevicePtr or a raw device address:
+// DevicePtr, a typed device pointer or a raw device address (with its dtype):
 //
 //   ops::softmax(ops::as_rows(x, 64, 4096), ops::as_rows(y, 64, 4096), &stream);
 //   ops::rms_norm(ops::as_rows(x, R, C, ld), ops::as_vector(w), ops::as_rows(y, R, C), 1e-6f);
@@ -22,6 +22,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include "kaio/ir/types.h"
 #include "kaio/jit/buffer.h"
@@ -54,6 +55,11 @@ RowTensor as_rows(jit::DevicePtr<T> p, uint32_t rows, uint32_t cols, uint64_t st
 inline RowTensor as_rows(uint64_t address, ir::Scalar dtype, uint32_t rows, uint32_t cols, uint64_t stride = 0) {
   return RowTensor{address, dtype, rows, cols, stride, 0};
 }
+// A typed device pointer (e.g. a framework tensor's data pointer).
+template <class T>
+RowTensor as_rows(const T* p, uint32_t rows, uint32_t cols, uint64_t stride = 0) {
+  return RowTensor{reinterpret_cast<uint64_t>(p), ir::ScalarOf<std::remove_cv_t<T>>::value, rows, cols, stride, 0};
+}
 // A vector of n elements (a norm's weight or bias): one row. The DeviceBuffer form takes
 // the whole buffer.
 template <class T>
@@ -67,6 +73,10 @@ RowTensor as_vector(jit::DevicePtr<T> p, uint32_t n) {
   return RowTensor{p.address, ir::ScalarOf<std::remove_cv_t<T>>::value, 1, n, 0, 0};
 }
 inline RowTensor as_vector(uint64_t address, ir::Scalar dtype, uint32_t n) { return RowTensor{address, dtype, 1, n, 0, 0}; }
+template <class T>
+RowTensor as_vector(const T* p, uint32_t n) {
+  return RowTensor{reinterpret_cast<uint64_t>(p), ir::ScalarOf<std::remove_cv_t<T>>::value, 1, n, 0, 0};
+}
 
 // How a row kernel maps rows to threads. Part of every row op's kernel config.
 struct RowPlan {

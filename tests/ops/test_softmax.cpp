@@ -120,3 +120,21 @@ TEST_CASE("softmax rejects bad arguments before launching, naming op and argumen
   DeviceBuffer<kaio::half> h(64);
   expect([&] { ops::softmax(x, ops::as_rows(h, 4, 16)); }, "softmax", "y has dtype f16, x has f32");
 }
+
+TEST_CASE("row tensors from DevicePtr, typed pointers and raw addresses", "[gpu][ops][rows]") {
+  Layout l{3, 40, 0, 0, "dense"};
+  Mat<float> x = random_mat<float>(l, -2, 2);
+  DeviceBuffer<float> a(120), b(120), c(120);
+  for (auto* buf : {&a, &b, &c}) buf->fill_bytes(0xFF);
+  ops::softmax(ops::as_rows(x.dev.ptr(), 3, 40), ops::as_rows(a.ptr(), 3, 40));
+  ops::softmax(ops::as_rows(reinterpret_cast<const float*>(x.dev.device_address()), 3, 40),
+               ops::as_rows(reinterpret_cast<float*>(b.device_address()), 3, 40));
+  ops::softmax(ops::as_rows(x.dev.device_address(), ir::Scalar::F32, 3, 40),
+               ops::as_rows(c.device_address(), ir::Scalar::F32, 3, 40));
+  std::vector<float> ha = a.to_host(), hb = b.to_host(), hc = c.to_host();
+  CHECK(ha == hb);
+  CHECK(ha == hc);
+  double s = 0;
+  for (int i = 0; i < 40; ++i) s += ha[i];
+  CHECK(std::fabs(s - 1.0) < 1e-5);
+}
