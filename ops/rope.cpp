@@ -93,6 +93,7 @@ ir::Kernel build(const RopeConfig& c) {
   Value ts = b.param<uint64_t>("table_stride");
   Value offset = b.param<uint32_t>("position_offset");
   Value freq_exp = b.param<float>("freq_exp");
+  Value table_vec = b.param<uint32_t>("table_vec");
   b.launch_bounds(256);
   const uint32_t pv = pairs_per_unit(c);
   Access io(c);
@@ -111,7 +112,36 @@ ir::Kernel build(const RopeConfig& c) {
       Value p0 = u * pv;  // first pair of this unit
       // cos and sin of pair p0 + i.
       std::vector<Value> cs, sn;
-      for (uint32_t i = 0; i < pv; ++i) {
+      const bool vector_table = c.table == Scalar::F32 && pv >= 2;
+      if (vector_table) {
+        // The unit's pv consecutive f32 table entries in 8- or 16-byte loads when the host
+        // found the tables aligned (table_vec): scalar loads would cost a pass over L1 each.
+        const int w = pv >= 4 ? 4 : 2;
+        ir::RegArray cv = b.array<float>(pv, 0.0f), sv = b.array<float>(pv, 0.0f);
+        Value t0 = ir::cast<uint64_t>(pos) * ts + ir::cast<uint64_t>(p0);
+        b.if_(table_vec != 0u, [&] {
+          for (uint32_t i = 0; i < pv; i += w) {
+            std::vector<Value> a = ir::load_vec(cos_t, i ? t0 + uint64_t(i) : t0, w);
+            std::vector<Value> s = ir::load_vec(sin_t, i ? t0 + uint64_t(i) : t0, w);
+            for (int j = 0; j < w; ++j) {
+              cv[i + j] = a[j];
+              sv[i + j] = s[j];
+            }
+          }
+        }).else_([&] {
+          for (uint32_t i = 0; i < pv; ++i) {
+            Value a = cos_t[i ? t0 + uint64_t(i) : t0];
+            Value s = sin_t[i ? t0 + uint64_t(i) : t0];
+            cv[i] = a;
+            sv[i] = s;
+          }
+        });
+        for (uint32_t i = 0; i < pv; ++i) {
+          cs.push_back(cv[i].get());
+          sn.push_back(sv[i].get());
+        }
+      }
+      for (uint32_t i = 0; i < pv && !vector_table; ++i) {
         Value pi = i ? p0 + i : p0;
         if (c.table == Scalar::Pred) {
           Value inv_freq = ir::exp2(ir::cast<float>(pi) * freq_exp);
@@ -221,6 +251,9 @@ void run(const RowTensor& x, const RowTensor& y, const RowTensor* cos, const Row
   if (total > 0xffffffffull) fail("rows x heads x work per head exceeds 2^32 threads");
   if (total == 0) return;  // rotary_dim 0 in place: nothing to do
   const float freq_exp = static_cast<float>(-2.0 * std::log2(double(r.theta)) / rot);
+  // f32 tables read 16 bytes at a time when aligned (the kernel's units start on multiples
+  // of 2 or 4 entries).
+  const uint32_t table_vec = cos && cos->address % 16 == 0 && sin->address % 16 == 0 && cos->row_stride() % 4 == 0;
   const jit::detail::Arg args[] = {
       detail::pointer_arg(x.address, x.dtype, vec),
       detail::pointer_arg(y.address, y.dtype, vec),
@@ -236,9 +269,10 @@ void run(const RowTensor& x, const RowTensor& y, const RowTensor* cos, const Row
       jit::detail::make_arg(y.row_stride()),
       jit::detail::make_arg(cos ? cos->row_stride() : uint64_t(0)),
       jit::detail::make_arg(r.position_offset),
-      jit::detail::make_arg(freq_exp)};
+      jit::detail::make_arg(freq_exp),
+      jit::detail::make_arg(table_vec)};
   const uint32_t blocks = static_cast<uint32_t>((total + 255) / 256);
-  rope_family().get(c).launch_packed({.grid = {blocks}, .block = {256}, .stream = stream}, args, 15);
+  rope_family().get(c).launch_packed({.grid = {blocks}, .block = {256}, .stream = stream}, args, 16);
 }
 
 }  // namespace

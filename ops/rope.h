@@ -60,7 +60,8 @@ struct RopeConfig {
 // const U* sin, u32 units_total (tokens x heads x units), u32 units (per head),
 // u32 rot_units (the rotation units among them), u32 heads, u32 head_dim, u32 rotary_dim,
 // u64 x_stride, u64 y_stride, u64 table_stride, u32 position_offset,
-// f32 freq_exp (= -2 log2(theta) / rotary_dim).
+// f32 freq_exp (= -2 log2(theta) / rotary_dim), u32 table_vec (f32 tables 16-byte
+// aligned with a row stride of a multiple of 4: vector table loads).
 jit::Family<RopeConfig>& rope_family();
 
 }  // namespace kaio::ops
