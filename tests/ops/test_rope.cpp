@@ -113,10 +113,19 @@ TEMPLATE_TEST_CASE("rope matches float64: styles, tables, offsets, layouts", "[g
     check_rope<TestType>(kShapes[4], style, 0, 3, true);
     check_rope<TestType>(kShapes[7], style, 1, 0, true);
   }
+}
+
+TEMPLATE_TEST_CASE("rope at the decode shapes and a long prefill on a device", "[gpu][ops][rows][large]", float,
+                   kaio::half, kaio::bfloat16) {
   if (jit::interpret_mode()) return;
-  // Decode steps and a long prefill on a device (32 heads of 128).
-  for (uint32_t tokens : {1u, 16u, 128u, 8192u})
-    check_rope<TestType>(Shape{tokens, 32, 128, 128, 3 * 32 * 128, 0, "decode"}, ops::RopeStyle::NeoX, 1, 4000, false);
+  // q of a fused qkv buffer, 32 heads of 128; theta and aligned f32 tables.
+  for (uint32_t tokens : {1u, 16u, 128u, 8192u}) {
+    Shape sh{tokens, 32, 128, 128, 3 * 32 * 128, 0, "decode"};
+    check_rope<TestType>(sh, ops::RopeStyle::NeoX, 1, 4000, false);
+    check_rope<TestType>(sh, ops::RopeStyle::GptJ, 0, 100, false);
+  }
+  Shape dense{8192, 64, 128, 128, 0, 0, "8192x8192"};
+  check_rope<TestType>(dense, ops::RopeStyle::NeoX, 1, 0, false);
 }
 
 TEST_CASE("rope rejects bad arguments before launching, naming op and argument", "[gpu][ops][rows]") {
