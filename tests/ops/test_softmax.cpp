@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <thread>
 
 #include "kaio/ops/softmax.h"
 #include "../support.h"
@@ -141,4 +142,31 @@ TEST_CASE("row tensors from DevicePtr, typed pointers and raw addresses", "[gpu]
   double s = 0;
   for (int i = 0; i < 40; ++i) s += ha[i];
   CHECK(std::fabs(s - 1.0) < 1e-5);
+}
+
+TEST_CASE("row ops from several threads, each on its own stream, split rows included", "[gpu][ops][rows][concurrency]") {
+  // One long row (split over blocks through the per-stream workspace) and a short matrix;
+  // every thread's results must equal the single-threaded ones.
+  Layout split{1, 20000, 0, 0, "split"}, small{5, 300, 0, 0, "small"};
+  Mat<float> xs = random_mat<float>(split, -4, 4), xm = random_mat<float>(small, -4, 4);
+  Mat<float> ys = poisoned_mat<float>(split), ym = poisoned_mat<float>(small);
+  ops::softmax(xs.view(), ys.view());
+  ops::log_softmax(xm.view(), ym.view());
+  const std::vector<float> ref_s = ys.dev.to_host(), ref_m = ym.dev.to_host();
+  std::vector<size_t> bad(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      Stream s;
+      Mat<float> a = poisoned_mat<float>(split), m = poisoned_mat<float>(small);
+      for (int i = 0; i < 3; ++i) {
+        ops::softmax(xs.view(), a.view(), &s);
+        ops::log_softmax(xm.view(), m.view(), &s);
+      }
+      s.synchronize();
+      bad[t] += a.dev.to_host() != ref_s;
+      bad[t] += m.dev.to_host() != ref_m;
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) CHECK(bad[t] == 0);
 }
