@@ -2,6 +2,7 @@
 
 #include "kaio/ops/elementwise.h"
 #include "kaio/ops/reduction.h"
+#include "kaio/ops/row_catalog.h"
 
 namespace kaio::ops {
 
@@ -10,6 +11,7 @@ std::vector<jit::FamilyBase*> families() {
   for (jit::FamilyBase* f : elementwise_families()) v.push_back(f);
   v.push_back(&reduce_rows_family());
   v.push_back(&reduce_all_family());
+  for (jit::FamilyBase* f : row_op_families()) v.push_back(f);
   return v;
 }
 

@@ -1,0 +1,170 @@
+#include "kaio/ops/softmax.h"
+
+#include <cmath>
+#include <string>
+
+#include "kaio/ir/builder.h"
+
+namespace kaio::ops {
+
+namespace {
+
+using ir::Value;
+
+// The exponent offset for a running max: 0 while the max is -inf, so that exp(-inf - 0)
+// gives 0 instead of exp(-inf + inf) = NaN (rows that start with masked -inf values).
+Value safe(Value m) { return ir::select(m == -INFINITY, 0.0f, m); }
+
+// Folds a chunk into this thread's running (max, rescaled sum).
+void online_update(const RowKernel& rk, const RowChunk& ch, ir::Var& mv, ir::Var& sv) {
+  Value m_old = mv;
+  Value m_new = ir::max(m_old, rk.thread_max(ch));
+  Value ms = safe(m_new);
+  Value add = rk.thread_sum(ch, [&](uint32_t k, uint32_t e) { return ir::exp(ch.at(k, e) - ms); });
+  Value s_old = sv;
+  sv = s_old * ir::exp(m_old - ms) + add;
+  mv = m_new;
+}
+
+// Combines per-thread (max, sum) pairs over the team: every thread gets the row's pair.
+std::pair<Value, Value> team_combine(const RowKernel& rk, Value m, Value s) {
+  Value M = rk.team_max(m);
+  Value S = rk.team_sum(s * ir::exp(m - safe(M)));
+  return {M, S};
+}
+
+ir::Kernel build(const RowKernelConfig& c, bool log) {
+  detail::check_dtype(log ? "log_softmax" : "softmax", "x", c.dtype);
+  ir::KernelBuilder b(std::string(log ? "log_softmax" : "softmax") + c.suffix());
+  auto x = b.param("x", row_pointer(c, true));
+  auto y = b.param("y", row_pointer(c, false));
+  auto ws = b.param<float*>("workspace");
+  auto rows = b.param<uint32_t>("rows");
+  auto cols = b.param<uint32_t>("cols");
+  auto xs = b.param<uint64_t>("x_stride");
+  auto ys = b.param<uint64_t>("y_stride");
+  auto span = b.param<uint32_t>("span");
+  auto split = b.param<uint32_t>("split");
+  RowKernel rk(b, c);
+  auto out = [&](const RowChunk& ch, Value M, Value S) {
+    if (log) {
+      Value off = M + ir::log(S);
+      return std::function<Value(uint32_t, uint32_t)>([&ch, off](uint32_t k, uint32_t e) { return ch.at(k, e) - off; });
+    }
+    Value inv = 1.0f / S;
+    return std::function<Value(uint32_t, uint32_t)>(
+        [&ch, M, inv](uint32_t k, uint32_t e) { return ir::exp(ch.at(k, e) - M) * inv; });
+  };
+  rk.rows(rows, [&](Value row, Value t) {
+    Value xb = rk.row_base(row, xs), yb = rk.row_base(row, ys);
+    if (c.items) {  // the row in registers: one read
+      RowChunk ch = rk.load(x, xb, b.constant<uint32_t>(0), cols, c.items);
+      Value M = rk.team_max(rk.thread_max(ch));
+      if (log) {
+        Value S = rk.team_sum(rk.thread_sum(ch, [&](uint32_t k, uint32_t e) { return ir::exp(ch.at(k, e) - M); }));
+        rk.store(y, yb, ch, out(ch, M, S));
+        return;
+      }
+      // The exponentials replace the inputs in registers: one exp per element.
+      for (uint32_t k = 0; k < c.items; ++k)
+        for (uint32_t e = 0; e < c.vec; ++e) ch.var(k, e) = ir::exp(ch.at(k, e) - M);
+      Value S = rk.team_sum(rk.thread_sum(ch, [&](uint32_t k, uint32_t e) { return ch.at(k, e); }));
+      Value inv = 1.0f / S;
+      rk.store(y, yb, ch, [&](uint32_t k, uint32_t e) { return ch.at(k, e) * inv; });
+      return;
+    }
+    // Streamed: the columns [lo, hi) of this block (the whole row unless split).
+    Value lo = b.constant<uint32_t>(0), hi = cols;
+    if (c.phase) {
+      lo = b.block_idx_x() * span;
+      hi = ir::min(cols, lo + span);
+    }
+    Value M, S;
+    if (c.phase != 2) {
+      ir::Var mv = b.var<float>(-INFINITY), sv = b.var<float>(0.0f);
+      rk.stream(lo, hi, [&](Value first) {
+        RowChunk ch = rk.load(x, xb, first, hi, rk.chunk_items());
+        if (c.stage) rk.stage_store(ch);
+        online_update(rk, ch, mv, sv);
+      });
+      std::tie(M, S) = team_combine(rk, mv, sv);
+      if (c.phase == 1) {  // this part's statistics for the second kernel
+        Value slot = (ir::cast<uint64_t>(row) * ir::cast<uint64_t>(split) + ir::cast<uint64_t>(b.block_idx_x())) * 2u;
+        b.if_(t == 0u, [&] {
+          ws[slot] = M;
+          ws[slot + 1u] = S;
+        });
+        return;
+      }
+    } else {  // the row's statistics from its parts' (at most one per thread)
+      ir::Var pm = b.var<float>(-INFINITY), ps = b.var<float>(0.0f);
+      b.if_(t < split, [&] {
+        Value s0 = (ir::cast<uint64_t>(row) * ir::cast<uint64_t>(split) + ir::cast<uint64_t>(t)) * 2u;
+        Value m_i = ws[s0];
+        Value s_i = ws[s0 + 1u];
+        pm = m_i;
+        ps = s_i;
+      });
+      std::tie(M, S) = team_combine(rk, pm, ps);
+    }
+    rk.stream(lo, hi, [&](Value first) {
+      RowChunk ch = c.stage ? rk.stage_load(rk.columns(first, hi, rk.chunk_items()))
+                            : rk.load(x, xb, first, hi, rk.chunk_items());
+      rk.store(y, yb, ch, out(ch, M, S));
+    });
+  });
+  return b.build();
+}
+
+void run(const jit::Family<RowKernelConfig>& fam, const char* op, const RowTensor& x, const RowTensor& y,
+         const jit::Stream* stream) {
+  detail::check_rows(op, "x", x);
+  detail::check_same(op, "y", y, "x", x);
+  const uint32_t vec = vector_width(x.dtype, x.cols, {&x, &y});
+  const RowPlan plan = detail::choose_plan(x.rows, x.cols, vec);
+  detail::SplitSpan sp{x.cols, 1};
+  detail::Workspace wsp;  // held (locked) until both kernels of a split row are enqueued
+  if (plan.split > 1) {
+    sp = detail::split_span(x.cols, plan.split, vec);
+    wsp = detail::workspace(stream, size_t(x.rows) * sp.split * 2 * sizeof(float));
+  }
+  const uint64_t ws = wsp.address;
+  const jit::detail::Arg args[] = {detail::row_pointer_arg(x.address, x.dtype, vec), detail::row_pointer_arg(y.address, y.dtype, vec),
+                                   detail::row_pointer_arg(ws, ir::Scalar::F32, 1),  jit::detail::make_arg(x.rows),
+                                   jit::detail::make_arg(x.cols),                jit::detail::make_arg(x.row_stride()),
+                                   jit::detail::make_arg(y.row_stride()),        jit::detail::make_arg(sp.span),
+                                   jit::detail::make_arg(sp.split)};
+  if (plan.split == 1) {
+    RowKernelConfig c = row_kernel_config(x.dtype, plan);
+    fam.get(c).launch_packed(row_launch(c, x.rows, x.cols, 1, stream), args, 9);
+    return;
+  }
+  for (uint32_t phase : {1u, 2u}) {
+    RowKernelConfig c = row_kernel_config(x.dtype, plan, phase);
+    fam.get(c).launch_packed(row_launch(c, x.rows, x.cols, sp.split, stream), args, 9);
+  }
+}
+
+}  // namespace
+
+jit::Family<RowKernelConfig>& softmax_family() {
+  static jit::Family<RowKernelConfig> f("softmax", [](const RowKernelConfig& c) { return build(c, false); },
+                                        common_row_configs(true));
+  return f;
+}
+
+jit::Family<RowKernelConfig>& log_softmax_family() {
+  static jit::Family<RowKernelConfig> f("log_softmax", [](const RowKernelConfig& c) { return build(c, true); },
+                                        common_row_configs(true));
+  return f;
+}
+
+void softmax(const RowTensor& x, const RowTensor& y, const jit::Stream* stream) {
+  run(softmax_family(), "softmax", x, y, stream);
+}
+
+void log_softmax(const RowTensor& x, const RowTensor& y, const jit::Stream* stream) {
+  run(log_softmax_family(), "log_softmax", x, y, stream);
+}
+
+}  // namespace kaio::ops
