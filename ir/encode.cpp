@@ -49,6 +49,8 @@ struct Encoder {
     if (m & Attr::Cond) u32(a.cond);
     if (m & Attr::Shape) u32(a.shape);
     if (m & Attr::Elem) u8(static_cast<uint8_t>(a.elem));
+    if (m & Attr::Mma) u8(static_cast<uint8_t>(a.mma));
+    if (m & Attr::Trans) u8(a.trans);
   }
 
   void block(const Block& b) {
