@@ -208,3 +208,231 @@ TEST_CASE("ldmatrix: x4 gives the m16n8k16 A fragment, x2.trans the B fragment",
       }
   }
 }
+
+namespace {
+
+// Each lane copies `per` floats (bytes = 4 per) of src into a shared tile with cp.async;
+// lanes >= n_valid read nothing (zero-fill). After the wait (and a barrier) lane l reads
+// the chunk of lane (l + shift) % 32. `mode` breaks the protocol on purpose.
+enum class CpMode { Ok, ReadBeforeWait, NoBarrier, WaitOneOfTwo };
+ir::Kernel cp_kernel(uint32_t bytes, CpMode mode) {
+  ir::KernelBuilder b("cp_kernel");
+  auto src = b.param<const float*>("src");
+  auto out = b.param<float*>("out");
+  auto n_valid = b.param<uint32_t>("n_valid");
+  auto shift = b.param<uint32_t>("shift");
+  const uint32_t per = bytes / 4;
+  auto tile = b.shared<float>(32 * per * 2);
+  auto lane = b.lane_id();
+  ir::Value nb = ir::select(lane < n_valid, b.constant<uint32_t>(bytes), b.constant<uint32_t>(0u));
+  b.cp_async(tile, lane * per, src, lane * per, bytes, bytes == 16 ? ir::CacheHint::Global : ir::CacheHint::Default, nb);
+  b.cp_async_commit_group();
+  if (mode == CpMode::WaitOneOfTwo) {  // a second group, then wait for all but one: the first is done
+    b.cp_async(tile, (lane + 32u) * per, src, lane * per, bytes);
+    b.cp_async_commit_group();
+    b.cp_async_wait_group(1);
+    b.barrier();
+    ir::Value v = tile[((lane + shift) % 32u) * per];    // first group: complete
+    ir::Value w = tile[((lane + shift) % 32u + 32u) * per];  // second group: maybe still in flight
+    out[lane] = v + w;
+    return b.build();
+  }
+  if (mode == CpMode::ReadBeforeWait) {
+    ir::Value early = tile[lane * per];
+    out[lane] = early;
+  }
+  b.cp_async_wait_group(0);
+  if (mode != CpMode::NoBarrier) b.barrier();
+  for (uint32_t k = 0; k < per; ++k) {
+    ir::Value v = tile[((lane + shift) % 32u) * per + k];
+    out[lane * per + k] = v;
+  }
+  return b.build();
+}
+
+}  // namespace
+
+TEST_CASE("cp_async in the interpreter: sizes, zero-fill, groups, and the race detector", "[ir][tensor][interp]") {
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (uint32_t bytes : {4u, 8u, 16u}) {
+    const uint32_t per = bytes / 4;
+    INFO(bytes << " bytes");
+    std::vector<float> src(32 * per), out(32 * per, std::nanf(""));
+    for (float& x : src) x = u(rng);
+    const uint32_t n_valid = 21, shift = 5;
+    ir::interpret(cp_kernel(bytes, CpMode::Ok), {.grid = {1}, .block = {32}}, src, out, n_valid, shift);
+    for (uint32_t l = 0; l < 32; ++l)
+      for (uint32_t k = 0; k < per; ++k) {
+        uint32_t from = (l + shift) % 32;
+        CHECK(out[l * per + k] == (from < n_valid ? src[from * per + k] : 0.0f));  // zero-filled past n_valid
+      }
+  }
+  std::vector<float> src(32 * 4), out(32 * 4);
+  {  // the copy's own thread reads before its wait
+    UsageError e = usage_error_of([&] {
+      ir::interpret(cp_kernel(16, CpMode::ReadBeforeWait), {.grid = {1}, .block = {32}}, src, out, 32u, 0u);
+    });
+    CHECK_THAT(e.what(), Contains("still being written by a cp.async") && Contains("cp_async_wait_group"));
+  }
+  {  // waited, but another lane's bytes are read without a barrier
+    UsageError e = usage_error_of([&] {
+      ir::interpret(cp_kernel(16, CpMode::NoBarrier), {.grid = {1}, .block = {32}}, src, out, 32u, 1u);
+    });
+    CHECK_THAT(e.what(), Contains("race on shared memory"));
+  }
+  {  // wait_group(1) leaves the newer group in flight
+    UsageError e = usage_error_of([&] {
+      ir::interpret(cp_kernel(16, CpMode::WaitOneOfTwo), {.grid = {1}, .block = {32}}, src, out, 32u, 0u);
+    });
+    CHECK_THAT(e.what(), Contains("still being written by a cp.async"));
+  }
+  {  // the reads past src_bytes never happen; a source out of bounds with a full size does
+    std::vector<float> small(31 * 4);
+    ir::interpret(cp_kernel(16, CpMode::Ok), {.grid = {1}, .block = {32}}, small, out, 31u, 0u);
+    UsageError e = usage_error_of([&] {
+      ir::interpret(cp_kernel(16, CpMode::Ok), {.grid = {1}, .block = {32}}, small, out, 32u, 0u);
+    });
+    CHECK_THAT(e.what(), Contains("out-of-bounds cp_async") && Contains("src_bytes = 0"));
+  }
+}
+
+TEST_CASE("tensor ops: misuse is a UsageError naming the op and the argument", "[ir][tensor][builder][verifier]") {
+  ir::KernelBuilder b("tensor_misuse");
+  auto g = b.param<const half*>("g");
+  auto gf = b.param<float*>("gf");
+  auto sh = b.shared<half>(256);
+  auto sf = b.shared<float>(64);
+  auto lane = b.lane_id();
+  auto acc = b.array<float>(4, 0.0f);
+  auto acc8 = b.array<float>(8, 0.0f);
+  auto iacc = b.array<int32_t>(4, 0);
+  auto hacc = b.array<half>(4, half(0.0f));
+  ir::Value h2 = ir::pack2(sh[0u], sh[1u]);
+  ir::Value u = lane;
+  std::vector<ir::Value> a4(4, h2), b2(2, h2);
+  auto msg = [](auto f) { UsageError e = usage_error_of(f); return std::make_pair(e.op(), std::string(e.what())); };
+  auto [op1, m1] = msg([&] { b.mma_sync(MmaKind::F16, acc8, a4, b2); });
+  CHECK(op1 == "mma_sync");
+  CHECK_THAT(m1, Contains("acc:") && Contains("4 f32 registers") && Contains("got 8 values"));
+  CHECK_THAT(msg([&] { b.mma_sync(MmaKind::F16, hacc, a4, b2); }).second, Contains("acc:"));
+  CHECK_THAT(msg([&] { b.mma_sync(MmaKind::S8, acc, {u, u, u, u}, {u, u}); }).second, Contains("4 s32 registers"));
+  CHECK_THAT(msg([&] { b.mma_sync(MmaKind::F16, acc, {h2, h2, h2}, b2); }).second,
+             Contains("a: m16n8k16.f16 takes 4 fragment registers per lane, got 3"));
+  CHECK_THAT(msg([&] { b.mma_sync(MmaKind::F16, acc, a4, {h2}); }).second, Contains("b: m16n8k16.f16 takes 2"));
+  CHECK_THAT(msg([&] { b.mma_sync(MmaKind::BF16, acc, a4, b2); }).second,
+             Contains("a[0]: m16n8k16.bf16 fragment registers are bf16x2, got f16x2"));
+  CHECK_THAT(msg([&] { b.mma_sync(MmaKind::S8, iacc, a4, b2); }).second, Contains("fragment registers are u32"));
+  CHECK_THAT(msg([&] { (void)b.ldmatrix(g, 0u, 4); }).second, Contains("ptr: ldmatrix reads shared memory"));
+  CHECK_THAT(msg([&] { (void)b.ldmatrix(sh, 0u, 3); }).second, Contains("num: loads 1, 2 or 4 matrices, got 3"));
+  CHECK_THAT(msg([&] { (void)b.ldmatrix(sf, 0u, 4, true); }).second, Contains("trans: transposes 16-bit elements"));
+  CHECK_THAT(msg([&] { b.cp_async(sh, 0u, g, 0u, 12); }).second, Contains("bytes: 4, 8 or 16, got 12"));
+  CHECK_THAT(msg([&] { b.cp_async(sh, 0u, g, 0u, 8, ir::CacheHint::Global); }).second, Contains(".cg copies 16 bytes"));
+  CHECK_THAT(msg([&] { b.cp_async(sf, 0u, gf, 0u, 16, ir::CacheHint::ReadOnly); }).second, Contains("hint:"));
+  CHECK_THAT(msg([&] { b.cp_async(sf, 0u, g, 0u, 16); }).second, Contains("different types"));
+  CHECK_THAT(msg([&] { b.cp_async(sh, 0u, sh, 0u, 16); }).second, Contains("src: a global-memory pointer"));
+  CHECK_THAT(msg([&] { b.cp_async(sf, 0u, gf, 0u, 16, ir::CacheHint::Default, b.constant<int32_t>(4)); }).second,
+             Contains("src_bytes: the bytes to read are a u32"));
+  CHECK_THAT(msg([&] { b.cp_async_wait_group(16); }).second, Contains("at most 15 groups"));
+  CHECK_THAT(msg([&] { (void)acc.slice(2, 4); }).second, Contains("slice [2, 6) is outside"));
+  // the right forms build, and print
+  b.mma_sync(MmaKind::F16, acc8.slice(4, 4), a4, b2);
+  std::vector<ir::Value> fr = b.ldmatrix(sh, lane * 8u, 2, true);
+  CHECK(fr[0].type() == ir::Type::scalar(Scalar::F16x2));
+  CHECK(b.ldmatrix(sf, lane * 4u, 1)[0].type() == ir::Type::scalar(Scalar::U32));
+  b.cp_async(sf, lane * 4u, gf, lane * 4u, 16, ir::CacheHint::Global);
+  b.cp_async_commit_group();
+  b.cp_async_wait_group(0);
+  std::string text = b.build().print();
+  CHECK_THAT(text, Contains("mma_sync m16n8k16.f16 %"));
+  CHECK_THAT(text, Contains("= ldmatrix.trans %"));
+  CHECK_THAT(text, Contains("cp_async.cg 16 %"));
+  CHECK_THAT(text, Contains("cp_async_wait_group 0"));
+}
+
+TEST_CASE("tensor ops: whole warps only, sm_80 and newer, the shape and .trans in the key", "[ir][tensor][verifier]") {
+  {  // mma_sync / ldmatrix under a lane-dependent condition: rejected by the divergence check
+    ir::KernelBuilder b("mma_lane");
+    auto sh = b.shared<half>(256);
+    auto acc = b.array<float>(4, 0.0f);
+    b.if_(b.lane_id() < 16u, [&] {
+      auto f = b.ldmatrix(sh, 0u, 4);
+      b.mma_sync(MmaKind::F16, acc, f, {f[0], f[1]});
+    });
+    UsageError e = usage_error_of([&] { b.build(); });
+    CHECK(e.op() == "ldmatrix");
+    CHECK_THAT(e.what(), Contains("needs whole warps"));
+  }
+  {  // a partial warp in the interpreter: the GPU leaves it undefined
+    ir::KernelBuilder b("mma_partial");
+    auto out = b.param<float*>("out");
+    auto acc = b.array<float>(4, 1.0f);
+    auto z = ir::pack2(b.constant(half(0.0f)), b.constant(half(0.0f)));
+    b.mma_sync(MmaKind::F16, acc, {z, z, z, z}, {z, z});
+    out[b.thread_idx_x()] = acc[0];
+    ir::Kernel k = b.build();
+    std::vector<float> host(48);
+    UsageError e = usage_error_of([&] { ir::interpret(k, {.grid = {1}, .block = {48}}, host); });
+    CHECK_THAT(e.what(), Contains("whole warp") && Contains("lane 16"));
+  }
+  ir::Kernel k16 = direct_mma(MmaKind::F16);
+  CHECK(usage_error_of([&] { (void)codegen::emit_ptx(k16, {"sm_75", 9, 0}); }).op() == "target");
+  CHECK_THAT(usage_error_of([&] { (void)codegen::emit_ptx(k16, {"sm_75", 9, 0}); }).what(), Contains("older than sm_80"));
+  for (const ir::OpDef* d : {&ir::op_def(ir::Op::MmaSync), &ir::op_def(ir::Op::Ldmatrix), &ir::op_def(ir::Op::CpAsync),
+                             &ir::op_def(ir::Op::CpAsyncCommit), &ir::op_def(ir::Op::CpAsyncWait)}) {
+    CHECK(d->min_sm == 80);
+    CHECK(d->family == ir::Family::Tensor);
+  }
+  // the shape and .trans change the canonical encoding, hence the key
+  CHECK_FALSE(direct_mma(MmaKind::F16).hash() == direct_mma(MmaKind::BF16).hash());
+  CHECK(direct_mma(MmaKind::F16).hash() == k16.hash());
+  auto ldm = [](bool trans) {
+    ir::KernelBuilder b("ldm_key");
+    auto out = b.param<uint32_t*>("out");
+    auto sh = b.shared<uint16_t>(128);
+    sh[b.lane_id()] = b.constant<uint16_t>(1);
+    b.barrier();
+    out[b.lane_id()] = b.ldmatrix(sh, 0u, 1, trans)[0];
+    return b.build();
+  };
+  CHECK_FALSE(ldm(false).hash() == ldm(true).hash());
+}
+
+TEST_CASE("shared layouts: padded and swizzled indices, on the host and in a kernel", "[ir][tensor][layout]") {
+  const ir::SmemLayout pad = ir::SmemLayout::padded(32, 8);
+  CHECK(pad.index(3, 5) == 3 * 40 + 5);
+  CHECK(pad.elements(16) == 640);
+  for (uint32_t sw : {32u, 64u, 128u}) {
+    const ir::SmemLayout s = ir::SmemLayout::swizzled(64, Scalar::F16, sw);  // 128-byte rows
+    INFO("swizzle " << sw);
+    std::set<uint32_t> seen;
+    for (uint32_t r = 0; r < 16; ++r)
+      for (uint32_t c = 0; c < 64; ++c) {
+        uint32_t i = s.index(r, c);
+        REQUIRE(i < s.elements(16));
+        CHECK(i / 8 == s.index(r, c - c % 8) / 8);  // 16-byte chunks stay whole
+        CHECK(i % 8 == c % 8);
+        seen.insert(i);
+      }
+    CHECK(seen.size() == 16 * 64);  // a permutation
+  }
+  const ir::SmemLayout s128 = ir::SmemLayout::swizzled(64, Scalar::F16);
+  CHECK(s128.index(0, 8) == 8);        // row 0: unchanged
+  CHECK(s128.index(1, 0) == 64 + 8);   // row 1: chunk 0 -> chunk 1
+  CHECK(s128.index(3, 16) == 3 * 64 + 8);  // row 3: chunk 2 -> chunk 1
+  CHECK(usage_error_of([] { (void)ir::SmemLayout::swizzled(4, Scalar::F16); }).op() == "smem_layout");
+  CHECK(usage_error_of([] { (void)ir::SmemLayout::swizzled(64, Scalar::F16, 256); }).op() == "smem_layout");
+  CHECK(usage_error_of([] { (void)ir::SmemLayout::swizzled(8, Scalar::F16).elements(3); }).op() == "smem_layout");
+  // the kernel-side index computes the same as the host's, for every layout
+  for (const ir::SmemLayout& lay : {pad, s128, ir::SmemLayout::swizzled(16, Scalar::F32, 64),
+                                    ir::SmemLayout::swizzled(32, Scalar::S8, 32)}) {
+    ir::KernelBuilder b("layout_index");
+    auto out = b.param<uint32_t*>("out");
+    auto t = b.thread_idx_x();
+    auto r = t / lay.cols(), c = t % lay.cols();
+    out[t] = lay.index(r, c);
+    std::vector<uint32_t> got(16 * lay.cols());
+    ir::interpret(b.build(), {.grid = {1}, .block = {static_cast<uint32_t>(got.size())}}, got);
+    for (uint32_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == lay.index(i / lay.cols(), i % lay.cols()));
+  }
+}
