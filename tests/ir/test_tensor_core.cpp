@@ -11,57 +11,18 @@
 #include "kaio/ir/interp/interp.h"
 #include "kaio/kaio.h"
 #include "../support.h"
+#include "mma_kernels.h"
 
 using namespace kaio;
 using Catch::Matchers::Contains;
 using kaio::test::usage_error_of;
 using ir::MmaKind;
 using ir::Scalar;
+using kaio::test::direct_mma;
 
 namespace {
 
 constexpr MmaKind kKinds[] = {MmaKind::F16, MmaKind::BF16, MmaKind::TF32, MmaKind::S8};
-
-// The lane's fragment of operand P (row-major, leading dimension ld), packed as mma wants.
-std::vector<ir::Value> fragment(ir::KernelBuilder& b, const ir::MmaShape& s, const ir::FragLayout& f, ir::Value P,
-                                uint32_t ld) {
-  ir::Value lane = b.lane_id();
-  std::vector<ir::Value> regs;
-  for (int r = 0; r < f.regs; ++r) {
-    std::vector<ir::Value> x;
-    for (int e = 0; e < f.per_reg; ++e) {
-      ir::Value i = ir::frag_row(f, lane, r, e) * ld + ir::frag_col(f, lane, r, e);
-      x.push_back(P[i]);
-    }
-    if (s.kind == MmaKind::F16 || s.kind == MmaKind::BF16) {
-      regs.push_back(ir::pack2(x[0], x[1]));
-    } else if (s.kind == MmaKind::TF32) {
-      regs.push_back(x[0]);
-    } else {  // four s8 in a b32, the first in the low byte
-      ir::Value w = ir::cast<uint32_t>(x[0]) & 0xffu;
-      for (int e = 1; e < 4; ++e) w = w | ((ir::cast<uint32_t>(x[e]) & 0xffu) << uint32_t(8 * e));
-      regs.push_back(w);
-    }
-  }
-  return regs;
-}
-
-// One warp: D = A (M x K) * B (K x N) + C, fragments loaded straight from global memory
-// through the layout descriptors, C into the accumulator registers, D stored through them.
-ir::Kernel direct_mma(MmaKind kind) {
-  const ir::MmaShape& s = ir::mma_shape(kind);
-  ir::KernelBuilder b("direct_mma_" + std::to_string(static_cast<int>(kind)));
-  auto A = b.param("a", ir::Type::pointer(s.in, true));
-  auto B = b.param("b", ir::Type::pointer(s.in, true));
-  auto C = b.param("c", ir::Type::pointer(s.acc, true));
-  auto D = b.param("d", ir::Type::pointer(s.acc, false));
-  ir::Value lane = b.lane_id();
-  auto acc = b.array(ir::Type::scalar(s.acc), 4, b.constant(ir::Type::scalar(s.acc), ir::Literal{ir::Literal::Int, 0, 0, 0}, "c"));
-  for (int r = 0; r < 4; ++r) acc[r] = C[ir::frag_row(s.c, lane, r) * uint32_t(s.n) + ir::frag_col(s.c, lane, r)];
-  b.mma_sync(kind, acc, fragment(b, s, s.a, A, s.k), fragment(b, s, s.b, B, s.n));
-  for (int r = 0; r < 4; ++r) D[ir::frag_row(s.c, lane, r) * uint32_t(s.n) + ir::frag_col(s.c, lane, r)] = acc[r];
-  return b.build();
-}
 
 float tf32(float x) {  // the nearest tf32 value (10 mantissa bits), so that no input bit is ignored
   uint32_t u;
