@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <functional>
 #include <random>
 #include <set>
 
@@ -396,4 +397,43 @@ TEST_CASE("shared layouts: padded and swizzled indices, on the host and in a ker
     ir::interpret(b.build(), {.grid = {1}, .block = {static_cast<uint32_t>(got.size())}}, got);
     for (uint32_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == lay.index(i / lay.cols(), i % lay.cols()));
   }
+}
+
+TEST_CASE("tensor ops: the verifier re-checks kernels the builder did not make", "[ir][tensor][verifier]") {
+  // Start from a valid kernel and break one instruction at a time, as a buggy pass would.
+  ir::Kernel k = direct_mma(MmaKind::F16);
+  auto broken = [&](const std::function<void(ir::Inst&)>& edit) {
+    ir::Kernel::Data d = k.data();
+    std::function<bool(ir::Block&)> walk = [&](ir::Block& b) {
+      for (ir::Inst& i : b.insts) {
+        if (i.op == ir::Op::MmaSync) {
+          edit(i);
+          return true;
+        }
+        for (ir::Block& r : i.regions)
+          if (walk(r)) return true;
+      }
+      return false;
+    };
+    REQUIRE(walk(d.body));
+    return usage_error_of([&] { ir::verify(d); });
+  };
+  UsageError e1 = broken([](ir::Inst& i) { i.attr.mma = MmaKind::BF16; });  // f16x2 fragments for a bf16 mma
+  CHECK(e1.op() == "mma_sync");
+  CHECK_THAT(e1.what(), Contains("verifier:") && Contains("m16n8k16.bf16 fragment registers are bf16x2, got f16x2"));
+  UsageError e2 = broken([](ir::Inst& i) { i.attr.mma = MmaKind::S8; });  // f32 accumulators for s8
+  CHECK_THAT(e2.what(), Contains("accumulates into s32 variables"));
+  UsageError e3 = broken([](ir::Inst& i) {  // a fragment register missing
+    ir::Operands a;
+    for (size_t n = 0; n + 1 < i.args.size(); ++n) a.push_back(i.args[n]);
+    i.args = a;
+  });
+  CHECK_THAT(e3.what(), Contains("takes 10 operands, has 9"));
+  UsageError e4 = broken([](ir::Inst& i) {  // an SSA value where an accumulator variable belongs
+    ir::Operands a;
+    a.push_back(i.args[6]);
+    for (size_t n = 1; n < i.args.size(); ++n) a.push_back(i.args[n]);
+    i.args = a;
+  });
+  CHECK_THAT(e4.what(), Contains("is not a variable"));
 }
