@@ -1,0 +1,136 @@
+// The matmul variant table, what each variant can serve, the kernel family and the launch.
+#include <string>
+
+#include "kaio/codegen/ptx.h"
+#include "kaio/jit/backend.h"
+#include "kaio/ops/matmul.h"
+
+namespace kaio::ops {
+
+namespace {
+
+// name, engine, BM, BN, BK, TM, TN (Simt: per thread; Mma: per warp)
+constexpr MatmulVariant kVariants[] = {
+    {"simt_128x128x8_8x8", MatmulEngine::Simt, 128, 128, 8, 8, 8},
+    {"simt_64x64x8_4x4", MatmulEngine::Simt, 64, 64, 8, 4, 4},
+    {"simt_32x32x8_2x2", MatmulEngine::Simt, 32, 32, 8, 2, 2},
+    {"mma_128x128x32_w64x64", MatmulEngine::Mma, 128, 128, 32, 64, 64},
+    {"mma_64x64x32_w32x32", MatmulEngine::Mma, 64, 64, 32, 32, 32},
+    {"mma_64x64x16_w32x32", MatmulEngine::Mma, 64, 64, 16, 32, 32},
+};
+
+bool fail(std::string* why, const std::string& msg) {
+  if (why) *why = msg;
+  return false;
+}
+
+const char* layout_name(MatLayout l) { return l == MatLayout::RowMajor ? "row" : "col"; }
+
+}  // namespace
+
+uint32_t MatmulVariant::threads() const {
+  return engine == MatmulEngine::Simt ? (bm / tm) * (bn / tn) : (bm / tm) * (bn / tn) * 32;
+}
+
+bool MatmulVariant::can_implement(const MatmulProblem& p, int sm, std::string* why) const {
+  const std::string v = std::string("variant ") + name + ": ";
+  if (engine == MatmulEngine::Simt) {
+    if (p.in != ir::Scalar::F32 || p.out != ir::Scalar::F32)
+      return fail(why, v + "SIMT computes f32 x f32 -> f32, not " + ir::scalar_name(p.in) + " -> " + ir::scalar_name(p.out));
+  } else {
+    if (sm < 80) return fail(why, v + "mma.sync needs sm_80 or newer, the device is sm_" + std::to_string(sm));
+    if (p.in != ir::Scalar::F16 && p.in != ir::Scalar::BF16)
+      return fail(why, v + "tensor cores take f16 or bf16 inputs here, not " + std::string(ir::scalar_name(p.in)));
+    if (p.out != ir::Scalar::F32 && p.out != p.in)
+      return fail(why, v + "the output is f32 or the input type, not " + std::string(ir::scalar_name(p.out)));
+  }
+  if (p.batch == 0 || p.batch > 65535) return fail(why, v + "batch must be 1..65535, got " + std::to_string(p.batch));
+  if ((uint64_t(p.m) + bm - 1) / bm > 65535)
+    return fail(why, v + "m = " + std::to_string(p.m) + " needs more than 65535 block rows");
+  return true;
+}
+
+std::span<const MatmulVariant> matmul_variants() { return kVariants; }
+
+const MatmulVariant& matmul_variant(const std::string& name) {
+  for (const MatmulVariant& v : kVariants)
+    if (name == v.name) return v;
+  throw UsageError("matmul", "matmul", "no matmul variant is called '" + name + "'");
+}
+
+std::string MatmulConfig::str() const {
+  return std::string("matmul(") + kVariants[variant].name + ", " + ir::scalar_name(in) + " -> " + ir::scalar_name(out) +
+         ", " + layout_name(a) + "/" + layout_name(b) + ")";
+}
+
+ir::Kernel matmul_kernel(const MatmulConfig& c) {
+  if (c.variant >= std::size(kVariants)) throw UsageError("matmul", "matmul", "variant index out of range");
+  const MatmulVariant& v = kVariants[c.variant];
+  MatmulProblem p;
+  p.in = c.in;
+  p.out = c.out;
+  std::string why;
+  if (!v.can_implement(p, 80, &why)) throw UsageError("matmul", "matmul", why);
+  return v.engine == MatmulEngine::Simt ? build_matmul_simt(v, c) : build_matmul_mma(v, c);
+}
+
+jit::Family<MatmulConfig>& matmul_family() {
+  static jit::Family<MatmulConfig> f("matmul", matmul_kernel, [] {
+    std::vector<MatmulConfig> declared;
+    for (uint32_t i = 0; i < std::size(kVariants); ++i) {
+      if (kVariants[i].engine == MatmulEngine::Simt) {
+        declared.push_back({i, ir::Scalar::F32, ir::Scalar::F32});
+      } else {
+        declared.push_back({i, ir::Scalar::F16, ir::Scalar::F32});
+        declared.push_back({i, ir::Scalar::BF16, ir::Scalar::F32});
+      }
+    }
+    return declared;
+  }());
+  return f;
+}
+
+MatmulProblem matmul_resolved(const MatmulProblem& q) {
+  MatmulProblem p = q;
+  const bool ar = p.a == MatLayout::RowMajor, br = p.b == MatLayout::RowMajor;
+  const uint32_t min_lda = ar ? p.k : p.m, min_ldb = br ? p.n : p.k;
+  if (!p.lda) p.lda = min_lda;
+  if (!p.ldb) p.ldb = min_ldb;
+  if (!p.ldc) p.ldc = p.n;
+  auto check = [](const char* what, uint32_t ld, uint32_t min) {
+    if (ld < min)
+      throw UsageError("matmul", "matmul", std::string(what) + " = " + std::to_string(ld) + " is smaller than the " +
+                                               std::to_string(min) + " elements of a row (or column)");
+  };
+  check("lda", p.lda, min_lda);
+  check("ldb", p.ldb, min_ldb);
+  check("ldc", p.ldc, p.n);
+  if (!p.stride_a) p.stride_a = uint64_t(p.lda) * (ar ? p.m : p.k);
+  if (!p.stride_b) p.stride_b = uint64_t(p.ldb) * (br ? p.k : p.n);
+  if (!p.stride_c) p.stride_c = uint64_t(p.ldc) * p.m;
+  return p;
+}
+
+jit::LaunchConfig matmul_launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream) {
+  return {.grid = {(p.n + v.bn - 1) / v.bn, (p.m + v.bm - 1) / v.bm, p.batch}, .block = {v.threads()}, .stream = stream};
+}
+
+void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const MatmulProblem& q, const jit::Stream* stream) {
+  if (&v < kVariants || &v >= kVariants + std::size(kVariants))
+    throw UsageError("matmul", "matmul", "the variant is not a row of matmul_variants()");
+  std::string why;
+  const int sm = codegen::parse_arch(jit::detail::backend().default_arch()).sm;
+  if (!v.can_implement(q, sm, &why)) throw UsageError("matmul", "matmul", why);
+  if (q.m == 0 || q.n == 0) return;
+  const MatmulProblem p = matmul_resolved(q);
+  const MatmulConfig cfg{static_cast<uint32_t>(&v - kVariants), p.in, p.out, p.a, p.b};
+  using jit::detail::Arg;
+  using jit::detail::make_arg;
+  const Arg args[] = {Arg{Arg::Pointer, p.in, 0, a, 0},  Arg{Arg::Pointer, p.in, 0, b, 0}, Arg{Arg::Pointer, p.out, 0, c, 0},
+                      make_arg(p.m),     make_arg(p.n),     make_arg(p.k),     make_arg(p.lda), make_arg(p.ldb),
+                      make_arg(p.ldc),   make_arg(p.alpha), make_arg(p.beta),  make_arg(p.stride_a),
+                      make_arg(p.stride_b), make_arg(p.stride_c)};
+  matmul_family().get(cfg).launch_packed(matmul_launch_config(v, p, stream), args, std::size(args));
+}
+
+}  // namespace kaio::ops
