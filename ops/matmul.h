@@ -6,6 +6,9 @@
 //   engines   Simt  f32: a BM x BN block tile, BK deep, TM x TN accumulators per thread
 //             Mma   f16 / bf16 in, f32 accumulate (mma.sync m16n8k16): warps of WM x WN
 //                   tiles, operands through ldmatrix from padded shared tiles
+//             MmaAsync  as Mma, the tiles brought in by cp.async through a ring of 2-4
+//                   shared stages (needs 16-byte aligned rows: leading dimensions and
+//                   batch strides multiples of 8 elements, 16-byte aligned pointers)
 //   problem   m, n, k; the input type (f32 for Simt; f16 / bf16 for Mma) and the output type
 //             (f32; f16 / bf16 too for Mma, rounded once); layouts; lda / ldb / ldc (0:
 //             packed); batch and element strides between batches (0: packed)
@@ -37,16 +40,18 @@ struct MatmulProblem {
   uint32_t batch = 1;
   uint64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements between batches (0: packed)
   float alpha = 1.0f, beta = 0.0f;                    // beta == 0: C is not read
+  uint32_t ptr_align = 16;  // the byte alignment A, B and C have (matmul() checks the pointers)
 };
 
-enum class MatmulEngine : uint8_t { Simt, Mma };
+enum class MatmulEngine : uint8_t { Simt, Mma, MmaAsync };
 
 // One row of the variant table.
 struct MatmulVariant {
   const char* name;
   MatmulEngine engine;
   uint32_t bm, bn, bk;  // the block tile
-  uint32_t tm, tn;      // Simt: accumulators per thread (TM x TN); Mma: the warp tile (TM x TN)
+  uint32_t tm, tn;      // Simt: accumulators per thread (TM x TN); Mma*: the warp tile (TM x TN)
+  uint32_t stages = 1;  // MmaAsync: shared-memory stages of the cp.async pipeline (2..4)
   uint32_t threads() const;
   // Whether the variant serves the problem on sm_<sm>; if not, *why says what is missing.
   bool can_implement(const MatmulProblem& p, int sm, std::string* why = nullptr) const;
@@ -79,8 +84,9 @@ MatmulProblem matmul_resolved(const MatmulProblem& p);
 void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const MatmulProblem& p,
             const jit::Stream* stream = nullptr);
 
-// Builders of the engines (matmul_simt.cpp, matmul_mma.cpp).
+// Builders of the engines (matmul_simt.cpp, matmul_mma.cpp, matmul_mma_async.cpp).
 ir::Kernel build_matmul_simt(const MatmulVariant& v, const MatmulConfig& c);
 ir::Kernel build_matmul_mma(const MatmulVariant& v, const MatmulConfig& c);
+ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c);
 
 }  // namespace kaio::ops

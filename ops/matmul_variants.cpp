@@ -1,4 +1,5 @@
 // The matmul variant table, what each variant can serve, the kernel family and the launch.
+#include <algorithm>
 #include <string>
 
 #include "kaio/codegen/ptx.h"
@@ -17,6 +18,9 @@ constexpr MatmulVariant kVariants[] = {
     {"mma_128x128x32_w64x64", MatmulEngine::Mma, 128, 128, 32, 64, 64},
     {"mma_64x64x32_w32x32", MatmulEngine::Mma, 64, 64, 32, 32, 32},
     {"mma_64x64x16_w32x32", MatmulEngine::Mma, 64, 64, 16, 32, 32},
+    {"mma_cp_128x128x32_w64x64_s2", MatmulEngine::MmaAsync, 128, 128, 32, 64, 64, 2},
+    {"mma_cp_128x64x32_w64x32_s3", MatmulEngine::MmaAsync, 128, 64, 32, 64, 32, 3},
+    {"mma_cp_64x64x32_w32x32_s4", MatmulEngine::MmaAsync, 64, 64, 32, 32, 32, 4},
 };
 
 bool fail(std::string* why, const std::string& msg) {
@@ -43,6 +47,16 @@ bool MatmulVariant::can_implement(const MatmulProblem& p, int sm, std::string* w
       return fail(why, v + "tensor cores take f16 or bf16 inputs here, not " + std::string(ir::scalar_name(p.in)));
     if (p.out != ir::Scalar::F32 && p.out != p.in)
       return fail(why, v + "the output is f32 or the input type, not " + std::string(ir::scalar_name(p.out)));
+  }
+  if (engine == MatmulEngine::MmaAsync) {  // 16-byte cp.async chunks along the contiguous dimensions
+    const bool ar = p.a == MatLayout::RowMajor, br = p.b == MatLayout::RowMajor;
+    const uint64_t lda = p.lda ? p.lda : (ar ? p.k : p.m), ldb = p.ldb ? p.ldb : (br ? p.n : p.k);
+    const uint64_t sa = p.stride_a ? p.stride_a : lda * (ar ? p.m : p.k), sb = p.stride_b ? p.stride_b : ldb * (br ? p.k : p.n);
+    if (p.ptr_align % 16) return fail(why, v + "cp.async needs 16-byte aligned A and B, the problem promises " + std::to_string(p.ptr_align));
+    if (lda % 8 || ldb % 8)
+      return fail(why, v + "cp.async copies 16-byte rows: lda and ldb must be multiples of 8 elements, got " +
+                           std::to_string(lda) + " and " + std::to_string(ldb));
+    if (p.batch > 1 && (sa % 8 || sb % 8)) return fail(why, v + "batch strides of A and B must be multiples of 8 elements");
   }
   if (p.batch == 0 || p.batch > 65535) return fail(why, v + "batch must be 1..65535, got " + std::to_string(p.batch));
   if ((uint64_t(p.m) + bm - 1) / bm > 65535)
@@ -71,7 +85,12 @@ ir::Kernel matmul_kernel(const MatmulConfig& c) {
   p.out = c.out;
   std::string why;
   if (!v.can_implement(p, 80, &why)) throw UsageError("matmul", "matmul", why);
-  return v.engine == MatmulEngine::Simt ? build_matmul_simt(v, c) : build_matmul_mma(v, c);
+  switch (v.engine) {
+    case MatmulEngine::Simt: return build_matmul_simt(v, c);
+    case MatmulEngine::Mma: return build_matmul_mma(v, c);
+    case MatmulEngine::MmaAsync: return build_matmul_mma_async(v, c);
+  }
+  throw UsageError("matmul", "matmul", "unknown engine");
 }
 
 jit::Family<MatmulConfig>& matmul_family() {
@@ -123,6 +142,10 @@ void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const Ma
   if (!v.can_implement(q, sm, &why)) throw UsageError("matmul", "matmul", why);
   if (q.m == 0 || q.n == 0) return;
   const MatmulProblem p = matmul_resolved(q);
+  const uint64_t need = std::max<uint32_t>(p.ptr_align, 1);
+  if (a % need || b % need || c % need)
+    throw UsageError("matmul", "matmul", "A, B and C must be " + std::to_string(need) +
+                                             "-byte aligned as the problem's ptr_align says");
   const MatmulConfig cfg{static_cast<uint32_t>(&v - kVariants), p.in, p.out, p.a, p.b};
   using jit::detail::Arg;
   using jit::detail::make_arg;

@@ -110,11 +110,19 @@ void run_problem(const ops::MatmulVariant& v, MatmulProblem q, bool launch) {
 struct Shape { uint32_t m, n, k; };
 constexpr Shape kOddShapes[] = {{1, 1, 1}, {17, 33, 65}, {70, 3, 129}};
 
+uint32_t round_up(uint32_t x, uint32_t a) { return (x + a - 1) / a * a; }
+
+// Odd shapes; cp.async variants need leading dimensions that are multiples of 8 elements,
+// so their A and B are stored with rows padded to 8 (the shapes themselves stay odd).
 template <class In, class Out>
 void run_variant(const ops::MatmulVariant& v, bool launch, std::span<const Shape> shapes) {
   const ir::Scalar in = ir::ScalarOf<In>::value, out = ir::ScalarOf<Out>::value;
+  const uint32_t align = v.engine == ops::MatmulEngine::MmaAsync ? 8 : 1;
   for (const Shape& s : shapes) {
     MatmulProblem p{.m = s.m, .n = s.n, .k = s.k, .in = in, .out = out};
+    p.lda = round_up(s.k, align);
+    p.ldb = round_up(s.n, align);
+    REQUIRE(v.can_implement(p, 80));
     run_problem<In, Out>(v, p, launch);
   }
   // both layouts, padded leading dimensions, alpha/beta, two batches with gaps
@@ -122,8 +130,9 @@ void run_variant(const ops::MatmulVariant& v, bool launch, std::span<const Shape
     for (MatLayout lb : {MatLayout::RowMajor, MatLayout::ColMajor}) {
       const Shape s = shapes[shapes.size() - 1];
       MatmulProblem p{.m = s.m, .n = s.n, .k = s.k, .in = in, .out = out, .a = la, .b = lb};
-      p.lda = (la == MatLayout::RowMajor ? s.k : s.m) + 3;
-      p.ldb = (lb == MatLayout::RowMajor ? s.n : s.k) + 5;
+      p.lda = round_up(la == MatLayout::RowMajor ? s.k : s.m, align) + (align > 1 ? 8 : 3);
+      p.ldb = round_up(lb == MatLayout::RowMajor ? s.n : s.k, align) + (align > 1 ? 16 : 5);
+      REQUIRE(v.can_implement(p, 80));
       p.ldc = s.n + 2;
       p.batch = 2;
       p.stride_c = uint64_t(p.ldc) * s.m + 7;
@@ -154,7 +163,7 @@ TEST_CASE("matmul: every variant in the interpreter at odd shapes, layouts, alph
 
 TEST_CASE("matmul: every declared config assembles for sm_80 and sm_90 without local memory", "[ops][matmul][nvjitlink]") {
   jit::Family<ops::MatmulConfig>& f = ops::matmul_family();
-  REQUIRE(f.config_count() == 9);
+  REQUIRE(f.config_count() == 15);
   for (size_t i = 0; i < f.config_count(); ++i) {
     ir::Kernel k = f.declared_kernel(i);
     const bool mma = k.name().find("mma") != std::string::npos;
@@ -189,6 +198,12 @@ TEST_CASE("matmul: can_implement refuses what a variant cannot serve, and says w
   CHECK_FALSE(simt.can_implement({.m = 4, .n = 4, .k = 4, .batch = 0}, 90, &why));
   CHECK(mma.can_implement({.m = 4, .n = 4, .k = 4, .in = ir::Scalar::BF16, .out = ir::Scalar::BF16}, 80));
   CHECK_THAT(test::usage_error_of([] { (void)ops::matmul_variant("nope"); }).what(), Contains("'nope'"));
+  const ops::MatmulVariant& cp = ops::matmul_variant("mma_cp_64x64x32_w32x32_s4");
+  CHECK_FALSE(cp.can_implement({.m = 17, .n = 33, .k = 65, .in = ir::Scalar::F16}, 90, &why));
+  CHECK_THAT(why, Contains("lda and ldb must be multiples of 8 elements, got 65 and 33"));
+  CHECK(cp.can_implement({.m = 17, .n = 33, .k = 65, .in = ir::Scalar::F16, .lda = 72, .ldb = 40}, 90));
+  CHECK_FALSE(cp.can_implement({.m = 16, .n = 16, .k = 16, .in = ir::Scalar::F16, .ptr_align = 8}, 90, &why));
+  CHECK_THAT(why, Contains("16-byte aligned"));
   CHECK_THAT(test::usage_error_of([] { (void)ops::matmul_resolved({.m = 4, .n = 4, .k = 8, .lda = 7}); }).what(),
              Contains("lda = 7"));
 }
