@@ -5,7 +5,7 @@
 // Timing: CUDA events, 3 warm-up calls, median of 20, rotating over input sets that
 // together exceed 256 MB so that L2 does not hold them. The SASS column is the tensor-core
 // (or FFMA) instruction of the variant's cubin (cuobjdump: $KAIO_CUOBJDUMP or PATH).
-// Usage: matmul [--quick] [--dtype f32|f16|bf16]...
+// Usage: matmul [--quick] [--dtype f32|tf32|f16|bf16]...
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -47,13 +47,14 @@ struct Cublas {
     return set_stream(handle, stream) == 0;
   }
   // Row-major C (m x n) = A (m x k) * B (k x n): column-major C^T = B^T A^T.
-  int run(ir::Scalar in, ir::Scalar out, uint32_t m, uint32_t n, uint32_t k, uint64_t a, uint64_t b, uint64_t c) const {
+  int run(ir::Scalar in, ir::Scalar out, bool tf32, uint32_t m, uint32_t n, uint32_t k, uint64_t a, uint64_t b,
+          uint64_t c) const {
     auto type = [](ir::Scalar s) { return s == ir::Scalar::F16 ? 2 : s == ir::Scalar::BF16 ? 14 : 0; };
     const float alpha = 1.0f, beta = 0.0f;
-    constexpr int kOpN = 0, kCompute32F = 68, kDefaultAlgo = -1;
+    constexpr int kOpN = 0, kCompute32F = 68, kCompute32FFastTf32 = 77, kDefaultAlgo = -1;
     return gemm(handle, kOpN, kOpN, int(n), int(m), int(k), &alpha, reinterpret_cast<void*>(b), type(in), int(n),
                 reinterpret_cast<void*>(a), type(in), int(k), &beta, reinterpret_cast<void*>(c), type(out), int(n),
-                kCompute32F, kDefaultAlgo);
+                tf32 ? kCompute32FFastTf32 : kCompute32F, kDefaultAlgo);
   }
 };
 
@@ -111,7 +112,8 @@ DeviceBuffer<T> random_buffer(size_t n, std::mt19937& rng) {
 }
 
 template <class In, class Out>
-void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const jit::Stream& s, const std::string& arch) {
+void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const jit::Stream& s, const std::string& arch,
+                 bool tf32 = false) {
   const ir::Scalar in = ir::ScalarOf<In>::value, out = ir::ScalarOf<Out>::value;
   const int sm = codegen::parse_arch(arch).sm;
   std::mt19937 rng(1);
@@ -129,7 +131,7 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
     double cublas_tf = 0;
     if (cublas) {
       double ms = time_ms(s, sets, [&](int i) {
-        cublas->run(in, out, sh.m, sh.n, sh.k, A[i].device_address(), B[i].device_address(), C[i].device_address());
+        cublas->run(in, out, tf32, sh.m, sh.n, sh.k, A[i].device_address(), B[i].device_address(), C[i].device_address());
       });
       cublas_tf = flop / ms / 1e9;
     }
@@ -137,20 +139,22 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
     std::string best_name = "-";
     for (const ops::MatmulVariant& v : ops::matmul_variants()) {
       ops::MatmulProblem p{.m = sh.m, .n = sh.n, .k = sh.k, .in = in, .out = out};
-      if (!v.can_implement(p, sm)) continue;
+      p.tf32 = tf32;
+      if (!v.can_implement(p, sm) || (tf32 && v.engine == ops::MatmulEngine::Simt)) continue;
       double ms = time_ms(s, sets, [&](int i) {
         ops::matmul(v, A[i].device_address(), B[i].device_address(), C[i].device_address(), p, &s);
       });
       const double tf = flop / ms / 1e9;
       const ops::MatmulConfig cfg{static_cast<uint32_t>(&v - ops::matmul_variants().data()), in, out};
-      std::printf("%-6s %5u x %5u x %5u  %-24s %8.2f TFLOP/s  %7.3f ms  %s\n", ir::scalar_name(in), sh.m, sh.n, sh.k,
+      std::printf("%-6s %5u x %5u x %5u  %-24s %8.2f TFLOP/s  %7.3f ms  %s\n", tf32 ? "tf32" : ir::scalar_name(in), sh.m, sh.n, sh.k,
                   v.name, tf, ms, sass_op(ops::matmul_kernel(cfg), arch).c_str());
       if (tf > best) {
         best = tf;
         best_name = v.name;
       }
     }
-    std::printf("%-6s %5u x %5u x %5u  %-24s %8.2f TFLOP/s  best %s: %.0f%% of cuBLAS\n\n", ir::scalar_name(in), sh.m, sh.n,
+    std::printf("%-6s %5u x %5u x %5u  %-24s %8.2f TFLOP/s  best %s: %.0f%% of cuBLAS\n\n",
+                tf32 ? "tf32" : ir::scalar_name(in), sh.m, sh.n,
                 sh.k, "cuBLAS", cublas_tf, best_name.c_str(), cublas_tf > 0 ? 100.0 * best / cublas_tf : 0.0);
   }
 }
@@ -164,11 +168,11 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) dtypes.push_back(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: matmul [--quick] [--dtype f32|f16|bf16]...\n");
+      std::fprintf(stderr, "usage: matmul [--quick] [--dtype f32|tf32|f16|bf16]...\n");
       return 2;
     }
   }
-  if (dtypes.empty()) dtypes = {"f32", "f16", "bf16"};
+  if (dtypes.empty()) dtypes = {"f32", "tf32", "f16", "bf16"};
   if (jit::interpret_mode()) {
     std::fprintf(stderr, "matmul: a benchmark needs a GPU (unset KAIO_INTERPRET)\n");
     return 1;
@@ -185,6 +189,7 @@ int main(int argc, char** argv) {
   std::printf("%-6s %-21s %-24s %15s\n", "dtype", "m x n x k", "variant", "throughput");
   for (const std::string& d : dtypes) {
     if (d == "f32") bench_dtype<float, float>(shapes, have_cublas ? &cublas : nullptr, s, arch);
+    if (d == "tf32") bench_dtype<float, float>(shapes, have_cublas ? &cublas : nullptr, s, arch, true);
     if (d == "f16") bench_dtype<half, half>(shapes, have_cublas ? &cublas : nullptr, s, arch);
     if (d == "bf16") bench_dtype<bfloat16, bfloat16>(shapes, have_cublas ? &cublas : nullptr, s, arch);
   }

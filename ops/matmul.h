@@ -5,7 +5,8 @@
 //
 //   engines   Simt  f32: a BM x BN block tile, BK deep, TM x TN accumulators per thread
 //             Mma   f16 / bf16 in, f32 accumulate (mma.sync m16n8k16): warps of WM x WN
-//                   tiles, operands through ldmatrix from padded shared tiles
+//                   tiles, operands through ldmatrix from padded shared tiles; f32 in
+//                   with problem.tf32: mma.sync m16n8k8 tf32, fragments read from shared
 //             MmaAsync  as Mma, the tiles brought in by cp.async through a ring of 2-4
 //                   shared stages (needs 16-byte aligned rows: leading dimensions and
 //                   batch strides multiples of 8 elements, 16-byte aligned pointers)
@@ -41,6 +42,7 @@ struct MatmulProblem {
   uint64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements between batches (0: packed)
   float alpha = 1.0f, beta = 0.0f;                    // beta == 0: C is not read
   uint32_t ptr_align = 16;  // the byte alignment A, B and C have (matmul() checks the pointers)
+  bool tf32 = false;        // f32 inputs may run on tensor cores as tf32 (10-bit mantissas, truncated)
 };
 
 enum class MatmulEngine : uint8_t { Simt, Mma, MmaAsync };

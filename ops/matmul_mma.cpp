@@ -1,4 +1,6 @@
-// The tensor-core matmul engine: f16 / bf16 in, f32 accumulate with mma.sync m16n8k16.
+// The tensor-core matmul engine: f16 / bf16 in, f32 accumulate with mma.sync m16n8k16
+// (f32 in: tf32 with mma.sync m16n8k8, fragments read element by element from shared, as
+// ldmatrix cannot transpose 32-bit elements).
 // The block's warps tile its BM x BN tile of C in warp tiles of TM x TN (TM/16 x TN/8 mma
 // tiles of 4 accumulators each, one register array per thread). Each BK step stages
 // A (BM x BK) and B (BK x BN) in padded shared tiles (rows padded by 8 elements, so the
@@ -12,7 +14,8 @@
 namespace kaio::ops {
 
 ir::Kernel build_matmul_mma(const MatmulVariant& v, const MatmulConfig& c) {
-  const ir::MmaKind kind = c.in == ir::Scalar::BF16 ? ir::MmaKind::BF16 : ir::MmaKind::F16;
+  const bool tf32 = c.in == ir::Scalar::F32;
+  const ir::MmaKind kind = tf32 ? ir::MmaKind::TF32 : c.in == ir::Scalar::BF16 ? ir::MmaKind::BF16 : ir::MmaKind::F16;
   const ir::MmaShape& s = ir::mma_shape(kind);
   const uint32_t threads = v.threads(), warps_n = v.bn / v.tn;
   const uint32_t mt = v.tm / 16, nt = v.tn / 8;  // mma tiles per warp
@@ -43,7 +46,18 @@ ir::Kernel build_matmul_mma(const MatmulVariant& v, const MatmulConfig& c) {
       Bs[lb.index(kk, nn)] = detail::load_or_zero(b, a.B, row < a.k && col < a.n, [&] { return detail::b_index(a, c, row, col); });
     }
     b.barrier();
-    for (uint32_t ks = 0; ks < v.bk / 16; ++ks) {
+    for (uint32_t ks = 0; tf32 && ks < v.bk / 8; ++ks) {  // tf32: fragments element by element
+      std::vector<std::vector<ir::Value>> fa(mt), fb(nt);
+      for (uint32_t mi = 0; mi < mt; ++mi)
+        for (int r = 0; r < s.a.regs; ++r)
+          fa[mi].push_back(As[la.index(wm0 + (ir::frag_row(s.a, lane, r) + mi * 16), ir::frag_col(s.a, lane, r) + ks * 8)]);
+      for (uint32_t ni = 0; ni < nt; ++ni)
+        for (int r = 0; r < s.b.regs; ++r)
+          fb[ni].push_back(Bs[lb.index(ir::frag_row(s.b, lane, r) + ks * 8, wn0 + (ir::frag_col(s.b, lane, r) + ni * 8))]);
+      for (uint32_t mi = 0; mi < mt; ++mi)
+        for (uint32_t ni = 0; ni < nt; ++ni) b.mma_sync(kind, acc.slice(4 * (mi * nt + ni), 4), fa[mi], fb[ni]);
+    }
+    for (uint32_t ks = 0; !tf32 && ks < v.bk / 16; ++ks) {
       std::vector<std::vector<ir::Value>> fa, fb;
       for (uint32_t mi = 0; mi < mt; ++mi)
         fa.push_back(b.ldmatrix(As, la.index(wm0 + (mi * 16 + lane % 16u), (lane / 16u) * 8u + ks * 16), 4));

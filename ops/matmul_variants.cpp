@@ -43,8 +43,13 @@ bool MatmulVariant::can_implement(const MatmulProblem& p, int sm, std::string* w
       return fail(why, v + "SIMT computes f32 x f32 -> f32, not " + ir::scalar_name(p.in) + " -> " + ir::scalar_name(p.out));
   } else {
     if (sm < 80) return fail(why, v + "mma.sync needs sm_80 or newer, the device is sm_" + std::to_string(sm));
-    if (p.in != ir::Scalar::F16 && p.in != ir::Scalar::BF16)
-      return fail(why, v + "tensor cores take f16 or bf16 inputs here, not " + std::string(ir::scalar_name(p.in)));
+    const bool tf32 = p.in == ir::Scalar::F32 && p.tf32 && engine == MatmulEngine::Mma;
+    if (tf32 && tm * tn > 32 * 32)  // fragments element by element: a 64 x 64 warp tile spills
+      return fail(why, v + "tf32 needs a warp tile of at most 32 x 32");
+    if (p.in != ir::Scalar::F16 && p.in != ir::Scalar::BF16 && !tf32)
+      return fail(why, v + "tensor cores take f16 or bf16 inputs here" +
+                           (engine == MatmulEngine::Mma ? " (f32 with problem.tf32)" : "") + ", not " +
+                           std::string(ir::scalar_name(p.in)));
     if (p.out != ir::Scalar::F32 && p.out != p.in)
       return fail(why, v + "the output is f32 or the input type, not " + std::string(ir::scalar_name(p.out)));
   }
@@ -83,6 +88,7 @@ ir::Kernel matmul_kernel(const MatmulConfig& c) {
   MatmulProblem p;
   p.in = c.in;
   p.out = c.out;
+  p.tf32 = true;  // a config with f32 inputs on a tensor-core engine is the tf32 kernel
   std::string why;
   if (!v.can_implement(p, 80, &why)) throw UsageError("matmul", "matmul", why);
   switch (v.engine) {
@@ -102,6 +108,7 @@ jit::Family<MatmulConfig>& matmul_family() {
       } else {
         declared.push_back({i, ir::Scalar::F16, ir::Scalar::F32});
         declared.push_back({i, ir::Scalar::BF16, ir::Scalar::F32});
+        if (kVariants[i].can_implement({.tf32 = true}, 80)) declared.push_back({i, ir::Scalar::F32, ir::Scalar::F32});
       }
     }
     return declared;

@@ -77,8 +77,12 @@ void check_result(const MatmulProblem& p, const std::vector<In>& a, const std::v
 
 template <class In, class Out>
 struct Tolerance {
-  // f32 SIMT: a chain of k fmas; tensor cores: f32 sums of exact products; f16/bf16 output: one more rounding.
-  static double terms(uint32_t k) { return std::is_same_v<In, float> ? (k + 2) * 0x1p-24 : (k + 2) * 0x1p-22; }
+  // f32 SIMT: a chain of k fmas; tensor cores: f32 sums of exact products; tf32: each input
+  // truncated to 10 mantissa bits (2^-10 relative, twice per product); f16/bf16 output: one more rounding.
+  static double terms(uint32_t k, bool tf32) {
+    if (tf32) return 0x1p-9 + (k + 2) * 0x1p-22;
+    return std::is_same_v<In, float> ? (k + 2) * 0x1p-24 : (k + 2) * 0x1p-22;
+  }
   static double out() {
     if constexpr (std::is_same_v<Out, half>) return 0x1p-11;
     else if constexpr (std::is_same_v<Out, bfloat16>) return 0x1p-8;
@@ -105,7 +109,7 @@ void run_problem(const ops::MatmulVariant& v, MatmulProblem q, bool launch) {
     ops::matmul(v, da.device_address(), db.device_address(), dc.device_address(), q);
     c = dc.to_host();
   }
-  check_result(p, a, b, c0, c, Tolerance<In, Out>::terms(p.k), Tolerance<In, Out>::out());
+  check_result(p, a, b, c0, c, Tolerance<In, Out>::terms(p.k, p.tf32), Tolerance<In, Out>::out());
 }
 
 struct Shape { uint32_t m, n, k; };
@@ -121,6 +125,7 @@ void run_variant(const ops::MatmulVariant& v, bool launch, std::span<const Shape
   const uint32_t align = v.engine == ops::MatmulEngine::MmaAsync ? 8 : 1;
   for (const Shape& s : shapes) {
     MatmulProblem p{.m = s.m, .n = s.n, .k = s.k, .in = in, .out = out};
+    p.tf32 = v.engine != ops::MatmulEngine::Simt && in == ir::Scalar::F32;
     p.lda = round_up(s.k, align);
     p.ldb = round_up(s.n, align);
     REQUIRE(v.can_implement(p, 80));
@@ -132,6 +137,7 @@ void run_variant(const ops::MatmulVariant& v, bool launch, std::span<const Shape
     for (MatLayout lb : {MatLayout::RowMajor, MatLayout::ColMajor}) {
       const Shape s = shapes[std::min<size_t>(1, shapes.size() - 1)];  // 17 x 33 x 65
       MatmulProblem p{.m = s.m, .n = s.n, .k = s.k, .in = in, .out = out, .a = la, .b = lb};
+      p.tf32 = v.engine != ops::MatmulEngine::Simt && in == ir::Scalar::F32;
       p.lda = round_up(la == MatLayout::RowMajor ? s.k : s.m, align) + (align > 1 ? 8 : 3);
       p.ldb = round_up(lb == MatLayout::RowMajor ? s.n : s.k, align) + (align > 1 ? 16 : 5);
       REQUIRE(v.can_implement(p, 80));
@@ -159,6 +165,7 @@ void run_all(bool launch, std::span<const Shape> shapes, bool full) {
       run_variant<bfloat16, float>(v, launch, some, full);
       run_variant<half, half>(v, launch, some, full);
       run_variant<bfloat16, bfloat16>(v, launch, some, full);
+      if (v.can_implement({.tf32 = true}, 80)) run_variant<float, float>(v, launch, some, full);  // tf32
     }
   }
 }
@@ -171,7 +178,7 @@ TEST_CASE("matmul: every variant in the interpreter at odd shapes, layouts, alph
 
 TEST_CASE("matmul: every declared config assembles for sm_80 and sm_90 without local memory", "[ops][matmul][nvjitlink]") {
   jit::Family<ops::MatmulConfig>& f = ops::matmul_family();
-  REQUIRE(f.config_count() == 15);
+  REQUIRE(f.config_count() == 17);
   for (size_t i = 0; i < f.config_count(); ++i) {
     ir::Kernel k = f.declared_kernel(i);
     const bool mma = k.name().find("mma") != std::string::npos;
@@ -198,7 +205,10 @@ TEST_CASE("matmul: can_implement refuses what a variant cannot serve, and says w
   CHECK_FALSE(simt.can_implement({.m = 4, .n = 4, .k = 4, .in = ir::Scalar::F16}, 90, &why));
   CHECK_THAT(why, Contains("simt_64x64x8_4x4") && Contains("f32 x f32 -> f32, not f16"));
   CHECK_FALSE(mma.can_implement({.m = 4, .n = 4, .k = 4}, 90, &why));
-  CHECK_THAT(why, Contains("f16 or bf16 inputs"));
+  CHECK_THAT(why, Contains("f16 or bf16 inputs here (f32 with problem.tf32)"));
+  CHECK(mma.can_implement({.m = 4, .n = 4, .k = 4, .tf32 = true}, 90));
+  CHECK_FALSE(ops::matmul_variant("mma_128x128x32_w64x64").can_implement({.m = 4, .n = 4, .k = 4, .tf32 = true}, 90, &why));
+  CHECK_THAT(why, Contains("tf32 needs a warp tile of at most 32 x 32"));
   CHECK_FALSE(mma.can_implement({.m = 4, .n = 4, .k = 4, .in = ir::Scalar::F16, .out = ir::Scalar::BF16}, 90, &why));
   CHECK_THAT(why, Contains("the output is f32 or the input type"));
   CHECK_FALSE(mma.can_implement({.m = 4, .n = 4, .k = 4, .in = ir::Scalar::F16}, 75, &why));
