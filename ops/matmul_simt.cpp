@@ -38,9 +38,21 @@ ir::Kernel build_matmul_simt(const MatmulVariant& v, const MatmulConfig& c) {
     }
     b.barrier();
     for (uint32_t kk = 0; kk < v.bk; ++kk) {
-      std::vector<ir::Value> av, bv;
-      for (uint32_t i = 0; i < v.tm; ++i) av.push_back(As[ty * v.tm + (kk * v.bm + i)]);
-      for (uint32_t j = 0; j < v.tn; ++j) bv.push_back(Bs[tx * v.tn + (kk * v.bn + j)]);
+      // the thread's TM (TN) consecutive values of this k: 16-byte shared loads when they
+      // are a multiple of 4 (ty * TM, kk * BM are, so every vector is aligned)
+      auto read = [&](ir::Value tile, ir::Value first, uint32_t n) {
+        std::vector<ir::Value> out;
+        for (uint32_t i = 0; i < n; i += (n % 4 == 0 ? 4 : 1)) {
+          if (n % 4 == 0) {
+            for (ir::Value x : ir::load_vec(tile, first + i, 4)) out.push_back(x);
+          } else {
+            out.push_back(tile[first + i]);
+          }
+        }
+        return out;
+      };
+      std::vector<ir::Value> av = read(As, ty * v.tm + kk * v.bm, v.tm);
+      std::vector<ir::Value> bv = read(Bs, tx * v.tn + kk * v.bn, v.tn);
       for (uint32_t i = 0; i < v.tm; ++i)
         for (uint32_t j = 0; j < v.tn; ++j) acc[i * v.tn + j] = ir::fma(av[i], bv[j], acc[i * v.tn + j]);
     }

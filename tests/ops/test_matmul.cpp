@@ -186,6 +186,9 @@ TEST_CASE("matmul: every declared config assembles for sm_80 and sm_90 without l
       INFO(f.config_name(i) << " for " << arch);
       std::string ptx = codegen::emit_ptx(k, {arch, 9, 0});
       CHECK(ptx.find(".local") == std::string::npos);
+      if (k.name().find("simt_128") != std::string::npos || k.name().find("simt_64") != std::string::npos)
+        CHECK(ptx.find("ld.shared.v4.f32") != std::string::npos);  // 16-byte reads of the thread's A and B values
+      if (k.name().find("mma_cp") != std::string::npos) CHECK(ptx.find("cp.async.cg.shared.global") != std::string::npos);
       jit::LinkResult r = jit::link_ptx(ptx, arch, k.name());
       jit::Resources res = jit::parse_resources(r.info_log, 0);
       CHECK(res.local_bytes == 0);
