@@ -90,5 +90,7 @@ void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const Ma
 ir::Kernel build_matmul_simt(const MatmulVariant& v, const MatmulConfig& c);
 ir::Kernel build_matmul_mma(const MatmulVariant& v, const MatmulConfig& c);
 ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c);
+// The dynamic shared memory a MmaAsync kernel needs (its stages of A and B).
+uint32_t matmul_async_shared_bytes(const MatmulVariant& v, ir::Scalar in, MatLayout a, MatLayout b);
 
 }  // namespace kaio::ops

@@ -39,7 +39,14 @@ Operand operand(bool contiguous_k, uint32_t outer, uint32_t bk) {
   return {contiguous_k, outer, l, l.elements(contiguous_k ? outer : bk)};
 }
 
+Operand operand_a(const MatmulVariant& v, MatLayout a) { return operand(a == MatLayout::RowMajor, v.bm, v.bk); }
+Operand operand_b(const MatmulVariant& v, MatLayout b) { return operand(b == MatLayout::ColMajor, v.bn, v.bk); }
+
 }  // namespace
+
+uint32_t matmul_async_shared_bytes(const MatmulVariant& v, ir::Scalar in, MatLayout a, MatLayout b) {
+  return (operand_a(v, a).elements + operand_b(v, b).elements) * v.stages * static_cast<uint32_t>(ir::scalar_bytes(in));
+}
 
 ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c) {
   const ir::MmaKind kind = c.in == ir::Scalar::BF16 ? ir::MmaKind::BF16 : ir::MmaKind::F16;
@@ -51,10 +58,12 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
                       (c.a == MatLayout::RowMajor ? "_r" : "_c") + (c.b == MatLayout::RowMajor ? "r" : "c"));
   b.launch_bounds(threads);
   detail::MatmulArgs a = detail::matmul_params(b, c);
-  const Operand oa = operand(c.a == MatLayout::RowMajor, v.bm, v.bk);
-  const Operand ob = operand(c.b == MatLayout::ColMajor, v.bn, v.bk);
-  auto As = b.shared(c.in, oa.elements * S, 128);
-  auto Bs = b.shared(c.in, ob.elements * S, 128);
+  const Operand oa = operand_a(v, c.a), ob = operand_b(v, c.b);
+  // One dynamic shared array (the stages of large tiles pass the 48 KB of static shared
+  // memory): the A stages, then the B stages. LaunchConfig::shared_bytes sizes it
+  // (matmul_async_shared_bytes).
+  auto smem = b.dynamic_shared(c.in, 128);
+  const uint32_t a_off = 0, b_off = oa.elements * S;
   ir::Value tid = b.thread_idx_x(), lane = b.lane_id(), warp = b.warp_id();
   ir::Value wm0 = (warp / warps_n) * v.tm, wn0 = (warp % warps_n) * v.tn;
   ir::Value m0 = b.block_idx_y() * v.bm, n0 = b.block_idx_x() * v.bn;
@@ -64,7 +73,7 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
   // Issues the cp.async chunks of k-step `t` (any value; past the last step every chunk
   // is empty) into stage `st` of one operand. Global (outer, kk) -> shared row/col.
   auto load_operand = [&](const Operand& o, ir::Value P, ir::Value outer0, ir::Value outer_n, ir::Value ld,
-                          ir::Value base, ir::Value smem, ir::Value t, ir::Value st) {
+                          ir::Value base, uint32_t off, ir::Value t, ir::Value st) {
     const uint32_t row_len = o.contiguous_k ? v.bk : o.outer;  // contiguous elements per shared row
     const uint32_t rows = o.contiguous_k ? o.outer : v.bk;
     const uint32_t chunks = rows * row_len / 8;
@@ -82,13 +91,13 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
       ir::Value valid = ir::select(ok, ir::min((col_n - ir::select(ok, g_col, zero)) * 2u, 16u), zero);
       ir::Value src_row = ir::select(ok, g_row, zero), src_col = ir::select(ok, g_col, zero);  // stay inside the matrix
       ir::Value src = base + ir::cast<uint64_t>(src_row * ld + src_col);
-      b.cp_async(smem, st * o.elements + o.lay.index(r, c8), P, src, 16, ir::CacheHint::Global, valid);
+      b.cp_async(smem, st * o.elements + (o.lay.index(r, c8) + off), P, src, 16, ir::CacheHint::Global, valid);
     }
   };
   auto load_step = [&](ir::Value t) {
     ir::Value st = t % S;
-    load_operand(oa, a.A, m0, a.m, a.lda, a.base_a, As, t, st);
-    load_operand(ob, a.B, n0, a.n, a.ldb, a.base_b, Bs, t, st);
+    load_operand(oa, a.A, m0, a.m, a.lda, a.base_a, a_off, t, st);
+    load_operand(ob, a.B, n0, a.n, a.ldb, a.base_b, b_off, t, st);
     b.cp_async_commit_group();
   };
 
@@ -98,23 +107,23 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
     b.cp_async_wait_group(S - 2);
     b.barrier();
     load_step(t + (S - 1));
-    ir::Value sa = (t % S) * oa.elements, sb = (t % S) * ob.elements;
+    ir::Value sa = (t % S) * oa.elements + a_off, sb = (t % S) * ob.elements + b_off;
     for (uint32_t ks = 0; ks < v.bk / 16; ++ks) {
       std::vector<std::vector<ir::Value>> fa, fb;
       for (uint32_t mi = 0; mi < mt; ++mi) {
         ir::Value mrow = wm0 + mi * 16;
         if (oa.contiguous_k)  // As[m][k]: lanes 0-15 rows m, lanes 16-31 the same rows at k + 8
-          fa.push_back(b.ldmatrix(As, sa + oa.lay.index(mrow + lane % 16u, (lane / 16u) * 8u + ks * 16), 4));
+          fa.push_back(b.ldmatrix(smem, sa + oa.lay.index(mrow + lane % 16u, (lane / 16u) * 8u + ks * 16), 4));
         else  // As[k][m]: matrix j = lane / 8 holds k + 8 (j / 2), m + 8 (j % 2), transposed
-          fa.push_back(b.ldmatrix(As, sa + oa.lay.index((lane / 16u) * 8u + lane % 8u + ks * 16,
+          fa.push_back(b.ldmatrix(smem, sa + oa.lay.index((lane / 16u) * 8u + lane % 8u + ks * 16,
                                                         mrow + ((lane / 8u) % 2u) * 8u), 4, true));
       }
       for (uint32_t ni = 0; ni < nt; ++ni) {
         ir::Value ncol = wn0 + ni * 8;
         if (ob.contiguous_k)  // Bs[n][k]: matrix j = lane / 8 holds k + 8 j
-          fb.push_back(b.ldmatrix(Bs, sb + ob.lay.index(ncol + lane % 8u, ((lane / 8u) % 2u) * 8u + ks * 16), 2));
+          fb.push_back(b.ldmatrix(smem, sb + ob.lay.index(ncol + lane % 8u, ((lane / 8u) % 2u) * 8u + ks * 16), 2));
         else  // Bs[k][n]
-          fb.push_back(b.ldmatrix(Bs, sb + ob.lay.index(lane % 16u + ks * 16, ncol), 2, true));
+          fb.push_back(b.ldmatrix(smem, sb + ob.lay.index(lane % 16u + ks * 16, ncol), 2, true));
       }
       for (uint32_t mi = 0; mi < mt; ++mi)
         for (uint32_t ni = 0; ni < nt; ++ni) b.mma_sync(kind, acc.slice(4 * (mi * nt + ni), 4), fa[mi], fb[ni]);

@@ -18,7 +18,8 @@ constexpr MatmulVariant kVariants[] = {
     {"mma_128x128x32_w64x64", MatmulEngine::Mma, 128, 128, 32, 64, 64},
     {"mma_64x64x32_w32x32", MatmulEngine::Mma, 64, 64, 32, 32, 32},
     {"mma_64x64x16_w32x32", MatmulEngine::Mma, 64, 64, 16, 32, 32},
-    {"mma_cp_128x128x32_w64x64_s2", MatmulEngine::MmaAsync, 128, 128, 32, 64, 64, 2},
+    {"mma_cp_128x256x32_w64x64_s3", MatmulEngine::MmaAsync, 128, 256, 32, 64, 64, 3},
+    {"mma_cp_128x128x32_w64x64_s4", MatmulEngine::MmaAsync, 128, 128, 32, 64, 64, 4},
     {"mma_cp_128x64x32_w64x32_s3", MatmulEngine::MmaAsync, 128, 64, 32, 64, 32, 3},
     {"mma_cp_64x64x32_w32x32_s4", MatmulEngine::MmaAsync, 64, 64, 32, 32, 32, 4},
 };
@@ -138,7 +139,11 @@ MatmulProblem matmul_resolved(const MatmulProblem& q) {
 }
 
 jit::LaunchConfig matmul_launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream) {
-  return {.grid = {(p.n + v.bn - 1) / v.bn, (p.m + v.bm - 1) / v.bm, p.batch}, .block = {v.threads()}, .stream = stream};
+  const uint32_t smem = v.engine == MatmulEngine::MmaAsync ? matmul_async_shared_bytes(v, p.in, p.a, p.b) : 0;
+  return {.grid = {(p.n + v.bn - 1) / v.bn, (p.m + v.bm - 1) / v.bm, p.batch},
+          .block = {v.threads()},
+          .shared_bytes = smem,
+          .stream = stream};
 }
 
 void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const MatmulProblem& q, const jit::Stream* stream) {
