@@ -4,6 +4,8 @@
 // and no variant is a hand-copied kernel.
 //
 //   engines   Simt  f32: a BM x BN block tile, BK deep, TM x TN accumulators per thread
+//             SimtDb  as Simt, with 16-byte global loads and double buffering (needs
+//                   leading dimensions and batch strides that are multiples of 4 elements)
 //             Mma   f16 / bf16 in, f32 accumulate (mma.sync m16n8k16): warps of WM x WN
 //                   tiles, operands through ldmatrix from padded shared tiles; f32 in
 //                   with problem.tf32: mma.sync m16n8k8 tf32, fragments read from shared
@@ -45,7 +47,7 @@ struct MatmulProblem {
   bool tf32 = false;        // f32 inputs may run on tensor cores as tf32 (10-bit mantissas, truncated)
 };
 
-enum class MatmulEngine : uint8_t { Simt, Mma, MmaAsync };
+enum class MatmulEngine : uint8_t { Simt, SimtDb, Mma, MmaAsync };
 
 // One row of the variant table.
 struct MatmulVariant {
@@ -86,8 +88,9 @@ MatmulProblem matmul_resolved(const MatmulProblem& p);
 void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const MatmulProblem& p,
             const jit::Stream* stream = nullptr);
 
-// Builders of the engines (matmul_simt.cpp, matmul_mma.cpp, matmul_mma_async.cpp).
+// Builders of the engines (matmul_simt.cpp, matmul_simt_db.cpp, matmul_mma.cpp, matmul_mma_async.cpp).
 ir::Kernel build_matmul_simt(const MatmulVariant& v, const MatmulConfig& c);
+ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c);
 ir::Kernel build_matmul_mma(const MatmulVariant& v, const MatmulConfig& c);
 ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c);
 // The dynamic shared memory a MmaAsync kernel needs (its stages of A and B).

@@ -12,6 +12,8 @@ namespace {
 
 // name, engine, BM, BN, BK, TM, TN (Simt: per thread; Mma: per warp)
 constexpr MatmulVariant kVariants[] = {
+    {"simt_db_128x128x8_8x8", MatmulEngine::SimtDb, 128, 128, 8, 8, 8},
+    {"simt_db_64x64x16_4x4", MatmulEngine::SimtDb, 64, 64, 16, 4, 4},
     {"simt_128x128x8_8x8", MatmulEngine::Simt, 128, 128, 8, 8, 8},
     {"simt_64x64x8_4x4", MatmulEngine::Simt, 64, 64, 8, 4, 4},
     {"simt_32x32x8_2x2", MatmulEngine::Simt, 32, 32, 8, 2, 2},
@@ -33,13 +35,13 @@ const char* layout_name(MatLayout l) { return l == MatLayout::RowMajor ? "row" :
 
 }  // namespace
 
-uint32_t MatmulVariant::threads() const {
-  return engine == MatmulEngine::Simt ? (bm / tm) * (bn / tn) : (bm / tm) * (bn / tn) * 32;
-}
+bool simt(MatmulEngine e) { return e == MatmulEngine::Simt || e == MatmulEngine::SimtDb; }
+
+uint32_t MatmulVariant::threads() const { return simt(engine) ? (bm / tm) * (bn / tn) : (bm / tm) * (bn / tn) * 32; }
 
 bool MatmulVariant::can_implement(const MatmulProblem& p, int sm, std::string* why) const {
   const std::string v = std::string("variant ") + name + ": ";
-  if (engine == MatmulEngine::Simt) {
+  if (simt(engine)) {
     if (p.in != ir::Scalar::F32 || p.out != ir::Scalar::F32)
       return fail(why, v + "SIMT computes f32 x f32 -> f32, not " + ir::scalar_name(p.in) + " -> " + ir::scalar_name(p.out));
   } else {
@@ -54,15 +56,17 @@ bool MatmulVariant::can_implement(const MatmulProblem& p, int sm, std::string* w
     if (p.out != ir::Scalar::F32 && p.out != p.in)
       return fail(why, v + "the output is f32 or the input type, not " + std::string(ir::scalar_name(p.out)));
   }
-  if (engine == MatmulEngine::MmaAsync) {  // 16-byte cp.async chunks along the contiguous dimensions
+  if (engine == MatmulEngine::MmaAsync || engine == MatmulEngine::SimtDb) {  // 16-byte vectors along the contiguous dimensions
+    const uint64_t per = 16 / static_cast<uint64_t>(ir::scalar_bytes(p.in));   // elements per vector
     const bool ar = p.a == MatLayout::RowMajor, br = p.b == MatLayout::RowMajor;
     const uint64_t lda = p.lda ? p.lda : (ar ? p.k : p.m), ldb = p.ldb ? p.ldb : (br ? p.n : p.k);
     const uint64_t sa = p.stride_a ? p.stride_a : lda * (ar ? p.m : p.k), sb = p.stride_b ? p.stride_b : ldb * (br ? p.k : p.n);
-    if (p.ptr_align % 16) return fail(why, v + "cp.async needs 16-byte aligned A and B, the problem promises " + std::to_string(p.ptr_align));
-    if (lda % 8 || ldb % 8)
-      return fail(why, v + "cp.async copies 16-byte rows: lda and ldb must be multiples of 8 elements, got " +
-                           std::to_string(lda) + " and " + std::to_string(ldb));
-    if (p.batch > 1 && (sa % 8 || sb % 8)) return fail(why, v + "batch strides of A and B must be multiples of 8 elements");
+    if (p.ptr_align % 16) return fail(why, v + "16-byte loads need 16-byte aligned A and B, the problem promises " + std::to_string(p.ptr_align));
+    if (lda % per || ldb % per)
+      return fail(why, v + "16-byte loads along the rows: lda and ldb must be multiples of " + std::to_string(per) +
+                           " elements, got " + std::to_string(lda) + " and " + std::to_string(ldb));
+    if (p.batch > 1 && (sa % per || sb % per))
+      return fail(why, v + "batch strides of A and B must be multiples of " + std::to_string(per) + " elements");
   }
   if (p.batch == 0 || p.batch > 65535) return fail(why, v + "batch must be 1..65535, got " + std::to_string(p.batch));
   if ((uint64_t(p.m) + bm - 1) / bm > 65535)
@@ -94,6 +98,7 @@ ir::Kernel matmul_kernel(const MatmulConfig& c) {
   if (!v.can_implement(p, 80, &why)) throw UsageError("matmul", "matmul", why);
   switch (v.engine) {
     case MatmulEngine::Simt: return build_matmul_simt(v, c);
+    case MatmulEngine::SimtDb: return build_matmul_simt_db(v, c);
     case MatmulEngine::Mma: return build_matmul_mma(v, c);
     case MatmulEngine::MmaAsync: return build_matmul_mma_async(v, c);
   }
@@ -104,7 +109,7 @@ jit::Family<MatmulConfig>& matmul_family() {
   static jit::Family<MatmulConfig> f("matmul", matmul_kernel, [] {
     std::vector<MatmulConfig> declared;
     for (uint32_t i = 0; i < std::size(kVariants); ++i) {
-      if (kVariants[i].engine == MatmulEngine::Simt) {
+      if (simt(kVariants[i].engine)) {
         declared.push_back({i, ir::Scalar::F32, ir::Scalar::F32});
       } else {
         declared.push_back({i, ir::Scalar::F16, ir::Scalar::F32});

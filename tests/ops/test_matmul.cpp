@@ -122,10 +122,11 @@ uint32_t round_up(uint32_t x, uint32_t a) { return (x + a - 1) / a * a; }
 template <class In, class Out>
 void run_variant(const ops::MatmulVariant& v, bool launch, std::span<const Shape> shapes, bool layouts = true) {
   const ir::Scalar in = ir::ScalarOf<In>::value, out = ir::ScalarOf<Out>::value;
-  const uint32_t align = v.engine == ops::MatmulEngine::MmaAsync ? 8 : 1;
+  const uint32_t align = v.engine == ops::MatmulEngine::MmaAsync ? 8 : v.engine == ops::MatmulEngine::SimtDb ? 4 : 1;
   for (const Shape& s : shapes) {
     MatmulProblem p{.m = s.m, .n = s.n, .k = s.k, .in = in, .out = out};
-    p.tf32 = v.engine != ops::MatmulEngine::Simt && in == ir::Scalar::F32;
+    p.tf32 = v.engine != ops::MatmulEngine::Simt && v.engine != ops::MatmulEngine::SimtDb &&
+             in == ir::Scalar::F32;
     p.lda = round_up(s.k, align);
     p.ldb = round_up(s.n, align);
     REQUIRE(v.can_implement(p, 80));
@@ -137,7 +138,7 @@ void run_variant(const ops::MatmulVariant& v, bool launch, std::span<const Shape
     for (MatLayout lb : {MatLayout::RowMajor, MatLayout::ColMajor}) {
       const Shape s = shapes[std::min<size_t>(1, shapes.size() - 1)];  // 17 x 33 x 65
       MatmulProblem p{.m = s.m, .n = s.n, .k = s.k, .in = in, .out = out, .a = la, .b = lb};
-      p.tf32 = v.engine != ops::MatmulEngine::Simt && in == ir::Scalar::F32;
+      p.tf32 = v.engine != ops::MatmulEngine::Simt && v.engine != ops::MatmulEngine::SimtDb && in == ir::Scalar::F32;
       p.lda = round_up(la == MatLayout::RowMajor ? s.k : s.m, align) + (align > 1 ? 8 : 3);
       p.ldb = round_up(lb == MatLayout::RowMajor ? s.n : s.k, align) + (align > 1 ? 16 : 5);
       REQUIRE(v.can_implement(p, 80));
@@ -155,7 +156,7 @@ void run_variant(const ops::MatmulVariant& v, bool launch, std::span<const Shape
 // launched run compiles about 50 kernels rather than 100.
 void run_all(bool launch, std::span<const Shape> shapes, bool full) {
   for (const ops::MatmulVariant& v : ops::matmul_variants()) {
-    if (v.engine == ops::MatmulEngine::Simt) {
+    if (v.engine == ops::MatmulEngine::Simt || v.engine == ops::MatmulEngine::SimtDb) {
       run_variant<float, float>(v, launch, shapes);
     } else {
       // the other type pairs at the smaller shapes unless full (the float64 reference of
@@ -178,7 +179,7 @@ TEST_CASE("matmul: every variant in the interpreter at odd shapes, layouts, alph
 
 TEST_CASE("matmul: every declared config assembles for sm_80 and sm_90 without local memory", "[ops][matmul][nvjitlink]") {
   jit::Family<ops::MatmulConfig>& f = ops::matmul_family();
-  REQUIRE(f.config_count() == 19);
+  REQUIRE(f.config_count() == 21);
   for (size_t i = 0; i < f.config_count(); ++i) {
     ir::Kernel k = f.declared_kernel(i);
     const bool mma = k.name().find("mma") != std::string::npos;
@@ -186,9 +187,11 @@ TEST_CASE("matmul: every declared config assembles for sm_80 and sm_90 without l
       INFO(f.config_name(i) << " for " << arch);
       std::string ptx = codegen::emit_ptx(k, {arch, 9, 0});
       CHECK(ptx.find(".local") == std::string::npos);
-      if (k.name().find("simt_128") != std::string::npos || k.name().find("simt_64") != std::string::npos)
+      if (k.name().find("simt_128") != std::string::npos || k.name().find("simt_64") != std::string::npos ||
+          k.name().find("simt_db") != std::string::npos)
         CHECK(ptx.find("ld.shared.v4.f32") != std::string::npos);  // 16-byte reads of the thread's A and B values
       if (k.name().find("mma_cp") != std::string::npos) CHECK(ptx.find("cp.async.cg.shared.global") != std::string::npos);
+      if (k.name().find("simt_db") != std::string::npos) CHECK(ptx.find("ld.global.v4.f32") != std::string::npos);
       jit::LinkResult r = jit::link_ptx(ptx, arch, k.name());
       jit::Resources res = jit::parse_resources(r.info_log, 0);
       CHECK(res.local_bytes == 0);
