@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "kaio/codegen/ptx.h"
@@ -168,37 +169,69 @@ TEST_CASE("mma kernel: a 64-register accumulator over 16 mma.sync per step stays
 
 TEST_CASE("mma kernel: the 64-register accumulator, launched", "[gpu][tensor]") { run_acc64(true); }
 
-TEST_CASE("mma kernel: each shape, launched, against float64", "[gpu][tensor]") {
-  // f16 tile through jit; the direct kernels of every shape (see test_tensor_core.cpp for
-  // the interpreter's run of the same kernels)
-  for (MmaKind kind : {MmaKind::F16, MmaKind::S8}) {
-    const ir::MmaShape& s = ir::mma_shape(kind);
-    INFO(s.name);
-    jit::CompiledKernel ck = jit::compile(test::direct_mma(kind));
-    if (kind == MmaKind::S8) {
-      std::uniform_int_distribution<int> i8(-128, 127);
-      std::vector<int8_t> a(16 * 32), b(32 * 8);
-      for (auto& x : a) x = static_cast<int8_t>(i8(rng()));
-      for (auto& x : b) x = static_cast<int8_t>(i8(rng()));
-      std::vector<int32_t> c(128), d(128, 0x7eadbeef);
-      for (auto& x : c) x = i8(rng()) * 1000;
-      DeviceBuffer<int8_t> da(a), db(b);
-      DeviceBuffer<int32_t> dc(c), dd(d);
-      ck.launch({.grid = {1}, .block = {32}}, da, db, dc, dd);
-      d = dd.to_host();
-      for (int i = 0; i < 16; ++i)
-        for (int j = 0; j < 8; ++j) {
-          int64_t ref = c[i * 8 + j];
-          for (int k = 0; k < 32; ++k) ref += int64_t(a[i * 32 + k]) * b[k * 8 + j];
-          REQUIRE(d[i * 8 + j] == ref);
-        }
-    } else {
-      std::vector<half> a = random_vec<half>(256), b = random_vec<half>(128);
-      std::vector<float> c = random_vec<float>(128), d(128, std::nanf(""));
-      DeviceBuffer<half> da(a), db(b);
-      DeviceBuffer<float> dc(c), dd(d);
-      ck.launch({.grid = {1}, .block = {32}}, da, db, dc, dd);
-      check_tile(a, b, c, dd.to_host(), 16);
-    }
+namespace {
+
+float tf32_exact(float x) {  // a value tf32 holds exactly, so truncation and rounding agree
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u &= ~0x1fffu;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// D = A * B + C for one shape through jit (the device, or KAIO_INTERPRET=1), float64 reference.
+template <class T>
+void run_direct_launched(MmaKind kind) {
+  const ir::MmaShape& s = ir::mma_shape(kind);
+  INFO(s.name);
+  jit::CompiledKernel ck = jit::compile(test::direct_mma(kind));
+  std::vector<T> a = random_vec<T>(size_t(s.m) * s.k), b = random_vec<T>(size_t(s.k) * s.n);
+  if constexpr (std::is_same_v<T, float>) {
+    for (auto& x : a) x = tf32_exact(x);
+    for (auto& x : b) x = tf32_exact(x);
   }
+  std::vector<float> c = random_vec<float>(size_t(s.m) * s.n), d(c.size(), std::nanf(""));
+  DeviceBuffer<T> da(a), db(b);
+  DeviceBuffer<float> dc(c), dd(d);
+  ck.launch({.grid = {1}, .block = {32}}, da, db, dc, dd);
+  d = dd.to_host();
+  for (int i = 0; i < s.m; ++i)
+    for (int j = 0; j < s.n; ++j) {
+      double ref = c[i * s.n + j], mag = std::abs(ref);
+      for (int k = 0; k < s.k; ++k) {
+        double p = double(float(a[i * s.k + k])) * double(float(b[k * s.n + j]));
+        ref += p;
+        mag += std::abs(p);
+      }
+      INFO("D[" << i << "][" << j << "]");
+      REQUIRE(std::abs(d[i * s.n + j] - ref) <= 0x1p-18 * mag + 1e-30);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("mma kernel: every shape, launched, against float64", "[gpu][tensor]") {
+  // The direct kernels: fragments through the descriptors, so the device checks the
+  // descriptors the interpreter uses (test_tensor_core.cpp runs them in the interpreter).
+  run_direct_launched<half>(MmaKind::F16);
+  run_direct_launched<bfloat16>(MmaKind::BF16);
+  run_direct_launched<float>(MmaKind::TF32);
+  jit::CompiledKernel ck = jit::compile(test::direct_mma(MmaKind::S8));
+  std::uniform_int_distribution<int> i8(-128, 127);
+  std::vector<int8_t> a(16 * 32), b(32 * 8);
+  for (auto& x : a) x = static_cast<int8_t>(i8(rng()));
+  for (auto& x : b) x = static_cast<int8_t>(i8(rng()));
+  std::vector<int32_t> c(128), d(128, 0x7eadbeef);
+  for (auto& x : c) x = i8(rng()) * 1000;
+  DeviceBuffer<int8_t> da(a), db(b);
+  DeviceBuffer<int32_t> dc(c), dd(d);
+  ck.launch({.grid = {1}, .block = {32}}, da, db, dc, dd);
+  d = dd.to_host();
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 8; ++j) {
+      int64_t ref = c[i * 8 + j];
+      for (int k = 0; k < 32; ++k) ref += int64_t(a[i * 32 + k]) * b[k * 8 + j];
+      INFO("s8 D[" << i << "][" << j << "]");
+      REQUIRE(d[i * 8 + j] == ref);
+    }
 }
