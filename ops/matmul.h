@@ -45,6 +45,8 @@ struct MatmulProblem {
   float alpha = 1.0f, beta = 0.0f;                    // beta == 0: C is not read
   uint32_t ptr_align = 16;  // the byte alignment A, B and C have (matmul() checks the pointers)
   bool tf32 = false;        // f32 inputs may run on tensor cores as tf32 (10-bit mantissas, truncated)
+  uint32_t split_k = 1;     // > 1: k split into this many chunks computed by separate blocks and
+                            // added into C atomically (f32 output; for small m x n with a large k)
 };
 
 enum class MatmulEngine : uint8_t { Simt, SimtDb, Mma, MmaAsync };
@@ -75,13 +77,21 @@ struct MatmulConfig {
 };
 
 // Kernel parameters: const In* A, const In* B, Out* C, u32 m, n, k, lda, ldb, ldc, f32
-// alpha, beta, u64 stride_a, stride_b, stride_c. Grid (ceil(n / BN), ceil(m / BM), batch).
+// alpha, beta, u64 stride_a, stride_b, stride_c, u32 splits, k_chunk. Grid (ceil(n / BN),
+// ceil(m / BM), batch * splits). With splits > 1, C must first be scaled by beta
+// (matmul_scale_kernel), and each block adds alpha * its chunk's product atomically.
 ir::Kernel matmul_kernel(const MatmulConfig& c);
 jit::Family<MatmulConfig>& matmul_family();
 jit::LaunchConfig matmul_launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream);
 // The problem with its defaults filled in (leading dimensions, strides); UsageError when
 // a leading dimension is too small.
 MatmulProblem matmul_resolved(const MatmulProblem& p);
+// Split-K: the k of each chunk (a multiple of every variant's BK).
+uint32_t matmul_k_chunk(const MatmulProblem& p);
+// C = beta * C (0 when beta == 0) over the problem's m x n x batch, before split-K blocks
+// add into it. Params: f32* C, u32 m, n, ldc, u64 stride_c, f32 beta; grid
+// (ceil(n / 256), m, batch), 256 threads.
+ir::Kernel matmul_scale_kernel();
 
 // C = alpha * A * B + beta * C with one variant, on device pointers. UsageError (op
 // "matmul") when the variant cannot serve the problem on this device, naming the reason.

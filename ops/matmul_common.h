@@ -8,11 +8,14 @@
 namespace kaio::ops::detail {
 
 struct MatmulArgs {
-  ir::Value A, B, C, m, n, k, lda, ldb, ldc, alpha, beta;
+  ir::Value A, B, C, m, n, lda, ldb, ldc, alpha, beta;
+  ir::Value k_begin, k;              // this block's k range [k_begin, k) (split-K: one chunk)
+  ir::Value splits;                  // split-K factor (> 1: C += alpha * partial, atomically)
   ir::Value base_a, base_b, base_c;  // u64 element offsets of this block's batch
 };
 
-// Declares the parameters (see matmul.h) and the batch offsets (blockIdx.z * stride).
+// Declares the parameters (see matmul.h), the batch offsets and the split-K range:
+// blockIdx.z = batch * splits + split, and split s covers k in [s * k_chunk, (s + 1) * k_chunk).
 inline MatmulArgs matmul_params(ir::KernelBuilder& b, const MatmulConfig& c) {
   MatmulArgs a;
   a.A = b.param("a", ir::Type::pointer(c.in, true));
@@ -20,7 +23,7 @@ inline MatmulArgs matmul_params(ir::KernelBuilder& b, const MatmulConfig& c) {
   a.C = b.param("c", ir::Type::pointer(c.out, false));
   a.m = b.param<uint32_t>("m");
   a.n = b.param<uint32_t>("n");
-  a.k = b.param<uint32_t>("k");
+  a.k = b.param<uint32_t>("k");  // the whole k until the split range replaces it below
   a.lda = b.param<uint32_t>("lda");
   a.ldb = b.param<uint32_t>("ldb");
   a.ldc = b.param<uint32_t>("ldc");
@@ -29,7 +32,13 @@ inline MatmulArgs matmul_params(ir::KernelBuilder& b, const MatmulConfig& c) {
   auto sa = b.param<uint64_t>("stride_a");
   auto sb = b.param<uint64_t>("stride_b");
   auto sc = b.param<uint64_t>("stride_c");
-  ir::Value z = ir::cast<uint64_t>(b.block_idx_z());
+  a.splits = b.param<uint32_t>("splits");
+  auto chunk = b.param<uint32_t>("k_chunk");
+  ir::Value k_full = a.k;
+  ir::Value zz = b.block_idx_z();
+  a.k_begin = (zz % a.splits) * chunk;
+  a.k = ir::max(a.k_begin, ir::min(k_full, a.k_begin + chunk));  // an empty split: no k at all
+  ir::Value z = ir::cast<uint64_t>(zz / a.splits);
   a.base_a = z * sa;
   a.base_b = z * sb;
   a.base_c = z * sc;
@@ -56,7 +65,8 @@ inline ir::Value load_or_zero(ir::KernelBuilder& b, ir::Value p, ir::Value ok, c
 }
 
 // C(row, col) = alpha * acc + beta * C(row, col) (C not read when beta == 0), rounded once
-// to the output type. The caller checks row < m and col < n.
+// to the output type; with split-K (f32 output), C += alpha * acc atomically (C was scaled
+// by beta beforehand). The caller checks row < m and col < n.
 inline void store_c(ir::KernelBuilder& b, const MatmulArgs& a, const MatmulConfig& c, ir::Value row, ir::Value col,
                     ir::Value acc) {
   ir::Value idx = a.base_c + ir::cast<uint64_t>(row * a.ldc + col);
@@ -65,6 +75,15 @@ inline void store_c(ir::KernelBuilder& b, const MatmulArgs& a, const MatmulConfi
     if (c.out == ir::Scalar::F32) a.C[idx] = x;
     else a.C[idx] = ir::cast(x, ir::Type::scalar(c.out));
   };
+  if (c.out == ir::Scalar::F32) {
+    b.if_(a.splits > 1u, [&] { (void)ir::atomic_add(a.C, idx, v); }).else_([&] {
+      b.if_(a.beta == 0.0f, [&] { put(v); }).else_([&] {
+        ir::Value old = a.C[idx];
+        put(ir::fma(a.beta, old, v));
+      });
+    });
+    return;
+  }
   b.if_(a.beta == 0.0f, [&] { put(v); }).else_([&] {
     ir::Value old = a.C[idx];
     ir::Value o = c.out == ir::Scalar::F32 ? old : ir::cast<float>(old);

@@ -67,7 +67,7 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
   ir::Value tid = b.thread_idx_x(), lane = b.lane_id(), warp = b.warp_id();
   ir::Value wm0 = (warp / warps_n) * v.tm, wn0 = (warp % warps_n) * v.tn;
   ir::Value m0 = b.block_idx_y() * v.bm, n0 = b.block_idx_x() * v.bn;
-  ir::Value steps = (a.k + (v.bk - 1)) / v.bk;
+  ir::Value steps = (a.k - a.k_begin + (v.bk - 1)) / v.bk;
   ir::Value zero = b.constant<uint32_t>(0u);
 
   // Issues the cp.async chunks of k-step `t` (any value; past the last step every chunk
@@ -83,7 +83,7 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
       ir::Value ch = tid + e * threads;
       ir::Value r = ch / (row_len / 8), c8 = (ch % (row_len / 8)) * 8u;
       // global coordinates: contiguous index (along the row) and the other one
-      ir::Value k0 = t * v.bk;
+      ir::Value k0 = a.k_begin + t * v.bk;
       ir::Value g_row = o.contiguous_k ? outer0 + r : k0 + r;   // outer index, or k
       ir::Value g_col = o.contiguous_k ? k0 + c8 : outer0 + c8; // k, or outer index
       ir::Value row_n = o.contiguous_k ? outer_n : a.k, col_n = o.contiguous_k ? a.k : outer_n;

@@ -21,7 +21,7 @@ ir::Kernel build_matmul_simt(const MatmulVariant& v, const MatmulConfig& c) {
   ir::Value tx = tid % cols, ty = tid / cols;
   ir::Value m0 = b.block_idx_y() * v.bm, n0 = b.block_idx_x() * v.bn;
   auto acc = b.array<float>(v.tm * v.tn, 0.0f);
-  b.for_(0u, a.k, v.bk, [&](ir::Value k0) {
+  b.for_(a.k_begin, a.k, v.bk, [&](ir::Value k0) {
     for (uint32_t e = 0; e < v.bm * v.bk / threads; ++e) {  // A(m0 + mm, k0 + kk) -> As[kk][mm]
       ir::Value lin = tid + e * threads;
       const bool along_k = c.a == MatLayout::RowMajor;

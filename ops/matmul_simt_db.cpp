@@ -36,7 +36,7 @@ ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c) {
   ir::Value tid = b.thread_idx_x();
   ir::Value tx = tid % cols, ty = tid / cols;
   ir::Value m0 = b.block_idx_y() * v.bm, n0 = b.block_idx_x() * v.bn;
-  ir::Value steps = (a.k + (v.bk - 1)) / v.bk;
+  ir::Value steps = (a.k - a.k_begin + (v.bk - 1)) / v.bk;
   auto ra = b.array<float>(4 * va, 0.0f), rb = b.array<float>(4 * vb, 0.0f);  // the prefetched vectors
 
   // One operand's vector e of this thread: (outer, kk) of its first element, and whether
@@ -53,7 +53,7 @@ ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c) {
                       const std::function<ir::Value(ir::Value, ir::Value)>& index) {
     for (uint32_t e = 0; e < nvec; ++e) {
       Vec x = vec_of(e, outer_tile, along_k);
-      ir::Value go = outer0 + x.outer, gk = t * v.bk + x.kk;
+      ir::Value go = outer0 + x.outer, gk = a.k_begin + t * v.bk + x.kk;
       ir::Value last_o = along_k ? go : go + 3u, last_k = along_k ? gk + 3u : gk;
       b.if_(last_o < outer_n && last_k < a.k, [&] {
          std::vector<ir::Value> q = ir::load_vec(P, index(go, gk), 4);

@@ -1,8 +1,10 @@
 // The matmul variant table, what each variant can serve, the kernel family and the launch.
 #include <algorithm>
 #include <string>
+#include <tuple>
 
 #include "kaio/codegen/ptx.h"
+#include "kaio/ir/builder.h"
 #include "kaio/jit/backend.h"
 #include "kaio/ops/matmul.h"
 
@@ -69,6 +71,11 @@ bool MatmulVariant::can_implement(const MatmulProblem& p, int sm, std::string* w
       return fail(why, v + "batch strides of A and B must be multiples of " + std::to_string(per) + " elements");
   }
   if (p.batch == 0 || p.batch > 65535) return fail(why, v + "batch must be 1..65535, got " + std::to_string(p.batch));
+  if (p.split_k == 0 || uint64_t(p.split_k) * p.batch > 65535)
+    return fail(why, v + "split_k must be 1.. with batch * split_k <= 65535, got " + std::to_string(p.split_k));
+  if (p.split_k > 1 && p.out != ir::Scalar::F32)
+    return fail(why, v + "split-K adds partial products atomically: the output must be f32, not " +
+                         std::string(ir::scalar_name(p.out)));
   if ((uint64_t(p.m) + bm - 1) / bm > 65535)
     return fail(why, v + "m = " + std::to_string(p.m) + " needs more than 65535 block rows");
   return true;
@@ -143,9 +150,44 @@ MatmulProblem matmul_resolved(const MatmulProblem& q) {
   return p;
 }
 
+uint32_t matmul_k_chunk(const MatmulProblem& p) {
+  const uint32_t per = (p.k + p.split_k - 1) / std::max(p.split_k, 1u);
+  return (per + 31) / 32 * 32;  // a multiple of every BK, so that chunks start on 16-byte rows
+}
+
+ir::Kernel matmul_scale_kernel() {
+  ir::KernelBuilder b("matmul_scale_c");
+  auto C = b.param<float*>("c");
+  auto m = b.param<uint32_t>("m");
+  auto n = b.param<uint32_t>("n");
+  auto ldc = b.param<uint32_t>("ldc");
+  auto stride = b.param<uint64_t>("stride_c");
+  auto beta = b.param<float>("beta");
+  ir::Value col = b.global_id_x(), row = b.block_idx_y();
+  b.if_(col < n && row < m, [&] {
+    ir::Value idx = ir::cast<uint64_t>(b.block_idx_z()) * stride + ir::cast<uint64_t>(row * ldc + col);
+    b.if_(beta == 0.0f, [&] { C[idx] = 0.0f; }).else_([&] {
+      ir::Value old = C[idx];
+      C[idx] = beta * old;
+    });
+  });
+  return b.build();
+}
+
+namespace {
+struct ScaleConfig {
+  ir::Scalar out = ir::Scalar::F32;  // the one config
+  auto fields() const { return std::tie(out); }
+};
+jit::Family<ScaleConfig>& scale_family() {
+  static jit::Family<ScaleConfig> f("matmul_scale", [](const ScaleConfig&) { return matmul_scale_kernel(); }, {{}});
+  return f;
+}
+}  // namespace
+
 jit::LaunchConfig matmul_launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream) {
   const uint32_t smem = v.engine == MatmulEngine::MmaAsync ? matmul_async_shared_bytes(v, p.in, p.a, p.b) : 0;
-  return {.grid = {(p.n + v.bn - 1) / v.bn, (p.m + v.bm - 1) / v.bm, p.batch},
+  return {.grid = {(p.n + v.bn - 1) / v.bn, (p.m + v.bm - 1) / v.bm, p.batch * p.split_k},
           .block = {v.threads()},
           .shared_bytes = smem,
           .stream = stream};
@@ -166,10 +208,13 @@ void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const Ma
   const MatmulConfig cfg{static_cast<uint32_t>(&v - kVariants), p.in, p.out, p.a, p.b};
   using jit::detail::Arg;
   using jit::detail::make_arg;
+  if (p.split_k > 1)  // C = beta * C first; the blocks then add alpha * their chunk's product
+    scale_family().launch(ScaleConfig{}, {.grid = {(p.n + 255) / 256, p.m, p.batch}, .block = {256}, .stream = stream},
+                          jit::DevicePtr<float>{c}, p.m, p.n, p.ldc, p.stride_c, p.beta);
   const Arg args[] = {Arg{Arg::Pointer, p.in, 0, a, 0},  Arg{Arg::Pointer, p.in, 0, b, 0}, Arg{Arg::Pointer, p.out, 0, c, 0},
                       make_arg(p.m),     make_arg(p.n),     make_arg(p.k),     make_arg(p.lda), make_arg(p.ldb),
                       make_arg(p.ldc),   make_arg(p.alpha), make_arg(p.beta),  make_arg(p.stride_a),
-                      make_arg(p.stride_b), make_arg(p.stride_c)};
+                      make_arg(p.stride_b), make_arg(p.stride_c), make_arg(p.split_k), make_arg(matmul_k_chunk(p))};
   matmul_family().get(cfg).launch_packed(matmul_launch_config(v, p, stream), args, std::size(args));
 }
 

@@ -101,8 +101,14 @@ void run_problem(const ops::MatmulVariant& v, MatmulProblem q, bool launch) {
   if (!launch) {
     const ops::MatmulConfig cfg{static_cast<uint32_t>(&v - ops::matmul_variants().data()), p.in, p.out, p.a, p.b};
     jit::LaunchConfig lc = ops::matmul_launch_config(v, p, nullptr);
-    ir::interpret(ops::matmul_kernel(cfg), {.grid = lc.grid, .block = lc.block, .shared_bytes = lc.shared_bytes}, a, b, c, p.m, p.n, p.k, p.lda, p.ldb,
-                  p.ldc, p.alpha, p.beta, p.stride_a, p.stride_b, p.stride_c);
+    if (p.split_k > 1) {  // as ops::matmul does: C = beta * C, then the blocks add into it
+      if constexpr (std::is_same_v<Out, float>)
+        ir::interpret(ops::matmul_scale_kernel(), {.grid = {(p.n + 255) / 256, p.m, p.batch}, .block = {256}}, c, p.m, p.n,
+                      p.ldc, p.stride_c, p.beta);
+    }
+    ir::interpret(ops::matmul_kernel(cfg), {.grid = lc.grid, .block = lc.block, .shared_bytes = lc.shared_bytes}, a, b, c,
+                  p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.alpha, p.beta, p.stride_a, p.stride_b, p.stride_c, p.split_k,
+                  ops::matmul_k_chunk(p));
   } else {
     DeviceBuffer<In> da(a), db(b);
     DeviceBuffer<Out> dc(c0);
@@ -148,6 +154,13 @@ void run_variant(const ops::MatmulVariant& v, bool launch, std::span<const Shape
       p.alpha = -1.5f;
       p.beta = 0.75f;
       run_problem<In, Out>(v, p, launch);
+      if (!std::is_same_v<Out, float> || la != lb) continue;
+      // split-K: 3 chunks of 32 (the last short), and 7 splits of which 4 are empty
+      for (uint32_t split : {3u, 7u}) {
+        p.split_k = split;
+        REQUIRE(v.can_implement(p, 80));
+        run_problem<In, Out>(v, p, launch);
+      }
     }
 }
 
@@ -213,6 +226,8 @@ TEST_CASE("matmul: can_implement refuses what a variant cannot serve, and says w
   CHECK_FALSE(mma.can_implement({.m = 4, .n = 4, .k = 4}, 90, &why));
   CHECK_THAT(why, Contains("f16 or bf16 inputs here (f32 with problem.tf32)"));
   CHECK(mma.can_implement({.m = 4, .n = 4, .k = 4, .tf32 = true}, 90));
+  CHECK_FALSE(mma.can_implement({.m = 4, .n = 4, .k = 4, .in = ir::Scalar::F16, .out = ir::Scalar::F16, .split_k = 2}, 90, &why));
+  CHECK_THAT(why, Contains("split-K adds partial products atomically: the output must be f32"));
   CHECK_FALSE(ops::matmul_variant("mma_128x128x32_w64x64").can_implement({.m = 4, .n = 4, .k = 4, .tf32 = true}, 90, &why));
   CHECK_THAT(why, Contains("tf32 needs a warp tile of at most 32 x 32"));
   CHECK_FALSE(mma.can_implement({.m = 4, .n = 4, .k = 4, .in = ir::Scalar::F16, .out = ir::Scalar::BF16}, 90, &why));
