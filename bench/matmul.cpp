@@ -2,6 +2,7 @@
 // cuBLAS at the same precision in and out (cublasGemmEx, f32 compute; loaded with dlopen
 // by this program only), and the ratio of the best variant to cuBLAS. Shapes: 1024, 2048,
 // 4096, 8192 cubes and 1x4096x4096, 16x4096x4096, 128x11008x4096, 4096x4096x128, 1000^3.
+// f32-output shapes with a small m x n also run split-K (4 and 16 chunks).
 // Timing: CUDA events, 3 warm-up calls, median of 20, rotating over input sets that
 // together exceed 256 MB so that L2 does not hold them. The SASS column is the tensor-core
 // (or FFMA) instruction of the variant's cubin (cuobjdump: $KAIO_CUOBJDUMP or PATH).
@@ -137,23 +138,30 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
     }
     double best = 0;
     std::string best_name = "-";
-    for (const ops::MatmulVariant& v : ops::matmul_variants()) {
-      ops::MatmulProblem p{.m = sh.m, .n = sh.n, .k = sh.k, .in = in, .out = out};
-      p.tf32 = tf32;
-      if (!v.can_implement(p, sm) || (tf32 && v.engine == ops::MatmulEngine::Simt)) continue;
-      double ms = time_ms(s, sets, [&](int i) {
-        ops::matmul(v, A[i].device_address(), B[i].device_address(), C[i].device_address(), p, &s);
-      });
-      const double tf = flop / ms / 1e9;
-      const ops::MatmulConfig cfg{static_cast<uint32_t>(&v - ops::matmul_variants().data()), in, out};
-      std::printf("%-6s %5u x %5u x %5u  %-24s %8.2f TFLOP/s  %7.3f ms  %s\n", tf32 ? "tf32" : ir::scalar_name(in), sh.m, sh.n, sh.k,
-                  v.name, tf, ms, sass_op(ops::matmul_kernel(cfg), arch).c_str());
-      if (tf > best) {
-        best = tf;
-        best_name = v.name;
+    // split-K for f32 output when m x n fills few blocks
+    std::vector<uint32_t> splits = {1};
+    if (out == ir::Scalar::F32 && uint64_t(sh.m) * sh.n <= 128u * 4096u && sh.k >= 1024) splits = {1, 4, 16};
+    for (const ops::MatmulVariant& v : ops::matmul_variants())
+      for (uint32_t split : splits) {
+        ops::MatmulProblem p{.m = sh.m, .n = sh.n, .k = sh.k, .in = in, .out = out};
+        p.tf32 = tf32;
+        p.split_k = split;
+        const bool simt = v.engine == ops::MatmulEngine::Simt || v.engine == ops::MatmulEngine::SimtDb;
+        if (!v.can_implement(p, sm) || (tf32 && simt)) continue;
+        double ms = time_ms(s, sets, [&](int i) {
+          ops::matmul(v, A[i].device_address(), B[i].device_address(), C[i].device_address(), p, &s);
+        });
+        const double tf = flop / ms / 1e9;
+        const ops::MatmulConfig cfg{static_cast<uint32_t>(&v - ops::matmul_variants().data()), in, out};
+        std::string name = std::string(v.name) + (split > 1 ? "/split" + std::to_string(split) : "");
+        std::printf("%-6s %5u x %5u x %5u  %-30s %8.2f TFLOP/s  %7.3f ms  %s\n", tf32 ? "tf32" : ir::scalar_name(in), sh.m,
+                    sh.n, sh.k, name.c_str(), tf, ms, split == 1 ? sass_op(ops::matmul_kernel(cfg), arch).c_str() : "");
+        if (tf > best) {
+          best = tf;
+          best_name = name;
+        }
       }
-    }
-    std::printf("%-6s %5u x %5u x %5u  %-24s %8.2f TFLOP/s  best %s: %.0f%% of cuBLAS\n\n",
+    std::printf("%-6s %5u x %5u x %5u  %-30s %8.2f TFLOP/s  best %s: %.0f%% of cuBLAS\n\n",
                 tf32 ? "tf32" : ir::scalar_name(in), sh.m, sh.n,
                 sh.k, "cuBLAS", cublas_tf, best_name.c_str(), cublas_tf > 0 ? 100.0 * best / cublas_tf : 0.0);
   }
@@ -186,7 +194,7 @@ int main(int argc, char** argv) {
   const bool have_cublas = cublas.load(s.handle());
   if (!have_cublas) std::printf("cuBLAS not found: its column stays 0\n");
   const std::string arch = jit::detail::backend().default_arch();
-  std::printf("%-6s %-21s %-24s %15s\n", "dtype", "m x n x k", "variant", "throughput");
+  std::printf("%-6s %-21s %-30s %15s\n", "dtype", "m x n x k", "variant", "throughput");
   for (const std::string& d : dtypes) {
     if (d == "f32") bench_dtype<float, float>(shapes, have_cublas ? &cublas : nullptr, s, arch);
     if (d == "tf32") bench_dtype<float, float>(shapes, have_cublas ? &cublas : nullptr, s, arch, true);
