@@ -130,7 +130,10 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
     }
     const double flop = 2.0 * sh.m * sh.n * sh.k;
     double cublas_tf = 0;
-    if (cublas) {
+    if (cublas && cublas->run(in, out, tf32, sh.m, sh.n, sh.k, A[0].device_address(), B[0].device_address(),
+                              C[0].device_address()) != 0) {
+      std::printf("cuBLAS refused %u x %u x %u for %s\n", sh.m, sh.n, sh.k, ir::scalar_name(in));
+    } else if (cublas) {
       double ms = time_ms(s, sets, [&](int i) {
         cublas->run(in, out, tf32, sh.m, sh.n, sh.k, A[i].device_address(), B[i].device_address(), C[i].device_address());
       });
