@@ -4,6 +4,7 @@
 #include "kaio/ir/builder.h"
 #include "kaio/ir/error.h"
 #include "kaio/ir/half.h"
+#include "kaio/ir/layouts.h"
 #include "kaio/jit/buffer.h"
 #include "kaio/jit/compile.h"
 #include "kaio/jit/compiled_kernel.h"

@@ -66,5 +66,6 @@ void emit_memory(Emitter& e, const ir::Inst& i);   // param, loads, stores, shar
 void emit_control(Emitter& e, const ir::Inst& i);  // const, sreg, vars, if, for, while, return, comment
 void emit_parallel(Emitter& e, const ir::Inst& i); // barriers, fences, setmaxnreg, shfl, vote, mbarriers
 void emit_packed(Emitter& e, const ir::Inst& i);   // pack, unpack
+void emit_tensor(Emitter& e, const ir::Inst& i);   // mma.sync, ldmatrix, cp.async and its groups
 
 }  // namespace kaio::codegen

@@ -224,7 +224,7 @@ namespace {
 using EmitFn = void (*)(Emitter&, const ir::Inst&);
 // Indexed by ir::Family; the static_assert keeps it in step with the enum.
 constexpr EmitFn kFamilyEmitters[] = {emit_arith, emit_math, emit_convert, emit_packed,
-                                      emit_memory, emit_parallel, emit_control};
+                                      emit_memory, emit_parallel, emit_control, emit_tensor};
 static_assert(sizeof(kFamilyEmitters) / sizeof(kFamilyEmitters[0]) == static_cast<size_t>(ir::Family::kCount));
 }  // namespace
 

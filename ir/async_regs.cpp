@@ -52,6 +52,10 @@ struct AsyncRegs {
 
   void inst(const Inst& i, State& s) const {
     const OpDef& d = i.def();
+    // cp.async groups are a queue of their own (per thread, shared memory only): its
+    // commits and waits never close or complete wgmma groups. Its ordering is checked where
+    // the bytes are, by the interpreter's shared-memory race detector.
+    if (d.has(Effect::AsyncCopy)) return;
     if (d.has(Effect::AsyncIssue)) {
       for (uint32_t a : i.args)
         if (k.values[a].is_var) s.group[a] = kUncommitted;

@@ -23,6 +23,7 @@
 
 #include "kaio/ir/error.h"
 #include "kaio/ir/kernel.h"
+#include "kaio/ir/mma_layout.h"
 
 namespace kaio::ir {
 
@@ -129,6 +130,9 @@ class RegArray {
   Type type() const { return type_; }
   uint32_t first_id() const { return first_; }
   std::vector<Var> vars() const;
+  // The n registers from `first` on, as an array of their own (the same registers): one
+  // mma tile's accumulators inside a larger accumulator array, acc.slice(4 * t, 4).
+  RegArray slice(size_t first, size_t n) const;  // UsageError when it does not fit
 
  private:
   KernelBuilder* b_;
@@ -284,6 +288,40 @@ class KernelBuilder {
   void wgmma_commit_group();
   void wgmma_wait_group(uint32_t pending);
   void fence(FenceScope scope = FenceScope::Gpu);  // orders this thread's memory accesses
+
+  // ---- warp-level tensor cores and asynchronous copies (sm_80; ir/mma_layout.h) ----
+  // acc += A * B for one mma.sync shape, executed by the whole warp: acc is a register
+  // array of 4 accumulators (f32; s32 for s8), read and written in place; a holds the 4
+  // and b the 2 fragment registers of this lane (f16x2 / bf16x2 for f16 / bf16, u32 for
+  // s8 - four bytes - and for tf32, which also takes f32), laid out as mma_shape(kind) says.
+  void mma_sync(MmaKind kind, const RegArray& acc, const std::vector<Value>& a, const std::vector<Value>& b);
+  // ldmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16: num (1, 2, 4) 8x8 matrices of
+  // 16-bit elements from shared memory, executed by the whole warp; each lane passes the
+  // address of one matrix row, ptr[index] (16-byte aligned; lanes 8j..8j+7 give the rows of
+  // matrix j). Returns num 32-bit registers per lane (f16x2 / bf16x2 for f16 / bf16
+  // pointers, u32 otherwise; 8- and 32-bit elements load as pairs of 16-bit halves, without
+  // .trans). Layout: LdmatrixLayout in mma_layout.h.
+  template <Operand I>
+  std::vector<Value> ldmatrix(Value ptr, const I& index, int num, bool trans = false) {
+    return ldmatrix(ptr, make_operand(index), num, trans);
+  }
+  std::vector<Value> ldmatrix(Value ptr, const AnyOperand& index, int num, bool trans);
+  // cp.async.{ca|cg}.shared.global: copies `bytes` (4, 8 or 16; .cg: 16) from src[src_index]
+  // (global) to dst[dst_index] (shared) asynchronously. With src_bytes (a u32 value, 0..bytes)
+  // only that many bytes are read and the rest is zero-filled: src_bytes = 0 reads nothing
+  // (out-of-bounds tiles). hint: CacheHint::Default (.ca, L1 and L2) or Global (.cg, L2 only).
+  // The copy belongs to this thread's open group: cp_async_commit_group() closes it, and
+  // cp_async_wait_group(n) waits until at most n of this thread's groups are in flight; only
+  // then may this thread read the bytes (other threads: after a barrier as well).
+  template <Operand DI, Operand SI>
+  void cp_async(Value dst, const DI& dst_index, Value src, const SI& src_index, uint32_t bytes,
+                CacheHint hint = CacheHint::Default, Value src_bytes = Value()) {
+    cp_async(dst, make_operand(dst_index), src, make_operand(src_index), bytes, hint, src_bytes);
+  }
+  void cp_async(Value dst, const AnyOperand& dst_index, Value src, const AnyOperand& src_index, uint32_t bytes,
+                CacheHint hint, Value src_bytes);
+  void cp_async_commit_group();
+  void cp_async_wait_group(uint32_t pending);
 
   // ---- warp level ----
   Value lane_id();  // 0..31

@@ -80,6 +80,10 @@ struct Divergence {
       case Op::VarWrite:
         raise(i.args[0], std::max(ctrl, level[i.args[1]]));
         return;
+      case Op::MmaSync:  // writes its accumulator variables with per-lane fragments
+        for (uint32_t a : i.args)
+          if (k.values[a].is_var) raise(a, kThread);
+        return;
       case Op::If: {
         uint8_t c = std::max(ctrl, level[i.args[0]]);
         block(i.regions[0], c);

@@ -31,6 +31,9 @@ enum class OpRule : uint8_t {
   Vote,        // p : pred -> pred | u32
   Mbarrier,    // ptr<shared u64>, index [, u32 count/bytes | pred parity] -> nothing, u64 or pred
   Mma,         // accumulator variables (a register array, in and out), then the u64 A and B descriptors
+  MmaSync,     // accumulator variables (in and out), then the A and B fragment registers (mma_layout.h)
+  Ldmatrix,    // ptr<shared T>, index -> 1, 2 or 4 b32 fragment registers
+  CpAsync,     // ptr<shared T> (mutable), index, ptr<global T>, index [, u32 source bytes]
   VarDecl,     // init : T -> nresults variables of T (a register array when nresults > 1)
   VarRead,     // var -> T
   VarWrite,    // var, value
@@ -76,6 +79,8 @@ enum : uint16_t {
   AsyncIssue = 1 << 9,      // writes its variable operands asynchronously, until an AsyncWait
   AsyncCommit = 1 << 10,    // closes the group of asynchronous ops issued since the last commit
   AsyncWait = 1 << 11,      // waits until at most attr.count committed groups are in flight
+  AsyncCopy = 1 << 12,      // with the Async bits: the per-thread cp.async queue (writes shared memory,
+                            // no registers), not the warpgroup MMA queue
 };
 }  // namespace Effect
 
@@ -106,11 +111,14 @@ enum : uint32_t {
   Cond = 1 << 20,     // While: the condition value
   Shape = 1 << 21,    // tensor-core ops: the instruction shape's N
   Elem = 1 << 22,     // tensor-core ops: the A/B element type
+  Mma = 1 << 23,      // MmaSync: the instruction shape and types (MmaKind, mma_layout.h)
+  Trans = 1 << 24,    // Ldmatrix: .trans (the 8x8 matrices are transposed)
 };
 }  // namespace Attr
 
 // Which emitter (codegen/emit_<family>.cpp) and interpreter picker implement an op.
-enum class Family : uint8_t { Arith, Math, Convert, Packed, Memory, Parallel, Control, kCount };
+// Tensor: the warp-level tensor-core and asynchronous-copy ops of sm_80 (mma.sync, ldmatrix, cp.async).
+enum class Family : uint8_t { Arith, Math, Convert, Packed, Memory, Parallel, Control, Tensor, kCount };
 
 #define KAIO_OP(E, ...) E,
 enum class Op : uint8_t {
@@ -148,6 +156,9 @@ enum class FenceScope : uint8_t { Cta, Gpu, Sys };
 enum class ShflMode : uint8_t { Up, Down, Xor, Idx };
 enum class VoteMode : uint8_t { All, Any, Ballot };
 enum class Rounding : uint8_t { Default, Rn, Rz, Rm, Rp };
+// The mma.sync instruction shapes kaio has (their fragment layouts are in mma_layout.h):
+// m16n8k16 f16 / bf16 -> f32, m16n8k8 tf32 -> f32, m16n8k32 s8 -> s32.
+enum class MmaKind : uint8_t { F16, BF16, TF32, S8 };
 
 inline constexpr uint32_t kNoValue = 0xffffffffu;
 
@@ -168,6 +179,7 @@ struct Attrs {
   uint8_t id = 0;
   uint8_t width = 32;
   Scalar elem = Scalar::F16;
+  MmaKind mma = MmaKind::F16;
   SpecialReg sreg = SpecialReg::TidX;
   Rounding rounding = Rounding::Default;
   CacheHint hint = CacheHint::Default;
@@ -179,6 +191,7 @@ struct Attrs {
   bool high = false;
   bool increase = false;
   bool has_else = false;
+  bool trans = false;
 };
 
 }  // namespace kaio::ir

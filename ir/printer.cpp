@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kaio/ir/kernel.h"
+#include "kaio/ir/mma_layout.h"
 
 namespace kaio::ir {
 
@@ -96,6 +97,7 @@ struct Printer {
     if (m & Attr::Increase) s += a.increase ? ".inc" : ".dec";
     if (m & Attr::Shfl) s += std::string(".") + shfls[static_cast<int>(a.shfl)];
     if (m & Attr::Vote) s += std::string(".") + votes[static_cast<int>(a.vote)];
+    if ((m & Attr::Trans) && a.trans) s += ".trans";
     return s;
   }
 
@@ -108,6 +110,7 @@ struct Printer {
     if (m & Attr::Count) s += " " + std::to_string(a.count);
     if (m & Attr::Shape) s += " m64n" + std::to_string(a.shape) + "k16";
     if (m & Attr::Elem) s += std::string(" ") + scalar_name(a.elem);
+    if (m & Attr::Mma) s += std::string(" ") + mma_shape(a.mma).name;
     return s;
   }
 
@@ -161,10 +164,11 @@ struct Printer {
     }
     s += def.name + suffixes(i) + leading(i);
     bool indexed = def.rule == OpRule::Load || def.rule == OpRule::Store || def.rule == OpRule::Atomic ||
-                   def.rule == OpRule::Address || def.rule == OpRule::Mbarrier;
+                   def.rule == OpRule::Address || def.rule == OpRule::Mbarrier || def.rule == OpRule::Ldmatrix ||
+                   def.rule == OpRule::CpAsync;
     for (size_t a = 0; a < i.args.size(); ++a) {
-      if (indexed && a == 1) {
-        s += "[" + v(i.args[1]) + "]";
+      if (indexed && (a == 1 || (a == 3 && def.rule == OpRule::CpAsync))) {  // p[i]
+        s += "[" + v(i.args[a]) + "]";
         continue;
       }
       s += (a == 0 ? " " : ", ") + v(i.args[a]);

@@ -8,6 +8,7 @@
 
 #include "kaio/ir/error.h"
 #include "kaio/ir/kernel.h"
+#include "kaio/ir/mma_layout.h"
 
 namespace kaio::ir {
 
@@ -194,6 +195,49 @@ struct Verifier {
           if (!(use(i, i.args[a], true) == Type::scalar(Scalar::F32))) fail(i, "the accumulator is f32 variables");
         for (size_t a = nacc; a < nacc + 2; ++a)
           if (!(arg(i, a) == Type::scalar(Scalar::U64))) fail(i, "the A and B descriptors are u64");
+        results(i, false);
+        break;
+      }
+      case OpRule::MmaSync: {
+        // accumulators (variables, in and out), then the A and B fragment registers
+        if (static_cast<size_t>(i.attr.mma) >= std::size(kMmaShapes)) fail(i, "unknown mma kind");
+        const MmaShape& s = mma_shape(i.attr.mma);
+        const size_t nc = s.c.regs, na = s.a.regs, nb = s.b.regs;
+        arity(i, nc + na + nb, nc + na + nb);
+        for (size_t a = 0; a < nc; ++a)
+          if (!(use(i, i.args[a], true) == Type::scalar(s.acc)))
+            fail(i, std::string(s.name) + " accumulates into " + scalar_name(s.acc) + " variables");
+        for (size_t a = nc; a < nc + na + nb; ++a) {
+          Type t = arg(i, a);
+          if (t.ptr || !(t.elem == s.frag || (s.kind == MmaKind::TF32 && t.elem == Scalar::F32)))
+            fail(i, std::string(s.name) + " fragment registers are " + scalar_name(s.frag) + ", got " + t.str());
+        }
+        results(i, false);
+        break;
+      }
+      case OpRule::Ldmatrix: {
+        arity(i, 2, 2);
+        Type p = pointer(i, false);
+        if (!p.is_shared_ptr()) fail(i, "ldmatrix reads shared memory");
+        if (i.nresults != 1 && i.nresults != 2 && i.nresults != 4) fail(i, "loads 1, 2 or 4 matrices");
+        if (scalar_bytes(p.elem) > 4 || p.elem == Scalar::Pred || (i.attr.trans && scalar_bytes(p.elem) != 2))
+          fail(i, "unsupported element type " + p.str());
+        Scalar want = p.elem == Scalar::F16 ? Scalar::F16x2 : p.elem == Scalar::BF16 ? Scalar::BF16x2 : Scalar::U32;
+        if (!(i.type == Type::scalar(want))) fail(i, "the fragment registers are " + std::string(scalar_name(want)));
+        break;
+      }
+      case OpRule::CpAsync: {
+        arity(i, 4, 5);
+        Type d = pointer(i, true);
+        Type s = arg(i, 2);
+        if (!d.is_shared_ptr()) fail(i, "copies into shared memory");
+        if (!s.ptr || s.space != Space::Global || s.elem != d.elem || !arg(i, 3).is_int())
+          fail(i, "copies from a global pointer of the same element type, with an integer index");
+        if (i.args.size() == 5 && !(arg(i, 4) == Type::scalar(Scalar::U32))) fail(i, "the source byte count is u32");
+        const uint32_t n = i.attr.count;
+        if ((n != 4 && n != 8 && n != 16) || n % scalar_bytes(d.elem) || (i.attr.hint == CacheHint::Global && n != 16) ||
+            (i.attr.hint != CacheHint::Default && i.attr.hint != CacheHint::Global))
+          fail(i, "copies 4, 8 or 16 bytes (.cg: 16)");
         results(i, false);
         break;
       }

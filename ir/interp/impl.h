@@ -136,6 +136,21 @@ struct BlockCtx {
   uint32_t gen = 0;    // the epoch at which this block started
   uint32_t bar_arrived[kNamedBarriers] = {};  // threads arrived at each named barrier (with a thread count)
   uint64_t events = 0;  // mbarrier state changes: a spinning warp that sees none is not progressing
+  // cp.async: per shared byte, the copies in flight that will write it (nonzero: no thread
+  // may read or write it yet), and their total (0: nothing to check).
+  std::vector<uint8_t> async_busy;
+  uint32_t async_inflight = 0;
+};
+
+// A cp.async issued by one lane and not yet completed: its bytes (read from global memory
+// at issue; zero-filled past the source size) land in shared memory when a
+// cp_async_wait_group of that lane covers its group.
+struct AsyncCopy {
+  uint32_t addr = 0;       // shared-window offset
+  uint32_t group = 0;      // the lane's group number, once committed
+  uint8_t lane = 0, n = 0;
+  bool committed = false;
+  uint8_t data[16] = {};
 };
 
 struct Warp {
@@ -152,6 +167,8 @@ struct Warp {
   BlockCtx* B = nullptr;
   const LRegion* last = nullptr;
   uint64_t steps = 0, lane_steps = 0;
+  std::vector<AsyncCopy> copies;        // cp.async in flight (all lanes)
+  uint32_t async_groups[kLanes] = {};   // cp.async groups committed so far, per lane
 
   uint64_t* slot(uint32_t s) { return R + size_t(s) * kLanes; }
   uint32_t mask_of(uint32_t s) const {
@@ -271,6 +288,14 @@ float f64_to_f32(double d, Rounding r);   // rn/rz/rm/rp
 float f64_to_f32_odd(double d);           // round to odd (for a later narrowing)
 uint16_t f32_to_half_bits(float f, bool bf16, Rounding r);  // rn/rz/rm/rp
 
+// Lane l's access of `n` bytes at ptr[index] (elements of `es` bytes) of the shared
+// window, for ops of other families whose args[0], args[1] are that pointer and index:
+// bounds, alignment to `align` bytes, then the race/initialization shadow (a store, or a
+// load). Returns the window offset. (memory.cpp)
+enum class ShadowUse : uint8_t { Load, Store };
+uint32_t shared_span(Warp& w, const PInst& p, int l, uint64_t ptr, uint64_t index, uint32_t es, uint32_t n,
+                     uint32_t align, ShadowUse use);
+
 // Per-family pickers: the executor of one IR instruction, or nullptr when the interpreter
 // does not support it (the compiler then throws UsageError "not supported ... yet").
 ExecFn pick_arith(const Kernel::Data& k, const Inst& i);    // neg..shr, compare, select, fma
@@ -281,6 +306,7 @@ ExecFn pick_parallel(const Kernel::Data& k, const Inst& i); // atomics, shfl, vo
 ExecFn pick_packed(const Kernel::Data& k, const Inst& i);   // f16x2/bf16x2 arithmetic, pack, unpack
 ExecFn packed_atomic_add_fn(bool bf, bool shared);
 ExecFn pick_mbarrier(const Kernel::Data& k, const Inst& i);  // mbarriers, shared addresses (memory.cpp)
+ExecFn pick_tensor(const Kernel::Data& k, const Inst& i);   // mma.sync, ldmatrix, cp.async (tensor.cpp)
 // Used by the control-flow compiler: a pure copy, a masked copy, for-loop compare and step.
 ExecFn copy_all_fn();
 ExecFn copy_masked_fn();

@@ -261,7 +261,8 @@ struct Compiler {
   static ExecFn pick(const Kernel::Data& k, const Inst& i) {
     using Picker = ExecFn (*)(const Kernel::Data&, const Inst&);
     static constexpr Picker kPickers[] = {pick_arith, pick_math, pick_convert, pick_packed,
-                                          pick_memory, pick_parallel, nullptr /* control: compiled here */};
+                                          pick_memory, pick_parallel, nullptr /* control: compiled here */,
+                                          pick_tensor};
     static_assert(sizeof(kPickers) / sizeof(kPickers[0]) == static_cast<size_t>(Family::kCount));
     Picker p = kPickers[static_cast<size_t>(i.def().family)];
     return p ? p(k, i) : nullptr;
@@ -549,8 +550,14 @@ struct Runner {
       block.epoch = 0;
     }
     block.gen = ++block.epoch;
+    if (block.async_inflight) {  // copies of the last block never waited for: dropped
+      std::fill(block.async_busy.begin(), block.async_busy.end(), uint8_t{0});
+      block.async_inflight = 0;
+    }
     for (uint32_t wi = 0; wi < nwarps; ++wi) {
       Warp& w = warps[wi];
+      w.copies.clear();
+      std::fill_n(w.async_groups, kLanes, 0u);
       uint32_t live = std::min<uint32_t>(kLanes, nthreads - wi * kLanes);
       w.active = live == kLanes ? kFullMask : ((1u << live) - 1);
       w.returned = 0;

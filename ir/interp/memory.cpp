@@ -136,8 +136,11 @@ inline uint64_t checked_span(Warp& w, const PInst& p, int l, uint64_t ptr, uint6
   w.fail(p, l,
          std::string("misaligned ") + op_name(i.op) + " " + value_desc(k, i.args[0]) + "[" + idx + "] (" + pt.str() +
              "; pointer " + hex(ptr) + ", " + (shared ? "shared address " : "element address ") + hex(addr) +
-             "): a vector access of " + std::to_string(span) + " bytes needs an address aligned to " +
-             std::to_string(span) + " bytes (use load_vec_checked when the index may not be a multiple of the width)");
+             "): " + (i.op == Op::LoadVec || i.op == Op::StoreVec ? "a vector access of " : "an access of ") +
+             std::to_string(span) + " bytes needs an address aligned to " + std::to_string(span) + " bytes" +
+             (i.op == Op::LoadVec || i.op == Op::StoreVec
+                  ? " (use load_vec_checked when the index may not be a multiple of the width)"
+                  : ""));
 }
 
 // ---------------- shared memory ----------------
@@ -210,8 +213,23 @@ inline uint32_t shared_address(Warp& w, const PInst& p, int l, uint64_t ptr, uin
              " by " + who + " touch shared byte " + hex(byte) + " with no barrier between them");
 }
 
+[[noreturn]] void shared_async_busy(Warp& w, const PInst& p, int l, uint64_t index, uint32_t addr, uint32_t byte) {
+  w.fail(p, l,
+         "shared memory still being written by a cp.async: " + shared_access(w, p, index, addr) + " touches byte " +
+             hex(byte) + " before the cp_async_wait_group that covers the copy (and, for another thread's copy, a "
+             "barrier after it)");
+}
+
+inline void check_async_busy(Warp& w, const PInst& p, int l, uint64_t index, uint32_t addr, uint32_t n) {
+  const BlockCtx& B = *w.B;
+  if (B.async_inflight == 0) return;
+  for (uint32_t k = 0; k < n; ++k)
+    if (B.async_busy[addr + k]) shared_async_busy(w, p, l, index, addr, addr + k);
+}
+
 inline void shadow_read(Warp& w, const PInst& p, int l, uint64_t index, uint32_t addr, uint32_t n) {
   BlockCtx& B = *w.B;
+  check_async_busy(w, p, l, index, addr, n);
   const uint16_t me = static_cast<uint16_t>(w.index * kLanes + l);
   ShadowByte* s = B.shadow.data() + addr;
   for (uint32_t k = 0; k < n; ++k) {
@@ -229,6 +247,7 @@ inline void shadow_read(Warp& w, const PInst& p, int l, uint64_t index, uint32_t
 
 inline void shadow_write(Warp& w, const PInst& p, int l, uint64_t index, uint32_t addr, uint32_t n) {
   BlockCtx& B = *w.B;
+  check_async_busy(w, p, l, index, addr, n);
   const uint16_t me = static_cast<uint16_t>(w.index * kLanes + l);
   ShadowByte* s = B.shadow.data() + addr;
   for (uint32_t k = 0; k < n; ++k) {
@@ -240,6 +259,21 @@ inline void shadow_write(Warp& w, const PInst& p, int l, uint64_t index, uint32_
     b.writer = me;
   }
 }
+
+}  // namespace
+
+uint32_t shared_span(Warp& w, const PInst& p, int l, uint64_t ptr, uint64_t index, uint32_t es, uint32_t n,
+                     uint32_t align, ShadowUse use) {
+  uint32_t addr = static_cast<uint32_t>(ptr) + static_cast<uint32_t>(index) * es;  // mad.lo.u32
+  const SharedRegion* r = shared_region_of(*w.B, ptr);
+  if (!r || addr < r->offset || uint64_t(addr) + n > uint64_t(r->offset) + r->bytes) shared_oob(w, p, l, ptr, index, addr, es, r);
+  if (addr % align) misaligned(w, p, l, ptr, index, addr, align, true);
+  if (use == ShadowUse::Store) shadow_write(w, p, l, index, addr, n);
+  else shadow_read(w, p, l, index, addr, n);
+  return addr;
+}
+
+namespace {
 
 // ---------------- executors ----------------
 

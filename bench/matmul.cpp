@@ -1,0 +1,208 @@
+// matmul: TFLOP/s of every matmul variant (ops/matmul.h) that can serve a shape, beside
+// cuBLAS at the same precision in and out (cublasGemmEx, f32 compute; loaded with dlopen
+// by this program only), and the ratio of the best variant to cuBLAS. Shapes: 1024, 2048,
+// 4096, 8192 cubes and 1x4096x4096, 16x4096x4096, 128x11008x4096, 4096x4096x128, 1000^3.
+// f32-output shapes with a small m x n also run split-K (4 and 16 chunks).
+// Timing: CUDA events, 3 warm-up calls, median of 20, rotating over input sets that
+// together exceed 256 MB so that L2 does not hold them. The SASS column is the tensor-core
+// (or FFMA) instruction of the variant's cubin (cuobjdump: $KAIO_CUOBJDUMP or PATH).
+// Usage: matmul [--quick] [--dtype f32|tf32|f16|bf16]...
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kaio/codegen/ptx.h"
+#include "kaio/jit/backend.h"
+#include "kaio/jit/linker.h"
+#include "kaio/kaio.h"
+#include "kaio/ops/matmul.h"
+
+using namespace kaio;
+
+namespace {
+
+// ---- cuBLAS, loaded at run time ----
+struct Cublas {
+  using Create = int (*)(void**);
+  using SetStream = int (*)(void*, void*);
+  using GemmEx = int (*)(void*, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int,
+                         const void*, void*, int, int, int, int);
+  void* lib = nullptr;
+  void* handle = nullptr;
+  GemmEx gemm = nullptr;
+  bool load(void* stream) {
+    for (const char* name : {"libcublas.so.13", "libcublas.so", "/usr/local/cuda/lib64/libcublas.so.13"})
+      if ((lib = dlopen(name, RTLD_NOW))) break;
+    if (!lib) return false;
+    auto create = reinterpret_cast<Create>(dlsym(lib, "cublasCreate_v2"));
+    auto set_stream = reinterpret_cast<SetStream>(dlsym(lib, "cublasSetStream_v2"));
+    gemm = reinterpret_cast<GemmEx>(dlsym(lib, "cublasGemmEx"));
+    if (!create || !set_stream || !gemm || create(&handle) != 0) return false;
+    return set_stream(handle, stream) == 0;
+  }
+  // Row-major C (m x n) = A (m x k) * B (k x n): column-major C^T = B^T A^T.
+  int run(ir::Scalar in, ir::Scalar out, bool tf32, uint32_t m, uint32_t n, uint32_t k, uint64_t a, uint64_t b,
+          uint64_t c) const {
+    auto type = [](ir::Scalar s) { return s == ir::Scalar::F16 ? 2 : s == ir::Scalar::BF16 ? 14 : 0; };
+    const float alpha = 1.0f, beta = 0.0f;
+    constexpr int kOpN = 0, kCompute32F = 68, kCompute32FFastTf32 = 77, kDefaultAlgo = -1;
+    return gemm(handle, kOpN, kOpN, int(n), int(m), int(k), &alpha, reinterpret_cast<void*>(b), type(in), int(n),
+                reinterpret_cast<void*>(a), type(in), int(k), &beta, reinterpret_cast<void*>(c), type(out), int(n),
+                tf32 ? kCompute32FFastTf32 : kCompute32F, kDefaultAlgo);
+  }
+};
+
+struct Shape { uint32_t m, n, k; };
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median ms of one call of f(set) over 20 timed calls after 3 warm-ups.
+template <class F>
+double time_ms(const jit::Stream& s, int sets, F&& f) {
+  for (int i = 0; i < 3; ++i) f(i % sets);
+  std::vector<double> t;
+  for (int i = 0; i < 20; ++i) {
+    jit::Event a, b;
+    a.record(&s);
+    f(i % sets);
+    b.record(&s);
+    t.push_back(jit::elapsed_ms(a, b));
+  }
+  return median(t);
+}
+
+// The first tensor-core / FFMA opcode in the cubin's SASS ("HMMA.16816.F32"), or "-".
+std::string sass_op(const ir::Kernel& k, const std::string& arch) {
+  const char* tool = std::getenv("KAIO_CUOBJDUMP");
+  std::string cmd = tool ? tool : "cuobjdump";
+  std::string cubin = jit::link_ptx(codegen::emit_ptx(k, {arch, 9, 0}), arch, k.name()).cubin;
+  std::string path = "/tmp/kaio_bench_matmul.cubin";
+  std::ofstream(path, std::ios::binary).write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
+  FILE* p = popen((cmd + " --dump-sass " + path + " 2>/dev/null").c_str(), "r");
+  if (!p) return "-";
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  pclose(p);
+  for (const char* op : {"HMMA", "IMMA", "FFMA"}) {
+    size_t at = out.find(op);
+    if (at == std::string::npos) continue;
+    size_t end = out.find_first_of(" \t", at);
+    return out.substr(at, end - at);
+  }
+  return "-";
+}
+
+template <class T>
+DeviceBuffer<T> random_buffer(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<T> h(n);
+  for (auto& x : h) x = T(u(rng));
+  return DeviceBuffer<T>(h);
+}
+
+template <class In, class Out>
+void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const jit::Stream& s, const std::string& arch,
+                 bool tf32 = false) {
+  const ir::Scalar in = ir::ScalarOf<In>::value, out = ir::ScalarOf<Out>::value;
+  const int sm = codegen::parse_arch(arch).sm;
+  std::mt19937 rng(1);
+  for (const Shape& sh : shapes) {
+    const size_t set_bytes = (size_t(sh.m) * sh.k + size_t(sh.k) * sh.n) * sizeof(In) + size_t(sh.m) * sh.n * sizeof(Out);
+    const int sets = static_cast<int>(std::clamp<size_t>((256u << 20) / set_bytes + 1, 1, 8));
+    std::vector<DeviceBuffer<In>> A, B;
+    std::vector<DeviceBuffer<Out>> C;
+    for (int i = 0; i < sets; ++i) {
+      A.push_back(random_buffer<In>(size_t(sh.m) * sh.k, rng));
+      B.push_back(random_buffer<In>(size_t(sh.k) * sh.n, rng));
+      C.emplace_back(size_t(sh.m) * sh.n);
+    }
+    const double flop = 2.0 * sh.m * sh.n * sh.k;
+    double cublas_tf = 0;
+    if (cublas && cublas->run(in, out, tf32, sh.m, sh.n, sh.k, A[0].device_address(), B[0].device_address(),
+                              C[0].device_address()) != 0) {
+      std::printf("cuBLAS refused %u x %u x %u for %s\n", sh.m, sh.n, sh.k, ir::scalar_name(in));
+    } else if (cublas) {
+      double ms = time_ms(s, sets, [&](int i) {
+        cublas->run(in, out, tf32, sh.m, sh.n, sh.k, A[i].device_address(), B[i].device_address(), C[i].device_address());
+      });
+      cublas_tf = flop / ms / 1e9;
+    }
+    double best = 0;
+    std::string best_name = "-";
+    // split-K for f32 output when m x n fills few blocks
+    std::vector<uint32_t> splits = {1};
+    if (out == ir::Scalar::F32 && uint64_t(sh.m) * sh.n <= 128u * 4096u && sh.k >= 1024) splits = {1, 4, 16};
+    for (const ops::MatmulVariant& v : ops::matmul_variants())
+      for (uint32_t split : splits) {
+        ops::MatmulProblem p{.m = sh.m, .n = sh.n, .k = sh.k, .in = in, .out = out};
+        p.tf32 = tf32;
+        p.split_k = split;
+        const bool simt = v.engine == ops::MatmulEngine::Simt || v.engine == ops::MatmulEngine::SimtDb;
+        if (!v.can_implement(p, sm) || (tf32 && simt)) continue;
+        double ms = time_ms(s, sets, [&](int i) {
+          ops::matmul(v, A[i].device_address(), B[i].device_address(), C[i].device_address(), p, &s);
+        });
+        const double tf = flop / ms / 1e9;
+        const ops::MatmulConfig cfg{static_cast<uint32_t>(&v - ops::matmul_variants().data()), in, out};
+        std::string name = std::string(v.name) + (split > 1 ? "/split" + std::to_string(split) : "");
+        std::printf("%-6s %5u x %5u x %5u  %-30s %8.2f TFLOP/s  %7.3f ms  %s\n", tf32 ? "tf32" : ir::scalar_name(in), sh.m,
+                    sh.n, sh.k, name.c_str(), tf, ms, split == 1 ? sass_op(ops::matmul_kernel(cfg), arch).c_str() : "");
+        if (tf > best) {
+          best = tf;
+          best_name = name;
+        }
+      }
+    std::printf("%-6s %5u x %5u x %5u  %-30s %8.2f TFLOP/s  best %s: %.0f%% of cuBLAS\n\n",
+                tf32 ? "tf32" : ir::scalar_name(in), sh.m, sh.n,
+                sh.k, "cuBLAS", cublas_tf, best_name.c_str(), cublas_tf > 0 ? 100.0 * best / cublas_tf : 0.0);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  std::vector<std::string> dtypes;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) dtypes.push_back(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: matmul [--quick] [--dtype f32|tf32|f16|bf16]...\n");
+      return 2;
+    }
+  }
+  if (dtypes.empty()) dtypes = {"f32", "tf32", "f16", "bf16"};
+  if (jit::interpret_mode()) {
+    std::fprintf(stderr, "matmul: a benchmark needs a GPU (unset KAIO_INTERPRET)\n");
+    return 1;
+  }
+  std::vector<Shape> shapes = {{1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096}, {8192, 8192, 8192},
+                               {1, 4096, 4096},    {16, 4096, 4096},    {128, 11008, 4096}, {4096, 4096, 128},
+                               {1000, 1000, 1000}};
+  if (quick) shapes = {{1024, 1024, 1024}, {4096, 4096, 4096}, {16, 4096, 4096}};
+  jit::Stream s;
+  Cublas cublas;
+  const bool have_cublas = cublas.load(s.handle());
+  if (!have_cublas) std::printf("cuBLAS not found: its column stays 0\n");
+  const std::string arch = jit::detail::backend().default_arch();
+  std::printf("%-6s %-21s %-30s %15s\n", "dtype", "m x n x k", "variant", "throughput");
+  for (const std::string& d : dtypes) {
+    if (d == "f32") bench_dtype<float, float>(shapes, have_cublas ? &cublas : nullptr, s, arch);
+    if (d == "tf32") bench_dtype<float, float>(shapes, have_cublas ? &cublas : nullptr, s, arch, true);
+    if (d == "f16") bench_dtype<half, half>(shapes, have_cublas ? &cublas : nullptr, s, arch);
+    if (d == "bf16") bench_dtype<bfloat16, bfloat16>(shapes, have_cublas ? &cublas : nullptr, s, arch);
+  }
+  return 0;
+}

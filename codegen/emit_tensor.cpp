@@ -1,0 +1,74 @@
+// Warp-level tensor cores and asynchronous copies (sm_80): mma.sync, ldmatrix, cp.async
+// and its groups. The mma accumulators are the register array's variables (D and C are the
+// same registers, updated in place); the instruction text comes from the shape's
+// descriptor (ir/mma_layout.h).
+#include "kaio/codegen/emitter.h"
+#include "kaio/ir/mma_layout.h"
+
+namespace kaio::codegen {
+
+using ir::Op;
+using ir::Scalar;
+
+std::string element_address(Emitter& e, uint32_t ptr, uint32_t index);  // emit_memory.cpp
+
+namespace {
+
+// "{%f0, %f1, %f2, %f3}" for args [first, first + n); f32 values that stand for tf32 move
+// to b32 registers, the type the instruction's tf32 operands have.
+std::string reg_list(Emitter& e, const ir::Inst& i, size_t first, size_t n, bool b32) {
+  std::string s = "{";
+  for (size_t k = 0; k < n; ++k) {
+    uint32_t v = i.args[first + k];
+    std::string r = e.reg(v);
+    if (b32 && e.type(v).elem == Scalar::F32) {
+      std::string w = e.fresh(RegClass::B32);
+      e.ins("mov.b32 " + w + ", " + r);
+      r = w;
+    }
+    s += (k ? ", " : "") + r;
+  }
+  return s + "}";
+}
+
+void emit_mma_sync(Emitter& e, const ir::Inst& i) {
+  const ir::MmaShape& s = ir::mma_shape(i.attr.mma);
+  const size_t nc = s.c.regs, na = s.a.regs, nb = s.b.regs;
+  std::string acc = reg_list(e, i, 0, nc, false);
+  std::string a = reg_list(e, i, nc, na, true);
+  std::string b = reg_list(e, i, nc + na, nb, true);
+  e.ins(std::string(s.ptx) + " " + acc + ", " + a + ", " + b + ", " + acc);
+}
+
+void emit_ldmatrix(Emitter& e, const ir::Inst& i) {
+  std::string addr = element_address(e, i.args[0], i.args[1]);
+  std::string d = "{";
+  for (uint32_t k = 0; k < i.nresults; ++k) d += (k ? ", " : "") + e.reg(i.result + k);
+  d += "}";
+  e.ins("ldmatrix.sync.aligned.m8n8.x" + std::to_string(i.nresults) + (i.attr.trans ? ".trans" : "") +
+        ".shared.b16 " + d + ", [" + addr + "]");
+}
+
+void emit_cp_async(Emitter& e, const ir::Inst& i) {
+  std::string dst = element_address(e, i.args[0], i.args[1]);
+  std::string src = element_address(e, i.args[2], i.args[3]);
+  const char* level = i.attr.hint == ir::CacheHint::Global ? "cg" : "ca";
+  std::string tail = i.args.size() == 5 ? ", " + e.reg(i.args[4]) : "";
+  e.ins(std::string("cp.async.") + level + ".shared.global [" + dst + "], [" + src + "], " +
+        std::to_string(i.attr.count) + tail);
+}
+
+}  // namespace
+
+void emit_tensor(Emitter& e, const ir::Inst& i) {
+  switch (i.op) {
+    case Op::MmaSync: return emit_mma_sync(e, i);
+    case Op::Ldmatrix: return emit_ldmatrix(e, i);
+    case Op::CpAsync: return emit_cp_async(e, i);
+    case Op::CpAsyncCommit: return e.ins("cp.async.commit_group");
+    case Op::CpAsyncWait: return e.ins("cp.async.wait_group " + std::to_string(i.attr.count));
+    default: e.no_emitter(i);
+  }
+}
+
+}  // namespace kaio::codegen

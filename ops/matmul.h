@@ -1,0 +1,109 @@
+// Matmul kernels generated from a variant table: C = alpha * A * B + beta * C for any
+// M, N, K, A and B each row- or column-major, strided batches. A variant is data (engine,
+// tile shape, per-thread or per-warp tile); one builder per engine turns it into a kernel,
+// and no variant is a hand-copied kernel.
+//
+//   engines   Simt  f32: a BM x BN block tile, BK deep, TM x TN accumulators per thread
+//             SimtDb  as Simt, with 16-byte global loads and double buffering (needs
+//                   leading dimensions and batch strides that are multiples of 4 elements)
+//             Mma   f16 / bf16 in, f32 accumulate (mma.sync m16n8k16): warps of WM x WN
+//                   tiles, operands through ldmatrix from padded shared tiles; f32 in
+//                   with problem.tf32: mma.sync m16n8k8 tf32, fragments read from shared
+//             MmaAsync  as Mma, the tiles brought in by cp.async through a ring of 2-4
+//                   shared stages (needs 16-byte aligned rows: leading dimensions and
+//                   batch strides multiples of 8 elements, 16-byte aligned pointers)
+//   problem   m, n, k; the input type (f32 for Simt; f16 / bf16 for Mma) and the output type
+//             (f32; f16 / bf16 too for Mma, rounded once); layouts; lda / ldb / ldc (0:
+//             packed); batch and element strides between batches (0: packed)
+//
+// Every variant has can_implement(problem, sm): a problem it cannot serve is refused with
+// the reason, and ops::matmul(variant, ...) throws that reason as a UsageError.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <tuple>
+
+#include "kaio/ir/kernel.h"
+#include "kaio/jit/buffer.h"
+#include "kaio/jit/compiled_kernel.h"
+#include "kaio/jit/family.h"
+
+namespace kaio::ops {
+
+enum class MatLayout : uint8_t { RowMajor, ColMajor };
+
+struct MatmulProblem {
+  uint32_t m = 0, n = 0, k = 0;
+  ir::Scalar in = ir::Scalar::F32;   // A and B
+  ir::Scalar out = ir::Scalar::F32;  // C (row-major)
+  MatLayout a = MatLayout::RowMajor, b = MatLayout::RowMajor;
+  uint32_t lda = 0, ldb = 0, ldc = 0;  // leading dimensions (0: packed, k or m for A, n or k for B, n for C)
+  uint32_t batch = 1;
+  uint64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements between batches (0: packed)
+  float alpha = 1.0f, beta = 0.0f;                    // beta == 0: C is not read
+  uint32_t ptr_align = 16;  // the byte alignment A, B and C have (matmul() checks the pointers)
+  bool tf32 = false;        // f32 inputs may run on tensor cores as tf32 (10-bit mantissas, truncated)
+  uint32_t split_k = 1;     // > 1: k split into this many chunks computed by separate blocks and
+                            // added into C atomically (f32 output; for small m x n with a large k)
+};
+
+enum class MatmulEngine : uint8_t { Simt, SimtDb, Mma, MmaAsync };
+
+// One row of the variant table.
+struct MatmulVariant {
+  const char* name;
+  MatmulEngine engine;
+  uint32_t bm, bn, bk;  // the block tile
+  uint32_t tm, tn;      // Simt: accumulators per thread (TM x TN); Mma*: the warp tile (TM x TN)
+  uint32_t stages = 1;  // MmaAsync: shared-memory stages of the cp.async pipeline (2..4)
+  uint32_t threads() const;
+  // Whether the variant serves the problem on sm_<sm>; if not, *why says what is missing.
+  bool can_implement(const MatmulProblem& p, int sm, std::string* why = nullptr) const;
+};
+
+// The table, in order of preference for a problem that several can serve.
+std::span<const MatmulVariant> matmul_variants();
+const MatmulVariant& matmul_variant(const std::string& name);  // UsageError when unknown
+
+// What selects a kernel of a variant (the problem's sizes are run-time parameters).
+struct MatmulConfig {
+  uint32_t variant = 0;  // index in matmul_variants()
+  ir::Scalar in = ir::Scalar::F32, out = ir::Scalar::F32;
+  MatLayout a = MatLayout::RowMajor, b = MatLayout::RowMajor;
+  auto fields() const { return std::tie(variant, in, out, a, b); }
+  std::string str() const;
+};
+
+// Kernel parameters: const In* A, const In* B, Out* C, u32 m, n, k, lda, ldb, ldc, f32
+// alpha, beta, u64 stride_a, stride_b, stride_c, u32 splits, k_chunk. Grid (ceil(n / BN),
+// ceil(m / BM), batch * splits). With splits > 1, C must first be scaled by beta
+// (matmul_scale_kernel), and each block adds alpha * its chunk's product atomically.
+ir::Kernel matmul_kernel(const MatmulConfig& c);
+jit::Family<MatmulConfig>& matmul_family();
+jit::LaunchConfig matmul_launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream);
+// The problem with its defaults filled in (leading dimensions, strides); UsageError when
+// a leading dimension is too small.
+MatmulProblem matmul_resolved(const MatmulProblem& p);
+// Split-K: the k of each chunk (a multiple of every variant's BK).
+uint32_t matmul_k_chunk(const MatmulProblem& p);
+// C = beta * C (0 when beta == 0) over the problem's m x n x batch, before split-K blocks
+// add into it. Params: f32* C, u32 m, n, ldc, u64 stride_c, f32 beta; grid
+// (ceil(n / 256), m, batch), 256 threads.
+ir::Kernel matmul_scale_kernel();
+
+// C = alpha * A * B + beta * C with one variant, on device pointers. UsageError (op
+// "matmul") when the variant cannot serve the problem on this device, naming the reason.
+void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const MatmulProblem& p,
+            const jit::Stream* stream = nullptr);
+
+// Builders of the engines (matmul_simt.cpp, matmul_simt_db.cpp, matmul_mma.cpp, matmul_mma_async.cpp).
+ir::Kernel build_matmul_simt(const MatmulVariant& v, const MatmulConfig& c);
+ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c);
+ir::Kernel build_matmul_mma(const MatmulVariant& v, const MatmulConfig& c);
+ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c);
+// The dynamic shared memory a MmaAsync kernel needs (its stages of A and B).
+uint32_t matmul_async_shared_bytes(const MatmulVariant& v, ir::Scalar in, MatLayout a, MatLayout b);
+
+}  // namespace kaio::ops

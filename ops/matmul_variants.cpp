@@ -1,0 +1,221 @@
+// The matmul variant table, what each variant can serve, the kernel family and the launch.
+#include <algorithm>
+#include <string>
+#include <tuple>
+
+#include "kaio/codegen/ptx.h"
+#include "kaio/ir/builder.h"
+#include "kaio/jit/backend.h"
+#include "kaio/ops/matmul.h"
+
+namespace kaio::ops {
+
+namespace {
+
+// name, engine, BM, BN, BK, TM, TN (Simt: per thread; Mma: per warp)
+constexpr MatmulVariant kVariants[] = {
+    {"simt_db_128x128x8_8x8", MatmulEngine::SimtDb, 128, 128, 8, 8, 8},
+    {"simt_db_64x64x16_4x4", MatmulEngine::SimtDb, 64, 64, 16, 4, 4},
+    {"simt_128x128x8_8x8", MatmulEngine::Simt, 128, 128, 8, 8, 8},
+    {"simt_64x64x8_4x4", MatmulEngine::Simt, 64, 64, 8, 4, 4},
+    {"simt_32x32x8_2x2", MatmulEngine::Simt, 32, 32, 8, 2, 2},
+    {"mma_128x128x32_w64x64", MatmulEngine::Mma, 128, 128, 32, 64, 64},
+    {"mma_64x64x32_w32x32", MatmulEngine::Mma, 64, 64, 32, 32, 32},
+    {"mma_64x64x16_w32x32", MatmulEngine::Mma, 64, 64, 16, 32, 32},
+    {"mma_cp_128x256x32_w64x64_s3", MatmulEngine::MmaAsync, 128, 256, 32, 64, 64, 3},
+    {"mma_cp_128x128x32_w64x64_s4", MatmulEngine::MmaAsync, 128, 128, 32, 64, 64, 4},
+    {"mma_cp_128x64x32_w64x32_s3", MatmulEngine::MmaAsync, 128, 64, 32, 64, 32, 3},
+    {"mma_cp_64x64x32_w32x32_s4", MatmulEngine::MmaAsync, 64, 64, 32, 32, 32, 4},
+};
+
+bool fail(std::string* why, const std::string& msg) {
+  if (why) *why = msg;
+  return false;
+}
+
+const char* layout_name(MatLayout l) { return l == MatLayout::RowMajor ? "row" : "col"; }
+
+}  // namespace
+
+bool simt(MatmulEngine e) { return e == MatmulEngine::Simt || e == MatmulEngine::SimtDb; }
+
+uint32_t MatmulVariant::threads() const { return simt(engine) ? (bm / tm) * (bn / tn) : (bm / tm) * (bn / tn) * 32; }
+
+bool MatmulVariant::can_implement(const MatmulProblem& p, int sm, std::string* why) const {
+  const std::string v = std::string("variant ") + name + ": ";
+  if (simt(engine)) {
+    if (p.in != ir::Scalar::F32 || p.out != ir::Scalar::F32)
+      return fail(why, v + "SIMT computes f32 x f32 -> f32, not " + ir::scalar_name(p.in) + " -> " + ir::scalar_name(p.out));
+  } else {
+    if (sm < 80) return fail(why, v + "mma.sync needs sm_80 or newer, the device is sm_" + std::to_string(sm));
+    const bool tf32 = p.in == ir::Scalar::F32 && p.tf32 && engine == MatmulEngine::Mma;
+    if (tf32 && tm * tn > 32 * 32)  // fragments element by element: a 64 x 64 warp tile spills
+      return fail(why, v + "tf32 needs a warp tile of at most 32 x 32");
+    if (p.in != ir::Scalar::F16 && p.in != ir::Scalar::BF16 && !tf32)
+      return fail(why, v + "tensor cores take f16 or bf16 inputs here" +
+                           (engine == MatmulEngine::Mma ? " (f32 with problem.tf32)" : "") + ", not " +
+                           std::string(ir::scalar_name(p.in)));
+    if (p.out != ir::Scalar::F32 && p.out != p.in)
+      return fail(why, v + "the output is f32 or the input type, not " + std::string(ir::scalar_name(p.out)));
+  }
+  if (engine == MatmulEngine::MmaAsync || engine == MatmulEngine::SimtDb) {  // 16-byte vectors along the contiguous dimensions
+    const uint64_t per = 16 / static_cast<uint64_t>(ir::scalar_bytes(p.in));   // elements per vector
+    const bool ar = p.a == MatLayout::RowMajor, br = p.b == MatLayout::RowMajor;
+    const uint64_t lda = p.lda ? p.lda : (ar ? p.k : p.m), ldb = p.ldb ? p.ldb : (br ? p.n : p.k);
+    const uint64_t sa = p.stride_a ? p.stride_a : lda * (ar ? p.m : p.k), sb = p.stride_b ? p.stride_b : ldb * (br ? p.k : p.n);
+    if (p.ptr_align % 16) return fail(why, v + "16-byte loads need 16-byte aligned A and B, the problem promises " + std::to_string(p.ptr_align));
+    if (lda % per || ldb % per)
+      return fail(why, v + "16-byte loads along the rows: lda and ldb must be multiples of " + std::to_string(per) +
+                           " elements, got " + std::to_string(lda) + " and " + std::to_string(ldb));
+    if (p.batch > 1 && (sa % per || sb % per))
+      return fail(why, v + "batch strides of A and B must be multiples of " + std::to_string(per) + " elements");
+  }
+  if (p.batch == 0 || p.batch > 65535) return fail(why, v + "batch must be 1..65535, got " + std::to_string(p.batch));
+  if (p.split_k == 0 || uint64_t(p.split_k) * p.batch > 65535)
+    return fail(why, v + "split_k must be 1.. with batch * split_k <= 65535, got " + std::to_string(p.split_k));
+  if (p.split_k > 1 && p.out != ir::Scalar::F32)
+    return fail(why, v + "split-K adds partial products atomically: the output must be f32, not " +
+                         std::string(ir::scalar_name(p.out)));
+  if ((uint64_t(p.m) + bm - 1) / bm > 65535)
+    return fail(why, v + "m = " + std::to_string(p.m) + " needs more than 65535 block rows");
+  return true;
+}
+
+std::span<const MatmulVariant> matmul_variants() { return kVariants; }
+
+const MatmulVariant& matmul_variant(const std::string& name) {
+  for (const MatmulVariant& v : kVariants)
+    if (name == v.name) return v;
+  throw UsageError("matmul", "matmul", "no matmul variant is called '" + name + "'");
+}
+
+std::string MatmulConfig::str() const {
+  return std::string("matmul(") + kVariants[variant].name + ", " + ir::scalar_name(in) + " -> " + ir::scalar_name(out) +
+         ", " + layout_name(a) + "/" + layout_name(b) + ")";
+}
+
+ir::Kernel matmul_kernel(const MatmulConfig& c) {
+  if (c.variant >= std::size(kVariants)) throw UsageError("matmul", "matmul", "variant index out of range");
+  const MatmulVariant& v = kVariants[c.variant];
+  MatmulProblem p;
+  p.in = c.in;
+  p.out = c.out;
+  p.tf32 = true;  // a config with f32 inputs on a tensor-core engine is the tf32 kernel
+  std::string why;
+  if (!v.can_implement(p, 80, &why)) throw UsageError("matmul", "matmul", why);
+  switch (v.engine) {
+    case MatmulEngine::Simt: return build_matmul_simt(v, c);
+    case MatmulEngine::SimtDb: return build_matmul_simt_db(v, c);
+    case MatmulEngine::Mma: return build_matmul_mma(v, c);
+    case MatmulEngine::MmaAsync: return build_matmul_mma_async(v, c);
+  }
+  throw UsageError("matmul", "matmul", "unknown engine");
+}
+
+jit::Family<MatmulConfig>& matmul_family() {
+  static jit::Family<MatmulConfig> f("matmul", matmul_kernel, [] {
+    std::vector<MatmulConfig> declared;
+    for (uint32_t i = 0; i < std::size(kVariants); ++i) {
+      if (simt(kVariants[i].engine)) {
+        declared.push_back({i, ir::Scalar::F32, ir::Scalar::F32});
+      } else {
+        declared.push_back({i, ir::Scalar::F16, ir::Scalar::F32});
+        declared.push_back({i, ir::Scalar::BF16, ir::Scalar::F32});
+        if (kVariants[i].can_implement({.tf32 = true}, 80)) declared.push_back({i, ir::Scalar::F32, ir::Scalar::F32});
+      }
+    }
+    return declared;
+  }());
+  return f;
+}
+
+MatmulProblem matmul_resolved(const MatmulProblem& q) {
+  MatmulProblem p = q;
+  const bool ar = p.a == MatLayout::RowMajor, br = p.b == MatLayout::RowMajor;
+  const uint32_t min_lda = ar ? p.k : p.m, min_ldb = br ? p.n : p.k;
+  if (!p.lda) p.lda = min_lda;
+  if (!p.ldb) p.ldb = min_ldb;
+  if (!p.ldc) p.ldc = p.n;
+  auto check = [](const char* what, uint32_t ld, uint32_t min) {
+    if (ld < min)
+      throw UsageError("matmul", "matmul", std::string(what) + " = " + std::to_string(ld) + " is smaller than the " +
+                                               std::to_string(min) + " elements of a row (or column)");
+  };
+  check("lda", p.lda, min_lda);
+  check("ldb", p.ldb, min_ldb);
+  check("ldc", p.ldc, p.n);
+  if (!p.stride_a) p.stride_a = uint64_t(p.lda) * (ar ? p.m : p.k);
+  if (!p.stride_b) p.stride_b = uint64_t(p.ldb) * (br ? p.k : p.n);
+  if (!p.stride_c) p.stride_c = uint64_t(p.ldc) * p.m;
+  return p;
+}
+
+uint32_t matmul_k_chunk(const MatmulProblem& p) {
+  const uint32_t per = (p.k + p.split_k - 1) / std::max(p.split_k, 1u);
+  return (per + 31) / 32 * 32;  // a multiple of every BK, so that chunks start on 16-byte rows
+}
+
+ir::Kernel matmul_scale_kernel() {
+  ir::KernelBuilder b("matmul_scale_c");
+  auto C = b.param<float*>("c");
+  auto m = b.param<uint32_t>("m");
+  auto n = b.param<uint32_t>("n");
+  auto ldc = b.param<uint32_t>("ldc");
+  auto stride = b.param<uint64_t>("stride_c");
+  auto beta = b.param<float>("beta");
+  ir::Value col = b.global_id_x(), row = b.block_idx_y();
+  b.if_(col < n && row < m, [&] {
+    ir::Value idx = ir::cast<uint64_t>(b.block_idx_z()) * stride + ir::cast<uint64_t>(row * ldc + col);
+    b.if_(beta == 0.0f, [&] { C[idx] = 0.0f; }).else_([&] {
+      ir::Value old = C[idx];
+      C[idx] = beta * old;
+    });
+  });
+  return b.build();
+}
+
+namespace {
+struct ScaleConfig {
+  ir::Scalar out = ir::Scalar::F32;  // the one config
+  auto fields() const { return std::tie(out); }
+};
+jit::Family<ScaleConfig>& scale_family() {
+  static jit::Family<ScaleConfig> f("matmul_scale", [](const ScaleConfig&) { return matmul_scale_kernel(); }, {{}});
+  return f;
+}
+}  // namespace
+
+jit::LaunchConfig matmul_launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream) {
+  const uint32_t smem = v.engine == MatmulEngine::MmaAsync ? matmul_async_shared_bytes(v, p.in, p.a, p.b) : 0;
+  return {.grid = {(p.n + v.bn - 1) / v.bn, (p.m + v.bm - 1) / v.bm, p.batch * p.split_k},
+          .block = {v.threads()},
+          .shared_bytes = smem,
+          .stream = stream};
+}
+
+void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const MatmulProblem& q, const jit::Stream* stream) {
+  if (&v < kVariants || &v >= kVariants + std::size(kVariants))
+    throw UsageError("matmul", "matmul", "the variant is not a row of matmul_variants()");
+  std::string why;
+  const int sm = codegen::parse_arch(jit::detail::backend().default_arch()).sm;
+  if (!v.can_implement(q, sm, &why)) throw UsageError("matmul", "matmul", why);
+  if (q.m == 0 || q.n == 0) return;
+  const MatmulProblem p = matmul_resolved(q);
+  const uint64_t need = std::max<uint32_t>(p.ptr_align, 1);
+  if (a % need || b % need || c % need)
+    throw UsageError("matmul", "matmul", "A, B and C must be " + std::to_string(need) +
+                                             "-byte aligned as the problem's ptr_align says");
+  const MatmulConfig cfg{static_cast<uint32_t>(&v - kVariants), p.in, p.out, p.a, p.b};
+  using jit::detail::Arg;
+  using jit::detail::make_arg;
+  if (p.split_k > 1)  // C = beta * C first; the blocks then add alpha * their chunk's product
+    scale_family().launch(ScaleConfig{}, {.grid = {(p.n + 255) / 256, p.m, p.batch}, .block = {256}, .stream = stream},
+                          jit::DevicePtr<float>{c}, p.m, p.n, p.ldc, p.stride_c, p.beta);
+  const Arg args[] = {Arg{Arg::Pointer, p.in, 0, a, 0},  Arg{Arg::Pointer, p.in, 0, b, 0}, Arg{Arg::Pointer, p.out, 0, c, 0},
+                      make_arg(p.m),     make_arg(p.n),     make_arg(p.k),     make_arg(p.lda), make_arg(p.ldb),
+                      make_arg(p.ldc),   make_arg(p.alpha), make_arg(p.beta),  make_arg(p.stride_a),
+                      make_arg(p.stride_b), make_arg(p.stride_c), make_arg(p.split_k), make_arg(matmul_k_chunk(p))};
+  matmul_family().get(cfg).launch_packed(matmul_launch_config(v, p, stream), args, std::size(args));
+}
+
+}  // namespace kaio::ops
