@@ -173,7 +173,9 @@ TEST_CASE("ptx: math", "[codegen][golden]") {
   CHECK_PTX(float, ir::log(a), "lg2.approx.f32 %f4, %f0");
   CHECK_PTX(float, ir::sin(a), "sin.approx.f32 %f9, %f8");
   CHECK_PTX(float, ir::cos(a), "cos.approx.f32 %f9, %f8");
-  CHECK_PTX(float, ir::tanh(a), "copysign.f32 %f27, %f0, %f26");
+  CHECK_PTX(float, ir::tanh(a), "copysign.f32 %f28, %f0, %f27");
+  CHECK_PTX(float, ir::tanh(a), "rcp.approx.f32 %f14, %f13");  // 2 / (e^2|x| + 1) without div.rn
+  CHECK_PTX(float, ir::erf(a), "rcp.approx.f32 %f16, %f15");
 }
 
 TEST_CASE("ptx: conversions", "[codegen][golden]") {
