@@ -78,7 +78,8 @@ int tune_ls(const std::filesystem::path& dir, bool as_json) {
                      {"created_unix", r.rec->created_unix},
                      {"candidates", cands}});
     }
-    std::cout << out.dump(2) << "\n";
+    // Keys are ours (ASCII), but a foreign entry must not make the listing throw.
+    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
     return 0;
   }
   std::vector<std::vector<std::string>> table{{"KEY", "WINNER", "TIME", "RUNNER-UP", "MARGIN", "TIMED", "FAILED", "TUNING", "AGE"}};
