@@ -240,6 +240,9 @@ Record tune(const std::string& key, const std::string& op, uint64_t table_hash, 
     }
   }
 
+  // The budget covers checking and timing. Compiles are not counted: they happen once per
+  // machine (the kernel cache keeps them, kaio-precompile does them ahead of time).
+  const auto t_budget = Clock::now();
   // Run and check once each, in table order (the op's check keeps the first result it
   // sees as the reference, so the most trusted candidate comes first).
   for (size_t i = 0; i < cands.size(); ++i) {
@@ -264,8 +267,8 @@ Record tune(const std::string& key, const std::string& op, uint64_t table_hash, 
   double best = 0;
   for (size_t i = 0; i < cands.size(); ++i) {
     if (!ready[i]) continue;
-    const double left = o.budget_seconds - std::chrono::duration<double>(Clock::now() - t0).count();
-    if (left <= 0) {
+    const double left = o.budget_seconds - std::chrono::duration<double>(Clock::now() - t_budget).count();
+    if (left <= 0 && !r.winner.empty()) {  // at least one candidate is timed, so there is a winner
       skip(i, "budget: the bucket's " + std::to_string(o.budget_seconds).substr(0, 4) + " s ran out");
       continue;
     }
@@ -273,7 +276,7 @@ Record tune(const std::string& key, const std::string& op, uint64_t table_hash, 
       std::vector<double> warm = timer(cands[i].name, cands[i].run, std::max(o.warmup, 1u), o.stream);
       size_t remaining = 0;
       for (size_t j = i; j < cands.size(); ++j) remaining += ready[j];
-      const double per = left * 1000.0 / double(std::max<size_t>(remaining, 1));
+      const double per = std::max(left, 0.0) * 1000.0 / double(std::max<size_t>(remaining, 1));
       const double one = std::max(*std::min_element(warm.begin(), warm.end()), 1e-6);
       const uint32_t runs = std::clamp(uint32_t(per / one), o.min_runs, o.max_runs);
       std::vector<double> ms = timer(cands[i].name, cands[i].run, runs, o.stream);

@@ -89,7 +89,9 @@ using Timer = std::function<std::vector<double>(const std::string& candidate, co
 void set_timer(Timer t);  // null: the default
 
 struct Options {
-  double budget_seconds = 2.0;  // per bucket: candidates not yet timed when it runs out are skipped
+  // Per bucket, for checking and timing (compiles are not counted: the kernel cache keeps
+  // them): candidates not yet timed when it runs out are skipped, but one is always timed.
+  double budget_seconds = 2.0;
   uint32_t warmup = 2;
   uint32_t min_runs = 10;
   uint32_t max_runs = 50;
