@@ -10,7 +10,9 @@
 // copies of A, B and C (rotated run after run) that one pass over them is larger than twice
 // the L2 cache, so the timings are those of a cold L2. In interpret mode one copy.
 //
-// The check: every candidate computes C = A * B on the same inputs; the first candidate in
+// The check: every candidate computes C = A * B on the same inputs (compared on a grid of
+// up to 1024 x 1024 elements with the first and last rows and columns, in the first and last
+// batch, so that it costs little host time at any size); the first candidate in
 // table order (a SIMT variant for f32) is the reference. Tolerance, relative to the
 // largest |C| of the reference: f32 1e-4, tf32 2e-2, f16/bf16 inputs with f32 output 1e-3,
 // f16 output 5e-3, bf16 output 2e-2; a non-finite value fails.
