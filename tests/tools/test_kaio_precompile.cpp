@@ -134,3 +134,24 @@ TEST_CASE("kaio-precompile --tune without a GPU says so", "[tools][precompile]")
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Contains("--tune") && Contains("GPU"));
 }
+
+TEST_CASE("kaio-precompile --tune tunes the manifest's matmul shapes once", "[tools][precompile][tuner]") {
+  // In the interpreter (the timings mean nothing there, the bookkeeping is the same).
+  TempDir cache, files;
+  const std::string manifest = write_manifest(files, R"({"matmul": [{"in": "f32", "shapes": [[4, 4, 4]]}]})");
+  auto run = [&] {
+    std::vector<std::string> args{kaio::test::beside_exe(KAIO_PRECOMPILE_REL), "-m", manifest, "--tune", "--cache-dir", cache.str()};
+    return run_child(args, {{"KAIO_INTERPRET", "1"}, {"KAIO_TUNE", "on"}}, 300);
+  };
+  const auto first = run();
+  INFO(first.describe());
+  REQUIRE(first.code == 0);
+  CHECK_THAT(first.out, Contains("tune matmul|f32>f32|row/row|sm_90|interpreter|0sm|m4|n4|k4|b1|align") &&
+                            Contains("-> simt_") && Contains("(tuned, "));
+  const auto second = run();
+  INFO(second.describe());
+  REQUIRE(second.code == 0);
+  CHECK_THAT(second.out, Contains("(stored)"));
+  const auto ls = kaio::test::run_command("'" + kaio::test::cache_tool_exe() + "' --cache-dir '" + cache.str() + "' tune ls");
+  CHECK_THAT(ls.out, Contains("1 tuning entries"));
+}
