@@ -1,8 +1,8 @@
 // tune: the autotuner on the matmul bench shapes. For each type (f32, tf32, f16, bf16) and
 // shape (1024..8192 cubes, 1x4096x4096, 16x4096x4096, 128x11008x4096, 4096x4096x128, 1000^3)
-// it tunes the bucket afresh (as KAIO_TUNE=force would) and prints the time the tuning took
-// (cold: compiles included; warm: the kernels already in the cache, the usual case after
-// kaio-precompile), the chosen variant, its time and TFLOP/s, the runner-up and its margin,
+// it tunes the bucket afresh (as KAIO_TUNE=force would) and prints the time the tuning took,
+// scratch inputs included (cold: the first tuning of the bucket in the process, so its
+// kernels compiled or loaded from the disk cache; warm: a second tuning, kernels loaded), the chosen variant, its time and TFLOP/s, the runner-up and its margin,
 // and how many candidates were timed / failed. Then the per-call host cost of matmul_auto's
 // hot path beside ops::matmul with the same variant (the difference is the bucket lookup),
 // and a stored-choice lookup in a fresh in-process map (zero timed runs).

@@ -1,5 +1,6 @@
 #include "kaio/ops/matmul_auto.h"
 
+#include <atomic>
 #include <bit>
 #include <mutex>
 #include <shared_mutex>
@@ -45,14 +46,31 @@ Choices& choices() {
   return c;
 }
 
+// Bumped by matmul_auto_reset(): a thread's last-hit slot of an older generation is stale.
+std::atomic<uint64_t> g_generation{1};
+
+// The calling thread's last bucket: repeated calls of one shape skip the shared lock.
+struct LastHit {
+  uint64_t generation = 0;
+  Bucket bucket{};
+  const MatmulVariant* variant = nullptr;
+};
+
 const MatmulVariant& lookup(const MatmulProblem& p, const jit::Stream* stream) {
   const Bucket b = bucket_of(p);
+  static thread_local LastHit last;
+  const uint64_t gen = g_generation.load(std::memory_order_acquire);
+  if (last.generation == gen && last.bucket == b) {
+    tuner::detail::count_memory_hit();
+    return *last.variant;
+  }
   Choices& c = choices();
   {
     std::shared_lock<std::shared_mutex> g(c.m);
     auto it = c.map.find(b);
     if (it != c.map.end()) {
       tuner::detail::count_memory_hit();
+      last = {gen, b, it->second};
       return *it->second;
     }
   }
@@ -60,7 +78,9 @@ const MatmulVariant& lookup(const MatmulProblem& p, const jit::Stream* stream) {
   // first calls may both tune; the second store replaces an equal record.
   const tuner::MatmulChoice ch = tuner::choose_matmul(p, stream);
   std::unique_lock<std::shared_mutex> g(c.m);
-  return *c.map.emplace(b, ch.variant).first->second;
+  const MatmulVariant* v = c.map.emplace(b, ch.variant).first->second;
+  last = {gen, b, v};
+  return *v;
 }
 
 }  // namespace
@@ -75,6 +95,7 @@ void matmul_auto(uint64_t a, uint64_t b, uint64_t c, const MatmulProblem& p, con
 void matmul_auto_reset() {
   std::unique_lock<std::shared_mutex> g(choices().m);
   choices().map.clear();
+  g_generation.fetch_add(1, std::memory_order_acq_rel);
 }
 
 }  // namespace kaio::ops

@@ -1,6 +1,7 @@
 #include "kaio/tuner/matmul_tuner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -208,6 +209,7 @@ MatmulChoice choose_matmul(const MatmulProblem& p, const jit::Stream* stream, bo
         }
     }
   }
+  const auto t0 = std::chrono::steady_clock::now();  // the bucket's tuning time includes its scratch inputs
   std::shared_ptr<Scratch> s = make_scratch(p);
   std::vector<Candidate> cands;
   for (const MatmulVariant* v : able) {
@@ -223,6 +225,7 @@ MatmulChoice choose_matmul(const MatmulProblem& p, const jit::Stream* stream, bo
   Options opt = o;
   if (!opt.stream) opt.stream = stream;
   ch.record = tune(key, "matmul", matmul_table_hash(), std::move(cands), opt);
+  ch.record.tune_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ch.source = MatmulChoice::Tuned;
   ch.variant = able.front();
   for (const MatmulVariant* v : able)
