@@ -93,6 +93,13 @@ std::string first_line(std::string s) {
   return s;
 }
 
+// KAIO_DISABLE_CACHE=1 turns the on-disk cache off, the tuning table with it (choices then
+// last as long as the process).
+bool cache_disabled() {
+  const char* v = std::getenv("KAIO_DISABLE_CACHE");
+  return v && *v && std::string(v) != "0";
+}
+
 }  // namespace
 
 Mode mode() {
@@ -299,6 +306,7 @@ Record tune(const std::string& key, const std::string& op, uint64_t table_hash, 
 }
 
 std::optional<Record> load(const std::string& key, uint64_t table_hash) {
+  if (cache_disabled()) return std::nullopt;
   try {
     auto s = jit::disk::store_for("");
     if (!s) return std::nullopt;
@@ -315,6 +323,7 @@ std::optional<Record> load(const std::string& key, uint64_t table_hash) {
 }
 
 void store(const Record& r) {
+  if (cache_disabled()) return;
   try {
     if (auto s = jit::disk::store_for("")) s->put(kDb, r.key, encode(r));
   } catch (const std::exception& e) {

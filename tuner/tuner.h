@@ -106,6 +106,7 @@ Record tune(const std::string& key, const std::string& op, uint64_t table_hash, 
 
 // The persisted table, in the cache's LMDB environment ($KAIO_CACHE_DIR, ...): nullopt on a
 // miss, a damaged record or a record of another table hash. A cache error never throws.
+// KAIO_DISABLE_CACHE=1: nothing is read or written (choices last as long as the process).
 std::optional<Record> load(const std::string& key, uint64_t table_hash);
 void store(const Record& r);
 

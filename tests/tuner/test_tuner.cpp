@@ -180,4 +180,6 @@ TEST_CASE("records persist in the cache; another table hash is a miss", "[tuner]
   CHECK(back->winner == "b");
   CHECK_FALSE(tn::load(r.key, r.table_hash ^ 1));
   CHECK_FALSE(tn::load(r.key + "x", r.table_hash));
+  ScopedEnv off("KAIO_DISABLE_CACHE", "1");
+  CHECK_FALSE(tn::load(r.key, r.table_hash));
 }
