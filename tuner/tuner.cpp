@@ -305,10 +305,11 @@ Record tune(const std::string& key, const std::string& op, uint64_t table_hash, 
   return r;
 }
 
+// The directory is resolved on each call (the environment names it), not once per process.
 std::optional<Record> load(const std::string& key, uint64_t table_hash) {
   if (cache_disabled()) return std::nullopt;
   try {
-    auto s = jit::disk::store_for("");
+    auto s = jit::disk::store_for(cache::default_dir().string());
     if (!s) return std::nullopt;
     std::optional<Record> r;
     std::string why;
@@ -325,7 +326,7 @@ std::optional<Record> load(const std::string& key, uint64_t table_hash) {
 void store(const Record& r) {
   if (cache_disabled()) return;
   try {
-    if (auto s = jit::disk::store_for("")) s->put(kDb, r.key, encode(r));
+    if (auto s = jit::disk::store_for(cache::default_dir().string())) s->put(kDb, r.key, encode(r));
   } catch (const std::exception& e) {
     jit::warn_once("tuner-cache-write", std::string("tuning records cannot be written: ") + e.what());
   }
