@@ -6,6 +6,9 @@
 
 #include <cmath>
 #include <random>
+#include <thread>
+
+#include "kaio/cache/store.h"
 
 #include "kaio/jit/compile.h"
 #include "kaio/kaio.h"
@@ -98,5 +101,24 @@ TEST_CASE("matmul_auto tunes a bucket once, then calls only launch", "[gpu][ops]
                                           Catch::Matchers::Contains("simt_128x128x8_8x8") &&
                                           Catch::Matchers::Contains("mma_64x64x32_w32x32"));
   }
+  ops::matmul_auto_reset();
+}
+
+TEST_CASE("matmul_auto from several threads: one bucket, correct results, one record", "[gpu][ops][matmul][concurrency]") {
+  TempDir dir;
+  ScopedEnv cache("KAIO_CACHE_DIR", dir.str());
+  ScopedEnv tune("KAIO_TUNE", "on");
+  FakeTimerScope fake;
+  ops::matmul_auto_reset();
+  std::vector<double> errors(4, 1.0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&errors, t] { errors[t] = run_auto<float>({.m = 9, .n = 11, .k = 13}); });
+  for (auto& th : threads) th.join();
+  for (double e : errors) CHECK(e < 1e-5);
+  // Concurrent first calls may each tune; they agree on one record per bucket.
+  uint64_t records = 0;
+  kaio::cache::Store::open(dir.path())->for_each("tuning", [&](std::string_view, std::string_view) { ++records; });
+  CHECK(records == 1);
   ops::matmul_auto_reset();
 }
