@@ -42,6 +42,7 @@
 #include "kaio/cache/store.h"
 #include "kaio/ir/error.h"
 #include "kaio/jit/compile.h"
+#include "kaio_cache_tune.h"
 
 namespace {
 
@@ -653,33 +654,7 @@ int cmd_import(const fs::path& dir, const std::string& file, bool any_toolchain)
   return 0;
 }
 
-std::string printable_key(std::string_view k) {
-  for (unsigned char c : k)
-    if (c < 0x20 || c >= 0x7f) return kc::to_hex(k);
-  return std::string(k);
-}
-
-int cmd_tune_ls(const fs::path& dir, bool as_json) {
-  std::vector<std::pair<std::string, uint64_t>> rows;
-  if (cache_exists(dir)) {
-    auto store = open_as_is(dir);
-    store->for_each("tuning", [&](std::string_view k, std::string_view v) { rows.emplace_back(printable_key(k), v.size()); });
-  } else if (!as_json) {
-    std::cout << "no cache at " << dir.string() << "\n";
-    return 0;
-  }
-  if (as_json) {
-    json out = json::array();
-    for (const auto& [k, n] : rows) out.push_back({{"key", k}, {"value_bytes", n}});
-    std::cout << out.dump(2) << "\n";
-    return 0;
-  }
-  std::vector<std::vector<std::string>> table{{"KEY", "SIZE"}};
-  for (const auto& [k, n] : rows) table.push_back({k, human_size(n)});
-  print_columns(table, {false, true});
-  std::cout << rows.size() << " tuning entries\n";
-  return 0;
-}
+int cmd_tune_ls(const fs::path& dir, bool as_json) { return kaio::tools::tune_ls(dir, as_json); }
 
 }  // namespace
 
@@ -756,7 +731,8 @@ int main(int argc, char** argv) {
   CLI::App* tune = app.add_subcommand("tune", "The tuning database");
   tune->require_subcommand(1);
   tune->fallthrough();
-  CLI::App* tune_ls = tune->add_subcommand("ls", "List tuning entries");
+  CLI::App* tune_ls = tune->add_subcommand(
+      "ls", "List tuning records: the winner, its time, the runner-up and how much slower it is");
   tune_ls->add_flag("--json", tune_json, "Print a JSON array");
 
   CLI11_PARSE(app, argc, argv);

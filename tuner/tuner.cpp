@@ -1,0 +1,356 @@
+#include "kaio/tuner/tuner.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "kaio/cache/store.h"
+#include "kaio/jit/disk_cache.h"
+#include "kaio/jit/driver.h"
+#include "kaio/jit/event.h"
+#include "kaio/jit/log.h"
+
+namespace kaio::tuner {
+
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kMagic[8] = {'K', 'A', 'I', 'O', 'T', 'U', 'N', '\0'};
+constexpr const char* kDb = "tuning";
+
+struct Counters {
+  std::atomic<uint64_t> tunings{0}, timed_runs{0}, stored_hits{0}, memory_hits{0}, failed{0}, untuned{0};
+};
+Counters& counters() {
+  static Counters c;
+  return c;
+}
+
+std::mutex& timer_mutex() {
+  static std::mutex m;
+  return m;
+}
+Timer& injected_timer() {
+  static Timer t;
+  return t;
+}
+
+// CUDA events around each run: one pair per run, so one slow run (a clock change, another
+// process) moves the median, not every sample.
+std::vector<double> event_timer(const std::string&, const std::function<void()>& run, uint32_t runs,
+                                const jit::Stream* stream) {
+  std::vector<jit::Event> ev(2 * runs);
+  for (uint32_t i = 0; i < runs; ++i) {
+    ev[2 * i].record(stream);
+    run();
+    ev[2 * i + 1].record(stream);
+  }
+  std::vector<double> ms(runs);
+  for (uint32_t i = 0; i < runs; ++i) ms[i] = jit::elapsed_ms(ev[2 * i], ev[2 * i + 1]);
+  return ms;
+}
+
+void put_u32(std::string& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+uint64_t load_le(std::string_view b, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; ++i) v |= uint64_t(static_cast<unsigned char>(b[i])) << (8 * i);
+  return v;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string what_of(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+// The first line of an error: records and listings stay one line per candidate.
+std::string first_line(std::string s) {
+  if (auto p = s.find('\n'); p != std::string::npos) s.resize(p);
+  if (s.size() > 300) s = s.substr(0, 300) + "...";
+  return s;
+}
+
+// KAIO_DISABLE_CACHE=1 turns the on-disk cache off, the tuning table with it (choices then
+// last as long as the process).
+bool cache_disabled() {
+  const char* v = std::getenv("KAIO_DISABLE_CACHE");
+  return v && *v && std::string(v) != "0";
+}
+
+}  // namespace
+
+Mode mode() {
+  const char* v = std::getenv("KAIO_TUNE");
+  if (!v || !*v) return Mode::On;
+  const std::string s(v);
+  if (s == "off" || s == "0") return Mode::Off;
+  if (s == "on" || s == "1") return Mode::On;
+  if (s == "force") return Mode::Force;
+  jit::warn_once("KAIO_TUNE", "KAIO_TUNE='" + s + "' is not off, on or force; tuning is on");
+  return Mode::On;
+}
+
+const char* mode_name(Mode m) { return m == Mode::Off ? "off" : m == Mode::Force ? "force" : "on"; }
+
+uint32_t bucket(uint64_t n) {
+  if (n == 0) return 0;
+  uint64_t b = 1;
+  while (b < n) b <<= 1;
+  return static_cast<uint32_t>(std::min<uint64_t>(b, 1ull << 31));
+}
+
+const Device& device() {
+  static const Device d = [] {
+    Device r;
+    r.arch = jit::driver::default_arch();
+    if (jit::interpret_mode() || !jit::driver::available()) {  // keys made without a device (tools, tests)
+      r.name = jit::interpret_mode() ? "interpreter" : "no device";
+      return r;
+    }
+    const auto& api = jit::driver::api();
+    jit::driver::ensure_context();
+    CUdevice dev = 0;
+    jit::driver::check(api.device_get(&dev, 0), "cuDeviceGet");
+    char name[256] = {};
+    jit::driver::check(api.device_get_name(name, sizeof name, dev), "cuDeviceGetName");
+    r.name = name;
+    int v = 0;
+    jit::driver::check(api.device_get_attribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "cuDeviceGetAttribute");
+    r.sms = v;
+    jit::driver::check(api.device_get_attribute(&v, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev), "cuDeviceGetAttribute");
+    r.l2_bytes = uint64_t(v);
+    return r;
+  }();
+  return d;
+}
+
+std::optional<double> Record::runner_up_margin() const {
+  std::vector<double> t;
+  for (const auto& c : candidates)
+    if (c.status == "ok" && c.median_ms > 0) t.push_back(c.median_ms);
+  if (t.size() < 2) return std::nullopt;
+  std::sort(t.begin(), t.end());
+  return t[1] / t[0] - 1.0;
+}
+
+std::string encode(const Record& r) {
+  json cands = json::array();
+  for (const auto& c : r.candidates)
+    cands.push_back({{"name", c.name}, {"status", c.status}, {"median_ms", c.median_ms}, {"runs", c.runs}});
+  const std::string payload = json{{"key", r.key},
+                                   {"op", r.op},
+                                   {"winner", r.winner},
+                                   {"table_hash", r.table_hash},
+                                   {"created_unix", r.created_unix},
+                                   {"tune_seconds", r.tune_seconds},
+                                   {"candidates", cands}}
+                                  .dump();
+  std::string out(kMagic, sizeof kMagic);
+  put_u32(out, kTuningSchema);
+  put_u32(out, static_cast<uint32_t>(payload.size()));
+  out += payload;
+  const uint64_t h = XXH3_64bits(payload.data(), payload.size());
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((h >> (8 * i)) & 0xff));
+  return out;
+}
+
+std::optional<Record> decode(std::string_view b, std::string* why) {
+  auto fail = [&](const std::string& m) -> std::optional<Record> {
+    if (why) *why = m;
+    return std::nullopt;
+  };
+  if (b.size() < sizeof kMagic + 16 || b.substr(0, sizeof kMagic) != std::string_view(kMagic, sizeof kMagic))
+    return fail("not a tuning record (magic)");
+  const uint32_t schema = uint32_t(load_le(b.substr(8), 4)), n = uint32_t(load_le(b.substr(12), 4));
+  if (schema != kTuningSchema) return fail("tuning record schema " + std::to_string(schema) + ", expected " + std::to_string(kTuningSchema));
+  if (b.size() != 16 + uint64_t(n) + 8) return fail("tuning record has the wrong length");
+  const std::string_view payload = b.substr(16, n);
+  if (XXH3_64bits(payload.data(), payload.size()) != load_le(b.substr(16 + n), 8)) return fail("tuning record checksum mismatch");
+  try {
+    const json j = json::parse(payload);
+    Record r;
+    r.key = j.at("key");
+    r.op = j.at("op");
+    r.winner = j.at("winner");
+    r.table_hash = j.at("table_hash");
+    r.created_unix = j.at("created_unix");
+    r.tune_seconds = j.at("tune_seconds");
+    for (const auto& c : j.at("candidates"))
+      r.candidates.push_back({c.at("name"), c.at("status"), c.at("median_ms"), c.at("runs")});
+    return r;
+  } catch (const std::exception& e) {
+    return fail(std::string("tuning record payload: ") + e.what());
+  }
+}
+
+void set_timer(Timer t) {
+  std::lock_guard<std::mutex> g(timer_mutex());
+  injected_timer() = std::move(t);
+}
+
+Record tune(const std::string& key, const std::string& op, uint64_t table_hash, std::vector<Candidate> cands,
+            const Options& o) {
+  const auto t0 = Clock::now();
+  Timer timer;
+  {
+    std::lock_guard<std::mutex> g(timer_mutex());
+    timer = injected_timer() ? injected_timer() : Timer(event_timer);
+  }
+  Record r;
+  r.key = key;
+  r.op = op;
+  r.table_hash = table_hash;
+  r.created_unix = uint64_t(std::chrono::duration_cast<std::chrono::seconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count());
+  r.candidates.resize(cands.size());
+  for (size_t i = 0; i < cands.size(); ++i) r.candidates[i].name = cands[i].name;
+  auto skip = [&](size_t i, const std::string& why) {
+    r.candidates[i].status = first_line(why);
+    counters().failed.fetch_add(1, std::memory_order_relaxed);
+    jit::log().debug("tuner: {} skips {}: {}", key, cands[i].name, why);
+  };
+
+  // Compile in parallel: compiles dominate a cold tuning, and each is independent.
+  std::vector<std::future<void>> compiles;
+  for (auto& c : cands) compiles.push_back(std::async(std::launch::async, [&c] { if (c.prepare) c.prepare(); }));
+  std::vector<bool> ready(cands.size(), false);
+  for (size_t i = 0; i < cands.size(); ++i) {
+    try {
+      compiles[i].get();
+      ready[i] = true;
+    } catch (...) {
+      skip(i, "compile: " + what_of(std::current_exception()));
+    }
+  }
+
+  // The budget covers checking and timing. Compiles are not counted: they happen once per
+  // machine (the kernel cache keeps them, kaio-precompile does them ahead of time).
+  const auto t_budget = Clock::now();
+  // Run and check once each, in table order (the op's check keeps the first result it
+  // sees as the reference, so the most trusted candidate comes first).
+  for (size_t i = 0; i < cands.size(); ++i) {
+    if (!ready[i]) continue;
+    try {
+      cands[i].run();
+      if (cands[i].check) {
+        const std::string bad = cands[i].check();
+        if (!bad.empty()) {
+          ready[i] = false;
+          skip(i, "check: " + bad);
+        }
+      }
+    } catch (...) {
+      ready[i] = false;
+      skip(i, "launch: " + what_of(std::current_exception()));
+    }
+  }
+
+  // Time: warm-up, then enough runs for a stable median (at least min_runs) within the
+  // budget left per remaining candidate.
+  double best = 0;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    if (!ready[i]) continue;
+    const double left = o.budget_seconds - std::chrono::duration<double>(Clock::now() - t_budget).count();
+    if (left <= 0 && !r.winner.empty()) {  // at least one candidate is timed, so there is a winner
+      skip(i, "budget: the bucket's " + std::to_string(o.budget_seconds).substr(0, 4) + " s ran out");
+      continue;
+    }
+    try {
+      std::vector<double> warm = timer(cands[i].name, cands[i].run, std::max(o.warmup, 1u), o.stream);
+      size_t remaining = 0;
+      for (size_t j = i; j < cands.size(); ++j) remaining += ready[j];
+      const double per = std::max(left, 0.0) * 1000.0 / double(std::max<size_t>(remaining, 1));
+      const double one = std::max(*std::min_element(warm.begin(), warm.end()), 1e-6);
+      const uint32_t runs = std::clamp(uint32_t(per / one), o.min_runs, o.max_runs);
+      std::vector<double> ms = timer(cands[i].name, cands[i].run, runs, o.stream);
+      counters().timed_runs.fetch_add(ms.size(), std::memory_order_relaxed);
+      auto& c = r.candidates[i];
+      c.median_ms = median(ms);
+      c.runs = uint32_t(ms.size());
+      if (r.winner.empty() || c.median_ms < best) {
+        best = c.median_ms;
+        r.winner = c.name;
+      }
+    } catch (...) {
+      skip(i, "launch: " + what_of(std::current_exception()));
+    }
+  }
+  r.tune_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  counters().tunings.fetch_add(1, std::memory_order_relaxed);
+  jit::log().info("tuner: {} -> {} ({:.2f} s)", key, r.winner.empty() ? "none" : r.winner, r.tune_seconds);
+  return r;
+}
+
+// The directory is resolved on each call (the environment names it), not once per process.
+std::optional<Record> load(const std::string& key, uint64_t table_hash) {
+  if (cache_disabled()) return std::nullopt;
+  try {
+    auto s = jit::disk::store_for(cache::default_dir().string());
+    if (!s) return std::nullopt;
+    std::optional<Record> r;
+    std::string why;
+    s->visit(kDb, key, [&](std::string_view v) { r = decode(v, &why); });
+    if (!r && !why.empty()) jit::log().warn("tuner: ignoring the record of {}: {}", key, why);
+    if (r && (r->table_hash != table_hash || r->key != key)) return std::nullopt;  // tuned for another table
+    return r;
+  } catch (const std::exception& e) {
+    jit::warn_once("tuner-cache", std::string("tuning records cannot be read: ") + e.what());
+    return std::nullopt;
+  }
+}
+
+void store(const Record& r) {
+  if (cache_disabled()) return;
+  try {
+    if (auto s = jit::disk::store_for(cache::default_dir().string())) s->put(kDb, r.key, encode(r));
+  } catch (const std::exception& e) {
+    jit::warn_once("tuner-cache-write", std::string("tuning records cannot be written: ") + e.what());
+  }
+}
+
+Stats stats() {
+  const Counters& c = counters();
+  return {c.tunings.load(), c.timed_runs.load(), c.stored_hits.load(), c.memory_hits.load(), c.failed.load(), c.untuned.load()};
+}
+
+void reset_stats() {
+  Counters& c = counters();
+  c.tunings = 0;
+  c.timed_runs = 0;
+  c.stored_hits = 0;
+  c.memory_hits = 0;
+  c.failed = 0;
+  c.untuned = 0;
+}
+
+namespace detail {
+void count_memory_hit() { counters().memory_hits.fetch_add(1, std::memory_order_relaxed); }
+void count_stored_hit() { counters().stored_hits.fetch_add(1, std::memory_order_relaxed); }
+void count_untuned() { counters().untuned.fetch_add(1, std::memory_order_relaxed); }
+}  // namespace detail
+
+}  // namespace kaio::tuner
