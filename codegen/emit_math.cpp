@@ -56,7 +56,13 @@ struct F32Math {
     err = fma(x, l2e_lo, err);                            // + x * (log2(e) - l2e)
     std::string p = op1("ex2.approx.f32", t);
     std::string c = op2("mul.rn.f32", err, ln2);          // 2^err ~ 1 + err*ln2
-    return fma(p, c, p);
+    std::string r = fma(p, c, p);
+    // x = -inf or +inf makes err NaN (inf - inf), and an overflowing t makes p * c - inf + inf:
+    // then 2^t itself (0, inf, or NaN for NaN) is the answer.
+    std::string nan = e.fresh(RegClass::Pred), out = tmp();
+    e.ins("testp.notanumber.f32 " + nan + ", " + r);
+    e.ins("selp.f32 " + out + ", " + p + ", " + r + ", " + nan);
+    return out;
   }
 
   std::string log(const std::string& x) {

@@ -35,6 +35,9 @@ class DeviceBackend final : public Backend {
   void fill(uint64_t dst, uint8_t byte, size_t bytes) override {
     driver::ensure_context();
     driver::check(driver::api().memset_d8(dst, byte, bytes), "cuMemsetD8");
+    // cuMemsetD8 may return before the bytes are set, and kaio's streams do not wait for the
+    // default stream: finish here, so that work on any stream sees the filled buffer.
+    driver::check(driver::api().stream_synchronize(nullptr), "cuStreamSynchronize");
   }
 
   // Slow path of every kernel's first launch; serialized per kernel by device_mutex.

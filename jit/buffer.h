@@ -68,7 +68,8 @@ class DeviceBuffer {
     detail::copy_to_host(out.data(), ptr_, bytes());
     return out;
   }
-  // Sets every byte (e.g. 0xFF to poison an output before a run).
+  // Sets every byte (e.g. 0xFF to poison an output before a run); done when it returns, so
+  // work on any stream sees it.
   void fill_bytes(uint8_t byte) { detail::fill_device_bytes(ptr_, byte, bytes()); }
 
  private:

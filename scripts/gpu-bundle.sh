@@ -5,9 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${KAIO_BUILD_DIR:-build}"
 rm -rf .carry && mkdir -p .carry/build/{tests,tools,bench,examples}
-cp "$BUILD"/tests/kaio_tests "$BUILD"/tests/kaio_test_child "$BUILD"/tests/kaio_cache_child .carry/build/tests/
+cp "$BUILD"/tests/kaio_tests "$BUILD"/tests/kaio_test_child "$BUILD"/tests/kaio_cache_child "$BUILD"/tests/kaio_tune_child .carry/build/tests/
 cp "$BUILD"/tools/kaio-cache "$BUILD"/tools/kaio-precompile .carry/build/tools/
-for b in jit_latency family build_scale ops matmul; do
+for b in jit_latency family build_scale ops ops_rows matmul tune; do
   if [ -x "$BUILD/bench/$b" ]; then cp "$BUILD/bench/$b" .carry/build/bench/; fi
 done
 for f in bench/*.py; do [ -e "$f" ] && cp "$f" .carry/build/bench/; done

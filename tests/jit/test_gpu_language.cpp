@@ -428,6 +428,51 @@ TEST_CASE("math functions within their stated bounds", "[gpu][lang]") {
   CHECK(worst[9] <= 3 * 1.2e-7);     // exp2 (2 ulp) + log2 (2^-22 absolute)
 }
 
+// Infinities, NaN, overflow and underflow: exp's two-part argument once turned exp(-inf)
+// into NaN (inf - inf), which poisoned every softmax row with a masked (-inf) prefix and
+// every team member holding no element.
+TEST_CASE("exp, tanh and erf at infinities, NaN and the ends of the range", "[gpu][lang]") {
+  ir::KernelBuilder b("math_special");
+  auto in = b.param<const float*>("in");
+  auto out = b.param<float*>("out");
+  auto n = b.param<uint32_t>("n");
+  ir::Value i = b.global_id_x();
+  b.if_(i < n, [&] {
+    ir::Value x = in[i];
+    ir::Value o = i * 3u;
+    out[o] = ir::exp(x);
+    out[o + 1u] = ir::tanh(x);
+    out[o + 2u] = ir::erf(x);
+  });
+  jit::CompiledKernel ck = jit::compile(b.build());
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {-inf, inf, std::nanf(""), -1e30f, 1e30f, -200.0f, -104.0f, -103.0f, -87.5f, 80.0f,
+                          88.5f, 88.75f, 89.0f, 100.0f, -50.0f, 50.0f, -45.0f, 45.0f, -9.0f, 9.0f, 0.0f, -0.0f};
+  const uint32_t N = static_cast<uint32_t>(x.size());
+  DeviceBuffer<float> din(x), dout(N * 3);
+  dout.fill_bytes(0x7F);
+  ck.launch({.grid = {1}, .block = {64}}, din, dout, N);
+  auto got = dout.to_host();
+  for (uint32_t k = 0; k < N; ++k) {
+    const double v = x[k];
+    const double ref[3] = {std::exp(v), std::tanh(v), std::erf(v)};
+    for (int f = 0; f < 3; ++f) {
+      const double g = got[k * 3 + f];
+      INFO("f" << f << "(" << v << ") = " << g << ", want " << ref[f]);
+      if (std::isnan(ref[f])) {
+        CHECK(std::isnan(g));
+      } else if (std::isinf(ref[f]) || ref[f] > std::numeric_limits<float>::max()) {
+        CHECK(g == inf);
+      } else {
+        // exp, tanh: 4 ulp relative (and below the smallest normal, 2 subnormal steps);
+        // erf: 4e-7 absolute
+        const double bound = f == 2 ? 4e-7 : 4 * 1.2e-7 * std::fabs(ref[f]) + 3e-45;
+        CHECK(std::fabs(g - ref[f]) <= bound);
+      }
+    }
+  }
+}
+
 TEST_CASE("packed f16x2 and bf16x2 arithmetic and f16x2 atomics", "[gpu][lang]") {
   auto build = [](bool bf) {
     ir::Scalar ps = bf ? ir::Scalar::BF16x2 : ir::Scalar::F16x2;
