@@ -140,7 +140,8 @@ int main(int argc, char** argv) {
     const jit::detail::Arg raw_args[] = {make_arg(a), make_arg(b), make_arg(c), make_arg(rp.m), make_arg(rp.n),
                                          make_arg(rp.k), make_arg(rp.lda), make_arg(rp.ldb), make_arg(rp.ldc),
                                          make_arg(rp.alpha), make_arg(rp.beta), make_arg(rp.stride_a),
-                                         make_arg(rp.stride_b), make_arg(rp.stride_c)};
+                                         make_arg(rp.stride_b), make_arg(rp.stride_c), make_arg(rp.split_k),
+                                         make_arg(ops::matmul_k_chunk(rp))};
     const jit::LaunchConfig raw_lc = ops::matmul_launch_config(v, rp, &stream);
     double best_auto = 1e30, best_direct = 1e30, best_raw = 1e30;
     for (int rep = 0; rep < 5; ++rep) {
