@@ -87,7 +87,14 @@ TEST_CASE("a tuned matmul choice persists: the next process does zero timed runs
   }
   SECTION("KAIO_TUNE=off takes the first variant that can serve, untimed") {
     auto off = child(dir, {"--fastest", "simt_32x32x8_2x2"}, {{"KAIO_TUNE", "off"}});
-    CHECK(off["variant"] == kaio::ops::matmul_variants()[0].name);
+    // The child's problem: 5 x 7 x 9 f32, packed, row-major (simulated sm_90).
+    std::string first;
+    for (const auto& v : kaio::ops::matmul_variants())
+      if (v.can_implement(kaio::ops::matmul_resolved({.m = 5, .n = 7, .k = 9}), 90)) {
+        first = v.name;
+        break;
+      }
+    CHECK(off["variant"] == first);
     CHECK(off["timed_runs"] == "0");
     CHECK(off["stored_hits"] == "0");
   }
@@ -145,7 +152,8 @@ TEST_CASE("kaio-cache tune ls shows the winner and the runner-up margin", "[tune
   child(dir, {"--fastest", "simt_32x32x8_2x2"});
   const auto r = kaio::test::run_command("'" + kaio::test::cache_tool_exe() + "' --cache-dir '" + dir.str() + "' tune ls");
   REQUIRE(r.status == 0);
-  // Fake times: the fastest 1 ms, then 2 ms (simt_128x128x8_8x8, first in the table): +100%.
+  // Fake times: the fastest 1 ms, then 2 ms for the first other candidate timed
+  // (simt_128x128x8_8x8, the first in the table that can serve 5 x 7 x 9): +100%.
   CHECK_THAT(r.out, Contains("WINNER") && Contains("RUNNER-UP") && Contains("simt_32x32x8_2x2") &&
                         Contains("simt_128x128x8_8x8") && Contains("+100.0%") && Contains("1 tuning entries"));
   const auto j = nlohmann::json::parse(
