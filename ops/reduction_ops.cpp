@@ -48,17 +48,19 @@ struct Scratch {
 };
 
 Scratch scratch_for(const jit::Stream* stream) {
+  // Never destroyed (launches may still use it at exit); reachable through this static.
   static std::mutex m;
-  static auto* map = new std::unordered_map<const void*, Scratch>;
+  static auto* map = new std::unordered_map<const void*, jit::DeviceBuffer<uint32_t>>;
   const void* key = stream ? stream->handle() : nullptr;
   std::lock_guard<std::mutex> g(m);
   auto it = map->find(key);
-  if (it != map->end()) return it->second;
-  auto* buf = new jit::DeviceBuffer<uint32_t>(kReduceMaxBlocks + 32);  // partials, then the counter (own 128 bytes)
-  buf->fill_bytes(0);
-  Scratch s{buf->device_address(), buf->device_address() + kReduceMaxBlocks * 4};
-  map->emplace(key, s);
-  return s;
+  if (it == map->end()) {
+    // partials, then the counter (in its own 128 bytes)
+    it = map->emplace(key, jit::DeviceBuffer<uint32_t>(kReduceMaxBlocks + 32)).first;
+    it->second.fill_bytes(0);
+  }
+  const uint64_t base = it->second.device_address();
+  return Scratch{base, base + kReduceMaxBlocks * 4};
 }
 
 void check_shape(const char* op, uint32_t rows, uint32_t cols, uint64_t ld) {
