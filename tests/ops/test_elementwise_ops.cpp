@@ -266,7 +266,7 @@ TEST_CASE("elementwise ops: bad input is a UsageError naming the op and the argu
 
 TEST_CASE("elementwise ops at 8192x8192 and the decode shapes (device only)", "[gpu][ops][elementwise][large]") {
   if (!on_device()) {
-    SUCCEED("interpreted: the large shapes run on a device only");
+    WARN("interpreted: the large shapes run on a device only (skipped)");
     return;
   }
   for (size_t n : {size_t(8192) * 8192, size_t(4096), size_t(16) * 4096, size_t(128) * 4096}) {

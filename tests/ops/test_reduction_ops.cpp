@@ -187,7 +187,7 @@ TEMPLATE_TEST_CASE("whole-array reductions against float64, bit-identical across
 
 TEST_CASE("reductions at 8192x8192 and the decode shapes (device only)", "[gpu][ops][reduction][large]") {
   if (!on_device()) {
-    SUCCEED("interpreted: the large shapes run on a device only");
+    WARN("interpreted: the large shapes run on a device only (skipped)");
     return;
   }
   for (Shape s : {Shape{8192, 8192, 8192, 0}, Shape{1, 4096, 4096, 0}, Shape{16, 4096, 4096, 0},
