@@ -58,9 +58,13 @@ void emit_wgmma(Emitter& e, const ir::Inst& i) {
   d += "}";
   std::string scale_d = e.fresh(RegClass::Pred);  // 1: D = A*B + D
   e.ins("setp.ne.b32 " + scale_d + ", 1, 0");
+  const std::string n = std::to_string(i.attr.shape), da = e.reg(i.args[nacc]), db = e.reg(i.args[nacc + 1]);
+  if (i.attr.elem == ir::Scalar::F32)  // tf32: K = 8, both operands K-major (no transpose operands)
+    return e.ins("wgmma.mma_async.sync.aligned.m64n" + n + "k8.f32.tf32.tf32 " + d + ", " + da + ", " + db + ", " + scale_d +
+                 ", 1, 1");
   const char* t = i.attr.elem == ir::Scalar::BF16 ? "bf16" : "f16";
-  e.ins("wgmma.mma_async.sync.aligned.m64n" + std::to_string(i.attr.shape) + "k16.f32." + t + "." + t + " " + d + ", " +
-        e.reg(i.args[nacc]) + ", " + e.reg(i.args[nacc + 1]) + ", " + scale_d + ", 1, 1, 0, 0");
+  e.ins("wgmma.mma_async.sync.aligned.m64n" + n + "k16.f32." + t + "." + t + " " + d + ", " + da + ", " + db + ", " +
+        scale_d + ", 1, 1, " + std::to_string(i.attr.trans & 1) + ", " + std::to_string((i.attr.trans >> 1) & 1));
 }
 
 // The mbarrier's shared-window address (a u32) for ptr<shared u64>[index].

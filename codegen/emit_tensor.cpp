@@ -1,5 +1,5 @@
 // Warp-level tensor cores and asynchronous copies (sm_80): mma.sync, ldmatrix, cp.async
-// and its groups. The mma accumulators are the register array's variables (D and C are the
+// and its groups; the tensor memory accelerator's loads (sm_90). The mma accumulators are the register array's variables (D and C are the
 // same registers, updated in place); the instruction text comes from the shape's
 // descriptor (ir/mma_layout.h).
 #include "kaio/codegen/emitter.h"
@@ -58,6 +58,17 @@ void emit_cp_async(Emitter& e, const ir::Inst& i) {
         std::to_string(i.attr.count) + tail);
 }
 
+// The TMA load: one thread copies the box; its bytes complete the mbarrier's transaction
+// count. The tensor map operand is the parameter's generic address.
+void emit_tma_load(Emitter& e, const ir::Inst& i) {
+  std::string dst = element_address(e, i.args[0], i.args[1]);
+  std::string bar = element_address(e, i.args[3], i.args[4]);
+  std::string coords;
+  for (size_t k = 5; k < i.args.size(); ++k) coords += (k > 5 ? ", " : "") + e.reg(i.args[k]);
+  e.ins("cp.async.bulk.tensor." + std::to_string(i.attr.count) + "d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [" +
+        dst + "], [" + e.reg(i.args[2]) + ", {" + coords + "}], [" + bar + "]");
+}
+
 }  // namespace
 
 void emit_tensor(Emitter& e, const ir::Inst& i) {
@@ -67,6 +78,7 @@ void emit_tensor(Emitter& e, const ir::Inst& i) {
     case Op::CpAsync: return emit_cp_async(e, i);
     case Op::CpAsyncCommit: return e.ins("cp.async.commit_group");
     case Op::CpAsyncWait: return e.ins("cp.async.wait_group " + std::to_string(i.attr.count));
+    case Op::TmaLoad: return emit_tma_load(e, i);
     default: e.no_emitter(i);
   }
 }

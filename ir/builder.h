@@ -280,11 +280,38 @@ class KernelBuilder {
     mbarrier_wait(bar, make_operand(index), make_operand(parity));
   }
   void mbarrier_wait(Value bar, const AnyOperand& index, const AnyOperand& parity);
-  // Warpgroup MMA (sm_90a): acc (N/2 f32 registers) += A (64x16) * B (16xN), A and B in
-  // shared memory described by u64 matrix descriptors, `in` f16 or bf16. Asynchronous: acc
-  // may not be touched until wgmma_wait_group covers the committed group.
+  // Warpgroup MMA (sm_90a): acc (N/2 f32 registers) += A (64xK) * B (KxN), A and B in
+  // shared memory described by u64 matrix descriptors (wgmma_descriptor). `in` f16 or bf16
+  // (K = 16; each operand K-major, or MN-major when a_mn_major / b_mn_major) or f32 as tf32
+  // (K = 8, both K-major). Asynchronous: acc may not be touched until wgmma_wait_group
+  // covers the committed group.
   void wgmma_fence();
-  void wgmma(const RegArray& acc, Value desc_a, Value desc_b, Scalar in);
+  void wgmma(const RegArray& acc, Value desc_a, Value desc_b, Scalar in, bool a_mn_major = false, bool b_mn_major = false);
+  // The wgmma matrix descriptor (u64) of the operand tile that starts at ptr[index] in
+  // shared memory: start address, leading and stride byte offsets (multiples of 16 below
+  // 256 KiB) and the swizzle mode the tile was written with (TMA's swizzle of the same
+  // width). A swizzled tile must start on its swizzle's repeat (1024 bytes for 128-byte
+  // swizzling): the dynamic shared array must be declared with that alignment.
+  template <Operand I>
+  Value wgmma_descriptor(Value ptr, const I& index, WgmmaSwizzle swizzle, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+    return wgmma_descriptor(ptr, make_operand(index), swizzle, lbo_bytes, sbo_bytes);
+  }
+  Value wgmma_descriptor(Value ptr, const AnyOperand& index, WgmmaSwizzle swizzle, uint32_t lbo_bytes, uint32_t sbo_bytes);
+
+  // ---- the tensor memory accelerator (sm_90) ----
+  // A 128-byte, 64-aligned by-value parameter holding a CUtensorMap (jit::TensorMap).
+  Value tensor_map_param(const std::string& name);
+  // cp.async.bulk.tensor: the box at `coords` (innermost first, s32 or u32, one per
+  // dimension of the map, 1..5) of the tensor `map` describes is copied into shared memory
+  // at dst[dst_index] (128-byte aligned), and its bytes complete the transaction count of
+  // mbarrier bar[bar_index] (announce them with mbarrier_arrive_expect_tx). Elements outside
+  // the tensor arrive as zeros. Issued by one thread.
+  template <Operand DI, Operand BI>
+  void tma_load(Value dst, const DI& dst_index, Value map, const std::vector<Value>& coords, Value bar, const BI& bar_index) {
+    tma_load(dst, make_operand(dst_index), map, coords, bar, make_operand(bar_index));
+  }
+  void tma_load(Value dst, const AnyOperand& dst_index, Value map, const std::vector<Value>& coords, Value bar,
+                const AnyOperand& bar_index);
   void wgmma_commit_group();
   void wgmma_wait_group(uint32_t pending);
   void fence(FenceScope scope = FenceScope::Gpu);  // orders this thread's memory accesses

@@ -146,27 +146,6 @@ void KernelBuilder::wgmma_fence() {
   emit(Op::WgmmaFence, Type{}, {}, {}, false);
 }
 
-void KernelBuilder::wgmma(const RegArray& acc, Value desc_a, Value desc_b, Scalar in) {
-  ensure_open("wgmma");
-  check(desc_a, "wgmma");
-  check(desc_b, "wgmma");
-  const uint32_t n = static_cast<uint32_t>(acc.size()) * 2;
-  if (!(acc.type() == Type::scalar(Scalar::F32)) || n < 8 || n > 256 || n % 8)
-    fail("wgmma", "the accumulator is an f32 register array of N/2 values for m64nNk16, N in 8..256 in steps of 8; got " +
-                      std::to_string(acc.size()) + " values of " + acc.type().str());
-  if (in != Scalar::F16 && in != Scalar::BF16) fail("wgmma", std::string("A and B are f16 or bf16, not ") + scalar_name(in));
-  for (Value d : {desc_a, desc_b})
-    if (!(d.type() == Type::scalar(Scalar::U64))) fail("wgmma", "matrix descriptors are u64, got " + d.type().str());
-  Inst inst;
-  inst.op = Op::WgmmaMma;
-  inst.attr.shape = static_cast<uint16_t>(n);
-  inst.attr.elem = in;
-  for (uint32_t k = 0; k < acc.size(); ++k) inst.args.push_back(acc.first_id() + k);
-  inst.args.push_back(desc_a.id());
-  inst.args.push_back(desc_b.id());
-  current()->insts.push_back(std::move(inst));
-}
-
 void KernelBuilder::wgmma_commit_group() {
   ensure_open("wgmma_commit_group");
   emit(Op::WgmmaCommit, Type{}, {}, {}, false);

@@ -199,6 +199,9 @@ class Kernel {
     uint32_t max_threads = 0;     // launch bounds: .maxntid (0: none)
     uint32_t min_blocks = 0;      // launch bounds: .minnctapersm (0: none)
     bool fast_math = false;       // .approx forms for div, sqrt, rcp, exp, log, sin, cos, tanh
+    // Uses arch-specific instructions (wgmma, setmaxnreg): compiled for sm_90a, never plain
+    // sm_90 (set by build() from the verifier; follows from the instructions, so not encoded).
+    bool arch_specific = false;
     std::vector<std::string> comments;  // b.comment() texts (not part of the key)
     std::vector<SpecConstant> specs;
     std::vector<ValueInfo> values;
@@ -223,6 +226,7 @@ class Kernel {
   const std::vector<ValueInfo>& values() const { return d_->values; }
   const Block& body() const { return d_->body; }
   const std::string& canonical() const { return d_->canonical; }
+  bool arch_specific() const { return d_->arch_specific; }
   const Hash128& hash() const { return d_->hash; }
 
   std::string print() const;  // canonical text form
@@ -232,7 +236,10 @@ class Kernel {
 };
 
 // Implemented in verifier.cpp / encode.cpp / printer.cpp.
-void verify(const Kernel::Data& k);  // throws UsageError
+struct VerifyResult {
+  bool arch_specific = false;  // uses sm_90a-only instructions (Kernel::Data::arch_specific)
+};
+VerifyResult verify(const Kernel::Data& k);  // throws UsageError
 std::string encode(const Kernel::Data& k);
 Hash128 hash_bytes(const void* data, size_t size);
 std::string print(const Kernel::Data& k);

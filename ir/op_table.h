@@ -34,6 +34,7 @@ enum class OpRule : uint8_t {
   MmaSync,     // accumulator variables (in and out), then the A and B fragment registers (mma_layout.h)
   Ldmatrix,    // ptr<shared T>, index -> 1, 2 or 4 b32 fragment registers
   CpAsync,     // ptr<shared T> (mutable), index, ptr<global T>, index [, u32 source bytes]
+  TmaLoad,     // ptr<shared T> (mutable), index, tensor map (ptr<param u8>), ptr<shared u64> mbarrier, index, attr.count coordinates (s32)
   VarDecl,     // init : T -> nresults variables of T (a register array when nresults > 1)
   VarRead,     // var -> T
   VarWrite,    // var, value
@@ -95,7 +96,7 @@ enum : uint32_t {
   Saturate = 1 << 4,  // Cast
   High = 1 << 5,      // Unpack: the high half
   Hint = 1 << 6,      // Load/Store: the cache hint
-  Count = 1 << 7,     // SharedAlloc: elements
+  Count = 1 << 7,     // SharedAlloc: elements; TmaLoad: the tensor's rank
   Align = 1 << 8,     // SharedAlloc, DynamicShared: byte alignment
   Atomic = 1 << 9,    // AtomicRmw: the operation
   Id = 1 << 10,       // Barrier: the barrier number (0..15)
@@ -112,7 +113,7 @@ enum : uint32_t {
   Shape = 1 << 21,    // tensor-core ops: the instruction shape's N
   Elem = 1 << 22,     // tensor-core ops: the A/B element type
   Mma = 1 << 23,      // MmaSync: the instruction shape and types (MmaKind, mma_layout.h)
-  Trans = 1 << 24,    // Ldmatrix: .trans (the 8x8 matrices are transposed)
+  Trans = 1 << 24,    // Ldmatrix: .trans (1); wgmma: bit 0 A, bit 1 B are MN-major (transposed)
 };
 }  // namespace Attr
 
@@ -144,6 +145,10 @@ struct OpDef {
 };
 
 const OpDef& op_def(Op op);  // every Op has one (the enum is made from the same table)
+// Instructions that exist only on the arch-specific target (sm_90a), not on sm_90 or later.
+inline bool is_arch_specific(Op op) {
+  return op == Op::WgmmaFence || op == Op::WgmmaMma || op == Op::WgmmaCommit || op == Op::WgmmaWait || op == Op::SetMaxNReg;
+}
 const char* op_name(Op op);
 
 enum class SpecialReg : uint8_t {
@@ -159,6 +164,9 @@ enum class Rounding : uint8_t { Default, Rn, Rz, Rm, Rp };
 // The mma.sync instruction shapes kaio has (their fragment layouts are in mma_layout.h):
 // m16n8k16 f16 / bf16 -> f32, m16n8k8 tf32 -> f32, m16n8k32 s8 -> s32.
 enum class MmaKind : uint8_t { F16, BF16, TF32, S8 };
+// The shared-memory swizzle a wgmma descriptor describes (the values are the descriptor's
+// bits 62-63).
+enum class WgmmaSwizzle : uint8_t { None = 0, B128 = 1, B64 = 2, B32 = 3 };
 
 inline constexpr uint32_t kNoValue = 0xffffffffu;
 
@@ -191,7 +199,7 @@ struct Attrs {
   bool high = false;
   bool increase = false;
   bool has_else = false;
-  bool trans = false;
+  uint8_t trans = 0;  // Ldmatrix: 1 = .trans; WgmmaMma: bit 0 A, bit 1 B are MN-major
 };
 
 }  // namespace kaio::ir

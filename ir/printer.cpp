@@ -97,7 +97,10 @@ struct Printer {
     if (m & Attr::Increase) s += a.increase ? ".inc" : ".dec";
     if (m & Attr::Shfl) s += std::string(".") + shfls[static_cast<int>(a.shfl)];
     if (m & Attr::Vote) s += std::string(".") + votes[static_cast<int>(a.vote)];
-    if ((m & Attr::Trans) && a.trans) s += ".trans";
+    if ((m & Attr::Trans) && a.trans) {
+      if (!(m & Attr::Shape)) s += ".trans";  // ldmatrix
+      else s += std::string((a.trans & 1) ? ".a_mn" : "") + ((a.trans & 2) ? ".b_mn" : "");  // wgmma operand majors
+    }
     return s;
   }
 
@@ -108,7 +111,7 @@ struct Printer {
     if (m & Attr::Bits) s += " " + format_constant(i.type, a.bits);
     if (m & Attr::Sreg) s += std::string(" ") + sreg_name(a.sreg);
     if (m & Attr::Count) s += " " + std::to_string(a.count);
-    if (m & Attr::Shape) s += " m64n" + std::to_string(a.shape) + "k16";
+    if (m & Attr::Shape) s += " m64n" + std::to_string(a.shape) + (a.elem == Scalar::F32 ? "k8" : "k16");
     if (m & Attr::Elem) s += std::string(" ") + scalar_name(a.elem);
     if (m & Attr::Mma) s += std::string(" ") + mma_shape(a.mma).name;
     return s;

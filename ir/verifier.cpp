@@ -19,6 +19,7 @@ struct Verifier {
   std::vector<uint8_t> visible;
   bool any_sync = false;   // a barrier or warpgroup instruction: the divergence check applies
   bool any_async = false;  // an asynchronous op: the async-register rule applies
+  bool arch_specific = false;  // an sm_90a-only instruction (wgmma, setmaxnreg)
 
   // The failure paths are out of line and cold, so that the checks on the hot path (every
   // operand of every instruction) inline to a few compares.
@@ -85,6 +86,7 @@ struct Verifier {
     const bool has_result = i.result != kNoValue;
     any_sync |= d.has(Effect::Collective) || d.has(Effect::WarpCollective);
     any_async |= d.has(Effect::AsyncIssue);
+    arch_specific |= is_arch_specific(i.op);
     if (has_result && i.nresults == 0) fail(i, "a result with no values");
     switch (d.rule) {
       case OpRule::Leaf:
@@ -195,6 +197,9 @@ struct Verifier {
           if (!(use(i, i.args[a], true) == Type::scalar(Scalar::F32))) fail(i, "the accumulator is f32 variables");
         for (size_t a = nacc; a < nacc + 2; ++a)
           if (!(arg(i, a) == Type::scalar(Scalar::U64))) fail(i, "the A and B descriptors are u64");
+        if (i.attr.elem != Scalar::F16 && i.attr.elem != Scalar::BF16 && i.attr.elem != Scalar::F32)
+          fail(i, "A and B are f16, bf16 or f32 (tf32)");
+        if (i.attr.trans > 3 || (i.attr.elem == Scalar::F32 && i.attr.trans)) fail(i, "tf32 operands are K-major only");
         results(i, false);
         break;
       }
@@ -238,6 +243,25 @@ struct Verifier {
         if ((n != 4 && n != 8 && n != 16) || n % scalar_bytes(d.elem) || (i.attr.hint == CacheHint::Global && n != 16) ||
             (i.attr.hint != CacheHint::Default && i.attr.hint != CacheHint::Global))
           fail(i, "copies 4, 8 or 16 bytes (.cg: 16)");
+        results(i, false);
+        break;
+      }
+      case OpRule::TmaLoad: {
+        const size_t rank = i.attr.count;
+        if (rank < 1 || rank > 5) fail(i, "a tensor has 1 to 5 dimensions");
+        arity(i, 5 + rank, 5 + rank);
+        Type d = pointer(i, true);
+        if (!d.is_shared_ptr()) fail(i, "copies into shared memory");
+        if (!arg(i, 1).is_int()) fail(i, "the destination index is an integer");
+        Type m = arg(i, 2);
+        if (!m.ptr || m.space != Space::Param || m.elem != Scalar::U8) fail(i, "reads a tensor map parameter, got " + m.str());
+        Type bar = arg(i, 3);
+        if (!bar.is_shared_ptr() || bar.elem != Scalar::U64 || !arg(i, 4).is_int())
+          fail(i, "completes an mbarrier: a u64 in shared memory");
+        for (size_t a = 5; a < 5 + rank; ++a) {
+          Type c = arg(i, a);
+          if (!c.is_int() || scalar_bytes(c.elem) != 4) fail(i, "coordinates are s32 or u32");
+        }
         results(i, false);
         break;
       }
@@ -305,12 +329,13 @@ struct Verifier {
 void check_barriers(const Kernel::Data& k);     // divergence.cpp
 void check_async_regs(const Kernel::Data& k);   // async_regs.cpp
 
-void verify(const Kernel::Data& k) {
+VerifyResult verify(const Kernel::Data& k) {
   Verifier v{k, std::vector<uint8_t>(k.values.size(), 0)};
   v.block(k.body);
   // Both passes only reject at barriers / async ops: a kernel without them skips them.
   if (v.any_sync) check_barriers(k);
   if (v.any_async) check_async_regs(k);
+  return {v.arch_specific};
 }
 
 }  // namespace kaio::ir

@@ -214,8 +214,24 @@ Key cache_key(const ir::Kernel& k, const std::string& arch) {
   return Key{ir::hash_bytes(in.data(), in.size())};
 }
 
-CompiledKernel compile(const ir::Kernel& k, const CompileOptions& o) {
+namespace {
+// A kernel with arch-specific instructions (wgmma, setmaxnreg) exists only as sm_90a: on
+// an sm_90 device it compiles for sm_90a by itself; asking for another target explicitly
+// is a UsageError that names the instructions' requirement.
+std::string arch_for(const ir::Kernel& k, const CompileOptions& o) {
   const std::string& arch = o.arch.empty() ? detail::backend().default_arch() : o.arch;
+  if (!k.arch_specific()) return arch;
+  const codegen::ArchInfo a = codegen::parse_arch(arch);
+  if (a.sm == 90 && a.suffix == 'a') return arch;
+  if (a.sm == 90 && a.suffix == '\0' && o.arch.empty()) return arch + "a";
+  throw UsageError(k.name(), "compile",
+                   "the kernel uses sm_90a-only instructions (wgmma, setmaxnreg): it compiles for sm_90a only, not " + arch +
+                       (o.arch.empty() ? " (the current device)" : ""));
+}
+}  // namespace
+
+CompiledKernel compile(const ir::Kernel& k, const CompileOptions& o) {
+  const std::string arch = arch_for(k, o);
   Key key = cache_key(k, arch);
   MemoryCache& mc = memory();
 

@@ -12,6 +12,10 @@
 //             MmaAsync  as Mma, the tiles brought in by cp.async through a ring of 2-4
 //                   shared stages (needs 16-byte aligned rows: leading dimensions and
 //                   batch strides multiples of 8 elements, 16-byte aligned pointers)
+//             Wgmma  Hopper (sm_90a, an sm_90 device): a TMA producer warpgroup and BM / 64
+//                   wgmma consumer warpgroups of 64 x BN, STAGES-deep mbarrier ring; f16 /
+//                   bf16 (either layout) or tf32 (A row-major, B column-major); rows
+//                   16-byte aligned as for MmaAsync (matmul_wgmma.cpp)
 //   problem   m, n, k; the input type (f32 for Simt; f16 / bf16 for Mma) and the output type
 //             (f32; f16 / bf16 too for Mma, rounded once); layouts; lda / ldb / ldc (0:
 //             packed); batch and element strides between batches (0: packed)
@@ -49,15 +53,16 @@ struct MatmulProblem {
                             // added into C atomically (f32 output; for small m x n with a large k)
 };
 
-enum class MatmulEngine : uint8_t { Simt, SimtDb, Mma, MmaAsync };
+enum class MatmulEngine : uint8_t { Simt, SimtDb, Mma, MmaAsync, Wgmma };
 
 // One row of the variant table.
 struct MatmulVariant {
   const char* name;
   MatmulEngine engine;
   uint32_t bm, bn, bk;  // the block tile
-  uint32_t tm, tn;      // Simt: accumulators per thread (TM x TN); Mma*: the warp tile (TM x TN)
-  uint32_t stages = 1;  // MmaAsync: shared-memory stages of the cp.async pipeline (2..4)
+  uint32_t tm, tn;      // Simt: accumulators per thread (TM x TN); Mma*: the warp tile (TM x TN);
+                        // Wgmma: a consumer warpgroup's tile (64 x BN)
+  uint32_t stages = 1;  // MmaAsync: shared-memory stages of the cp.async pipeline (2..4); Wgmma: 2..8
   uint32_t threads() const;
   // Whether the variant serves the problem on sm_<sm>; if not, *why says what is missing.
   bool can_implement(const MatmulProblem& p, int sm, std::string* why = nullptr) const;
@@ -105,5 +110,20 @@ ir::Kernel build_matmul_mma(const MatmulVariant& v, const MatmulConfig& c);
 ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c);
 // The dynamic shared memory a MmaAsync kernel needs (its stages of A and B).
 uint32_t matmul_async_shared_bytes(const MatmulVariant& v, ir::Scalar in, MatLayout a, MatLayout b);
+
+// The Wgmma engine (matmul_wgmma.cpp). Its kernels take TMA tensor maps instead of the A
+// and B pointers: params map A, map B, Out* C, u32 m, n, k, ldc, f32 alpha, beta, u64
+// stride_c, u32 splits, k_chunk, tiles_n, tiles_m; grid (tiles_m * tiles_n, 1, batch *
+// splits). Each map is 3-D (contiguous dimension, the other one, batch) with 128-byte
+// swizzling and the box below.
+ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c);
+uint32_t matmul_wgmma_bk(ir::Scalar in);  // the k of a stage: 128 bytes of elements
+uint32_t matmul_wgmma_stage_bytes(const MatmulVariant& v);
+uint32_t matmul_wgmma_shared_bytes(const MatmulVariant& v);
+struct MatmulTmaBox {
+  uint32_t inner, outer;  // box dimensions: contiguous elements (128 bytes), rows
+  uint32_t count;         // boxes side by side along the contiguous dimension per stage
+};
+MatmulTmaBox matmul_wgmma_box(const MatmulVariant& v, ir::Scalar in, bool a, bool k_major);
 
 }  // namespace kaio::ops

@@ -6,6 +6,7 @@
 #include "kaio/codegen/ptx.h"
 #include "kaio/ir/builder.h"
 #include "kaio/jit/backend.h"
+#include "kaio/jit/tensor_map.h"
 #include "kaio/ops/matmul.h"
 
 namespace kaio::ops {
@@ -26,6 +27,10 @@ constexpr MatmulVariant kVariants[] = {
     {"mma_cp_128x128x32_w64x64_s4", MatmulEngine::MmaAsync, 128, 128, 32, 64, 64, 4},
     {"mma_cp_128x64x32_w64x32_s3", MatmulEngine::MmaAsync, 128, 64, 32, 64, 32, 3},
     {"mma_cp_64x64x32_w32x32_s4", MatmulEngine::MmaAsync, 64, 64, 32, 32, 32, 4},
+    // Hopper: BK is 128 bytes of k (64 for 16-bit elements, 32 for tf32)
+    {"wgmma_128x256x64_s4", MatmulEngine::Wgmma, 128, 256, 64, 64, 256, 4},
+    {"wgmma_128x128x64_s6", MatmulEngine::Wgmma, 128, 128, 64, 64, 128, 6},
+    {"wgmma_64x128x64_s8", MatmulEngine::Wgmma, 64, 128, 64, 64, 128, 8},
 };
 
 bool fail(std::string* why, const std::string& msg) {
@@ -39,11 +44,25 @@ const char* layout_name(MatLayout l) { return l == MatLayout::RowMajor ? "row" :
 
 bool simt(MatmulEngine e) { return e == MatmulEngine::Simt || e == MatmulEngine::SimtDb; }
 
-uint32_t MatmulVariant::threads() const { return simt(engine) ? (bm / tm) * (bn / tn) : (bm / tm) * (bn / tn) * 32; }
+uint32_t MatmulVariant::threads() const {
+  if (engine == MatmulEngine::Wgmma) return 128 * (bm / 64 + 1);  // the producer and the consumer warpgroups
+  return simt(engine) ? (bm / tm) * (bn / tn) : (bm / tm) * (bn / tn) * 32;
+}
 
 bool MatmulVariant::can_implement(const MatmulProblem& p, int sm, std::string* why) const {
   const std::string v = std::string("variant ") + name + ": ";
-  if (simt(engine)) {
+  if (engine == MatmulEngine::Wgmma) {
+    if (sm != 90)
+      return fail(why, v + "wgmma and TMA run on sm_90 devices (compiled for sm_90a), the device is sm_" + std::to_string(sm));
+    if (jit::interpret_mode()) return fail(why, v + "the interpreter does not model wgmma and TMA (an sm_90 GPU runs it)");
+    const bool tf32 = p.in == ir::Scalar::F32 && p.tf32;
+    if (p.in != ir::Scalar::F16 && p.in != ir::Scalar::BF16 && !tf32)
+      return fail(why, v + "wgmma takes f16 or bf16 inputs (f32 with problem.tf32), not " + std::string(ir::scalar_name(p.in)));
+    if (tf32 && (p.a != MatLayout::RowMajor || p.b != MatLayout::ColMajor))
+      return fail(why, v + "tf32 wgmma reads K-major operands only: A row-major and B column-major");
+    if (p.out != ir::Scalar::F32 && p.out != p.in)
+      return fail(why, v + "the output is f32 or the input type, not " + std::string(ir::scalar_name(p.out)));
+  } else if (simt(engine)) {
     if (p.in != ir::Scalar::F32 || p.out != ir::Scalar::F32)
       return fail(why, v + "SIMT computes f32 x f32 -> f32, not " + ir::scalar_name(p.in) + " -> " + ir::scalar_name(p.out));
   } else {
@@ -58,7 +77,8 @@ bool MatmulVariant::can_implement(const MatmulProblem& p, int sm, std::string* w
     if (p.out != ir::Scalar::F32 && p.out != p.in)
       return fail(why, v + "the output is f32 or the input type, not " + std::string(ir::scalar_name(p.out)));
   }
-  if (engine == MatmulEngine::MmaAsync || engine == MatmulEngine::SimtDb) {  // 16-byte vectors along the contiguous dimensions
+  if (engine == MatmulEngine::MmaAsync || engine == MatmulEngine::SimtDb || engine == MatmulEngine::Wgmma) {
+    // 16-byte vectors (TMA: 16-byte strides) along the contiguous dimensions
     const uint64_t per = 16 / static_cast<uint64_t>(ir::scalar_bytes(p.in));   // elements per vector
     const bool ar = p.a == MatLayout::RowMajor, br = p.b == MatLayout::RowMajor;
     const uint64_t lda = p.lda ? p.lda : (ar ? p.k : p.m), ldb = p.ldb ? p.ldb : (br ? p.n : p.k);
@@ -102,12 +122,15 @@ ir::Kernel matmul_kernel(const MatmulConfig& c) {
   p.out = c.out;
   p.tf32 = true;  // a config with f32 inputs on a tensor-core engine is the tf32 kernel
   std::string why;
-  if (!v.can_implement(p, 80, &why)) throw UsageError("matmul", "matmul", why);
+  if (v.engine != MatmulEngine::Wgmma && !v.can_implement(p, 80, &why)) throw UsageError("matmul", "matmul", why);
+  if (v.engine == MatmulEngine::Wgmma && c.in == ir::Scalar::F32 && (c.a != MatLayout::RowMajor || c.b != MatLayout::ColMajor))
+    throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": tf32 wgmma reads A row-major and B column-major only");
   switch (v.engine) {
     case MatmulEngine::Simt: return build_matmul_simt(v, c);
     case MatmulEngine::SimtDb: return build_matmul_simt_db(v, c);
     case MatmulEngine::Mma: return build_matmul_mma(v, c);
     case MatmulEngine::MmaAsync: return build_matmul_mma_async(v, c);
+    case MatmulEngine::Wgmma: return build_matmul_wgmma(v, c);
   }
   throw UsageError("matmul", "matmul", "unknown engine");
 }
@@ -152,7 +175,7 @@ MatmulProblem matmul_resolved(const MatmulProblem& q) {
 
 uint32_t matmul_k_chunk(const MatmulProblem& p) {
   const uint32_t per = (p.k + p.split_k - 1) / std::max(p.split_k, 1u);
-  return (per + 31) / 32 * 32;  // a multiple of every BK, so that chunks start on 16-byte rows
+  return (per + 63) / 64 * 64;  // a multiple of every BK (k steps never cross into the next chunk)
 }
 
 ir::Kernel matmul_scale_kernel() {
@@ -186,12 +209,52 @@ jit::Family<ScaleConfig>& scale_family() {
 }  // namespace
 
 jit::LaunchConfig matmul_launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream) {
+  if (v.engine == MatmulEngine::Wgmma)
+    return {.grid = {((p.n + v.bn - 1) / v.bn) * ((p.m + v.bm - 1) / v.bm), 1, p.batch * p.split_k},
+            .block = {v.threads()},
+            .shared_bytes = matmul_wgmma_shared_bytes(v),
+            .stream = stream};
   const uint32_t smem = v.engine == MatmulEngine::MmaAsync ? matmul_async_shared_bytes(v, p.in, p.a, p.b) : 0;
   return {.grid = {(p.n + v.bn - 1) / v.bn, (p.m + v.bm - 1) / v.bm, p.batch * p.split_k},
           .block = {v.threads()},
           .shared_bytes = smem,
           .stream = stream};
 }
+
+namespace {
+// The tensor map of operand A (a) or B: 3-D (contiguous, other, batch), 128-byte swizzle,
+// out-of-bounds elements read as zeros.
+jit::TensorMap operand_map(const MatmulVariant& v, const MatmulProblem& p, bool is_a, uint64_t addr) {
+  const bool row = (is_a ? p.a : p.b) == MatLayout::RowMajor;
+  const bool k_major = is_a ? row : !row;
+  const uint64_t es = static_cast<uint64_t>(ir::scalar_bytes(p.in));
+  const uint64_t outer = is_a ? p.m : p.n;  // the operand's m or n extent
+  const uint64_t ld = is_a ? p.lda : p.ldb, stride = is_a ? p.stride_a : p.stride_b;
+  const MatmulTmaBox box = matmul_wgmma_box(v, p.in, is_a, k_major);
+  jit::TensorMapTiled t;
+  t.dtype = p.in;
+  t.global_address = addr;
+  t.global_dims = {k_major ? p.k : outer, k_major ? outer : p.k, p.batch};
+  t.global_strides = {ld * es, stride * es};
+  t.box_dims = {box.inner, box.outer, 1};
+  t.swizzle = jit::TensorMapSwizzle::B128;
+  t.l2_promotion = jit::TensorMapL2Promotion::B256;
+  return jit::encode_tensor_map_tiled(t);
+}
+
+void matmul_wgmma_launch(const MatmulVariant& v, const MatmulConfig& cfg, uint64_t a, uint64_t b, uint64_t c,
+                         const MatmulProblem& p, const jit::Stream* stream) {
+  using jit::detail::make_arg;
+  const jit::TensorMap ma = operand_map(v, p, true, a), mb = operand_map(v, p, false, b);
+  const uint32_t tiles_n = (p.n + v.bn - 1) / v.bn, tiles_m = (p.m + v.bm - 1) / v.bm;
+  const jit::detail::Arg args[] = {make_arg(ma),       make_arg(mb),       jit::detail::Arg{jit::detail::Arg::Pointer, p.out, 0, c, 0},
+                                   make_arg(p.m),      make_arg(p.n),      make_arg(p.k),
+                                   make_arg(p.ldc),    make_arg(p.alpha),  make_arg(p.beta),
+                                   make_arg(p.stride_c), make_arg(p.split_k), make_arg(matmul_k_chunk(p)),
+                                   make_arg(tiles_n),  make_arg(tiles_m)};
+  matmul_family().get(cfg).launch_packed(matmul_launch_config(v, p, stream), args, std::size(args));
+}
+}  // namespace
 
 void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const MatmulProblem& q, const jit::Stream* stream) {
   if (&v < kVariants || &v >= kVariants + std::size(kVariants))
@@ -211,6 +274,7 @@ void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const Ma
   if (p.split_k > 1)  // C = beta * C first; the blocks then add alpha * their chunk's product
     scale_family().launch(ScaleConfig{}, {.grid = {(p.n + 255) / 256, p.m, p.batch}, .block = {256}, .stream = stream},
                           jit::DevicePtr<float>{c}, p.m, p.n, p.ldc, p.stride_c, p.beta);
+  if (v.engine == MatmulEngine::Wgmma) return matmul_wgmma_launch(v, cfg, a, b, c, p, stream);
   const Arg args[] = {Arg{Arg::Pointer, p.in, 0, a, 0},  Arg{Arg::Pointer, p.in, 0, b, 0}, Arg{Arg::Pointer, p.out, 0, c, 0},
                       make_arg(p.m),     make_arg(p.n),     make_arg(p.k),     make_arg(p.lda), make_arg(p.ldb),
                       make_arg(p.ldc),   make_arg(p.alpha), make_arg(p.beta),  make_arg(p.stride_a),

@@ -284,9 +284,13 @@ int main(int argc, char** argv) {
         const Job& j = jobs[i];
         std::string line, err;
         try {
-          jit::CompiledKernel ck = jit::compile(j.build(), {.arch = j.arch, .force = force, .cache_dir = cache_dir});
+          const ir::Kernel k = j.build();
+          // As on a device of that SM: kernels with sm_90a-only instructions (the wgmma
+          // matmul variants) compile for sm_90a, everything else for the SM as given.
+          const std::string arch = k.arch_specific() && j.arch == "sm_90" ? "sm_90a" : j.arch;
+          jit::CompiledKernel ck = jit::compile(k, {.arch = arch, .force = force, .cache_dir = cache_dir});
           (ck.from_cache() ? cached : compiled).fetch_add(1);
-          line = std::string(ck.from_cache() ? "cached  " : "compiled") + "  " + j.label + "  " + j.arch;
+          line = std::string(ck.from_cache() ? "cached  " : "compiled") + "  " + j.label + "  " + arch;
         } catch (const std::exception& e) {
           failed.fetch_add(1);
           err = j.label + " for " + j.arch + " failed: " + e.what();

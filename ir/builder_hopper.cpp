@@ -1,0 +1,88 @@
+// Builder methods of the Hopper (sm_90 / sm_90a) matrix path: warpgroup MMA, its shared-
+// memory matrix descriptors, and tensor-memory-accelerator loads.
+#include <string>
+
+#include "kaio/ir/builder.h"
+
+namespace kaio::ir {
+
+namespace {
+bool is_int(Type t) { return !t.ptr && t.is_int(); }
+}  // namespace
+
+void KernelBuilder::wgmma(const RegArray& acc, Value desc_a, Value desc_b, Scalar in, bool a_mn_major, bool b_mn_major) {
+  ensure_open("wgmma");
+  check(desc_a, "wgmma");
+  check(desc_b, "wgmma");
+  const uint32_t n = static_cast<uint32_t>(acc.size()) * 2;
+  if (!(acc.type() == Type::scalar(Scalar::F32)) || n < 8 || n > 256 || n % 8)
+    fail("wgmma", "the accumulator is an f32 register array of N/2 values for m64nNk16, N in 8..256 in steps of 8; got " +
+                      std::to_string(acc.size()) + " values of " + acc.type().str());
+  if (in != Scalar::F16 && in != Scalar::BF16 && in != Scalar::F32)
+    fail("wgmma", std::string("A and B are f16, bf16 or f32 (as tf32), not ") + scalar_name(in));
+  if (in == Scalar::F32 && (a_mn_major || b_mn_major))
+    fail("wgmma", "tf32 operands are K-major only (the transposing forms take 16-bit elements)");
+  for (Value d : {desc_a, desc_b})
+    if (!(d.type() == Type::scalar(Scalar::U64))) fail("wgmma", "matrix descriptors are u64, got " + d.type().str());
+  Inst& inst = append(Op::WgmmaMma, Type{});
+  inst.attr.shape = static_cast<uint16_t>(n);
+  inst.attr.elem = in;
+  inst.attr.trans = static_cast<uint8_t>((a_mn_major ? 1 : 0) | (b_mn_major ? 2 : 0));
+  for (uint32_t k = 0; k < acc.size(); ++k) inst.args.push_back(acc.first_id() + k);
+  inst.args.push_back(desc_a.id());
+  inst.args.push_back(desc_b.id());
+}
+
+Value KernelBuilder::wgmma_descriptor(Value ptr, const AnyOperand& index, WgmmaSwizzle swizzle, uint32_t lbo_bytes,
+                                      uint32_t sbo_bytes) {
+  ensure_open("wgmma_descriptor");
+  check(ptr, "wgmma_descriptor");
+  if (!ptr.type().is_shared_ptr()) fail("wgmma_descriptor", "the operand tile is in shared memory, got " + ptr.type().str());
+  for (uint32_t off : {lbo_bytes, sbo_bytes})
+    if (off % 16 || off >= (1u << 18))
+      fail("wgmma_descriptor", "leading and stride byte offsets are multiples of 16 below 256 KiB, got " + std::to_string(off));
+  // bits 0-13: start address >> 4; 16-29: leading byte offset >> 4; 32-45: stride byte
+  // offset >> 4; 49-51: base offset (0: swizzled tiles start on their repeat); 62-63: swizzle.
+  const uint64_t fixed = (uint64_t(lbo_bytes >> 4) << 16) | (uint64_t(sbo_bytes >> 4) << 32) |
+                         (uint64_t(static_cast<uint8_t>(swizzle)) << 62);
+  Value addr = shared_addr(ptr, index);
+  Value start = ir::cast<uint64_t>((addr & 0x3ffffu) >> 4u);
+  return start | constant<uint64_t>(fixed);
+}
+
+Value KernelBuilder::tensor_map_param(const std::string& name) { return param_bytes(name, Scalar::U8, 128, 64); }
+
+void KernelBuilder::tma_load(Value dst, const AnyOperand& dst_index, Value map, const std::vector<Value>& coords, Value bar,
+                             const AnyOperand& bar_index) {
+  ensure_open("tma_load");
+  check(dst, "tma_load");
+  check(map, "tma_load");
+  check_mbarrier("tma_load", bar);
+  Type dt = dst.type(), mt = map.type();
+  if (!dt.is_shared_ptr() || dt.is_const) fail("tma_load", "dst: a mutable shared-memory pointer, got " + dt.str());
+  // The map must be a tensor-map parameter: a 128-byte by-value parameter, 64-byte aligned.
+  bool is_map = false;
+  if (mt.ptr && mt.space == Space::Param)
+    for (const auto& [id, name] : data().value_names)
+      if (id == map.id())
+        for (const Param& p : data().params)
+          if (p.name == name) is_map = p.bytes == 128 && p.align >= 64;
+  if (!is_map)
+    fail("tma_load", "map: a tensor map parameter (b.tensor_map_param(name)), got " + mt.str() +
+                         (mt.space == Space::Param ? " that is not a 128-byte, 64-aligned parameter" : ""));
+  if (coords.empty() || coords.size() > 5)
+    fail("tma_load", "coords: one coordinate per tensor dimension, 1 to 5, got " + std::to_string(coords.size()));
+  for (const Value& c : coords) {
+    check(c, "tma_load");
+    if (!is_int(c.type()) || scalar_bytes(c.type().elem) != 4)
+      fail("tma_load", "coords are s32 or u32, got " + c.type().str());
+  }
+  Value di = index_operand(dst_index);
+  Value bi = index_operand(bar_index);
+  Inst& inst = append(Op::TmaLoad, Type{});
+  inst.attr.count = static_cast<uint32_t>(coords.size());
+  inst.args = {dst.id(), di.id(), map.id(), bar.id(), bi.id()};
+  for (const Value& c : coords) inst.args.push_back(c.id());
+}
+
+}  // namespace kaio::ir

@@ -1,0 +1,183 @@
+// The Hopper matmul engine (sm_90a): warp-specialised, TMA-fed warpgroup MMA.
+//
+//   warpgroup 0        the producer: one thread issues the TMA loads of each k-step's A and
+//                      B tiles into a ring of STAGES shared-memory stages; the loads
+//                      complete the stage's "full" mbarrier (transaction bytes)
+//   warpgroups 1..C    the consumers (C = BM / 64): each owns 64 rows of the BM x BN block
+//                      tile and accumulates them with wgmma m64nBNk16 (k8 for tf32) straight
+//                      from shared memory, then releases the stage on its "empty" mbarrier
+//
+// Shared tiles are written by TMA with 128-byte swizzling, the layout the wgmma
+// descriptors describe (K-major: rows of 128 bytes along k, 8-row groups 1024 bytes
+// apart; MN-major: 64-element rows along m or n, one 8 KiB box per 64 of them). Each
+// operand's contiguous dimension is its tensor map's innermost one, so both layouts of A
+// and B load without a transpose (the MN-major ones use wgmma's transposing form).
+//
+// Pipeline per consumer: wait full[s]; fence; wgmma x (BK / k); commit; wait until one
+// group is in flight, then the previous step's stage is free: arrive on its empty[s]. The
+// producer waits for empty[s] (parity of the ring's previous lap) before reusing stage s.
+// Registers: a 64 x 256 consumer tile is 128 f32 accumulators per thread, which fits the
+// 168 registers a 384-thread block gets (setmaxnreg would move registers from the producer
+// to the consumers, but kernels linked by nvJitLink are compiled separately, where ptxas
+// ignores it).
+// Edges: the tensor maps zero-fill everything outside A and B, so partial tiles compute
+// with zeros; the epilogue stores only rows < m and columns < n. Tiles are visited in
+// groups of 8 tile rows (grouped raster) so that concurrently running blocks share their
+// A and B tiles in L2.
+#include <string>
+
+#include "kaio/ir/layouts.h"
+#include "kaio/ir/mma_layout.h"
+#include "kaio/ops/matmul_common.h"
+
+namespace kaio::ops {
+
+namespace {
+
+constexpr uint32_t kSwizzleBytes = 128;  // the rows TMA writes and wgmma reads
+constexpr uint32_t kGroupRows = 8;       // grouped raster: tile rows per group
+
+uint32_t elem_bytes(ir::Scalar s) { return static_cast<uint32_t>(ir::scalar_bytes(s)); }
+
+}  // namespace
+
+uint32_t matmul_wgmma_bk(ir::Scalar in) { return kSwizzleBytes / elem_bytes(in); }
+
+uint32_t matmul_wgmma_stage_bytes(const MatmulVariant& v) { return (v.bm + v.bn) * kSwizzleBytes; }
+
+uint32_t matmul_wgmma_shared_bytes(const MatmulVariant& v) {
+  return matmul_wgmma_stage_bytes(v) * v.stages + 2 * v.stages * 8;  // the stages, then full[] and empty[]
+}
+
+// The boxes TMA moves: K-major operands one box of (BK, rows); MN-major ones boxes of
+// (64 / 32 elements of 128 bytes, BK) side by side.
+MatmulTmaBox matmul_wgmma_box(const MatmulVariant& v, ir::Scalar in, bool a, bool k_major) {
+  const uint32_t rows = a ? v.bm : v.bn, per_row = kSwizzleBytes / elem_bytes(in);
+  if (k_major) return {per_row, rows, 1};
+  return {per_row, matmul_wgmma_bk(in), rows / per_row};
+}
+
+ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
+  const ir::Scalar in = c.in;
+  const uint32_t es = elem_bytes(in), BK = matmul_wgmma_bk(in), S = v.stages;
+  const uint32_t consumers = v.bm / 64, threads = v.threads();
+  const bool tf32 = in == ir::Scalar::F32;
+  const uint32_t k_inst = tf32 ? 8 : 16, k_inst_bytes = k_inst * es;  // 32 bytes of k per wgmma
+  const bool a_k = c.a == MatLayout::RowMajor, b_k = c.b == MatLayout::ColMajor;  // K-major operands
+  const uint32_t a_stage = v.bm * kSwizzleBytes, b_stage = v.bn * kSwizzleBytes;  // bytes
+  const uint32_t per_row = kSwizzleBytes / es;                                    // elements in a 128-byte row
+  const uint32_t box_bytes = per_row * BK * es;                                   // one MN-major box (8 KiB)
+  if (S < 2 || S > 8) throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": 2 to 8 stages");
+  if (v.bm % 64 || v.bm > 256 || v.bn % per_row || v.bn > 256 || v.bk != 64)
+    throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": BM a multiple of 64, BN of 64, up to 256; BK 64");
+
+  ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
+                      (a_k ? "_r" : "_c") + (b_k ? "c" : "r"));
+  b.launch_bounds(threads, 1);
+  auto map_a = b.tensor_map_param("a_map");
+  auto map_b = b.tensor_map_param("b_map");
+  detail::MatmulArgs a;
+  a.C = b.param("c", ir::Type::pointer(c.out, false));
+  a.m = b.param<uint32_t>("m");
+  a.n = b.param<uint32_t>("n");
+  a.k = b.param<uint32_t>("k");
+  a.ldc = b.param<uint32_t>("ldc");
+  a.alpha = b.param<float>("alpha");
+  a.beta = b.param<float>("beta");
+  auto stride_c = b.param<uint64_t>("stride_c");
+  a.splits = b.param<uint32_t>("splits");
+  auto chunk = b.param<uint32_t>("k_chunk");
+  auto tiles_n = b.param<uint32_t>("tiles_n");
+  auto tiles_m = b.param<uint32_t>("tiles_m");
+
+  ir::Value zz = b.block_idx_z();
+  ir::Value batch = zz / a.splits;
+  a.k_begin = (zz % a.splits) * chunk;
+  ir::Value k_end = ir::max(a.k_begin, ir::min(a.k, a.k_begin + chunk));
+  a.base_c = ir::cast<uint64_t>(batch) * stride_c;
+  ir::Value steps = (k_end - a.k_begin + (BK - 1)) / BK;
+
+  // Grouped raster: block x walks groups of kGroupRows tile rows, column by column.
+  ir::Value pid = b.block_idx_x();
+  ir::Value per_group = tiles_n * kGroupRows;
+  ir::Value first_m = (pid / per_group) * kGroupRows;
+  ir::Value group_m = ir::min(tiles_m - first_m, kGroupRows);
+  ir::Value tile_m = first_m + (pid % per_group) % group_m, tile_n = (pid % per_group) / group_m;
+  ir::Value m0 = tile_m * v.bm, n0 = tile_n * v.bn;
+
+  auto smem = b.dynamic_shared(in, 1024);
+  auto bars = b.dynamic_shared<uint64_t>(1024);
+  const uint32_t bar0 = matmul_wgmma_stage_bytes(v) * S / 8;  // full[s] = bar0 + s, empty[s] = bar0 + S + s
+  const uint32_t b_off = a_stage * S / es;                    // element index of the B stages
+  ir::Value tid = b.thread_idx_x(), warp = b.warp_id(), lane = b.lane_id();
+
+  b.if_(tid == 0u, [&] {
+    for (uint32_t s = 0; s < S; ++s) {
+      b.mbarrier_init(bars, bar0 + s, 1u);                  // the producer's expect_tx arrival
+      b.mbarrier_init(bars, bar0 + S + s, consumers * 4u);  // one arrival per consumer warp
+    }
+    b.fence_proxy_async();  // the initialised barriers are visible to the TMA unit
+  });
+  b.barrier();
+
+  b.if_(warp < 4u, [&] {  // ---- producer warpgroup
+    b.if_(tid == 0u, [&] {
+      b.for_(0u, steps, [&](ir::Value t) {
+        ir::Value s = t % S, lap = t / S;
+        b.mbarrier_wait(bars, bar0 + S + s, (lap & 1u) ^ 1u);  // the consumers freed it (a fresh ring passes)
+        b.mbarrier_arrive_expect_tx(bars, bar0 + s, b.constant<uint32_t>(matmul_wgmma_stage_bytes(v)));
+        ir::Value kk = a.k_begin + t * BK;
+        ir::Value sa = s * (a_stage / es), sb = s * (b_stage / es) + b_off;
+        if (a_k) {
+          b.tma_load(smem, sa, map_a, {kk, m0, batch}, bars, bar0 + s);
+        } else {
+          for (uint32_t j = 0; j < v.bm / per_row; ++j)
+            b.tma_load(smem, sa + j * (box_bytes / es), map_a, {m0 + j * per_row, kk, batch}, bars, bar0 + s);
+        }
+        if (b_k) {
+          b.tma_load(smem, sb, map_b, {kk, n0, batch}, bars, bar0 + s);
+        } else {
+          for (uint32_t j = 0; j < v.bn / per_row; ++j)
+            b.tma_load(smem, sb + j * (box_bytes / es), map_b, {n0 + j * per_row, kk, batch}, bars, bar0 + s);
+        }
+      });
+    });
+  }).else_([&] {  // ---- consumer warpgroups
+    ir::Value wg = warp / 4u - 1u;  // this consumer's 64 rows of the tile
+    const ir::WgmmaSwizzle sw = ir::WgmmaSwizzle::B128;
+    // Descriptors of stage 0, k 0; each (stage, k) adds its byte offset / 16 to the start field.
+    ir::Value desc_a = a_k ? b.wgmma_descriptor(smem, wg * (64 * kSwizzleBytes / es), sw, 16, 1024)
+                           : b.wgmma_descriptor(smem, wg * (box_bytes / es), sw, box_bytes, 1024);
+    ir::Value desc_b = b_k ? b.wgmma_descriptor(smem, b_off, sw, 16, 1024) : b.wgmma_descriptor(smem, b_off, sw, box_bytes, 1024);
+    const uint32_t a_k_step = a_k ? k_inst_bytes : k_inst / 8 * 1024;  // bytes per wgmma along k
+    const uint32_t b_k_step = b_k ? k_inst_bytes : k_inst / 8 * 1024;
+    auto acc = b.array<float>(v.bn / 2, 0.0f);
+    auto release = [&](ir::Value s) {
+      b.if_(lane == 0u, [&] { b.mbarrier_arrive(bars, bar0 + S + s); });
+    };
+    b.for_(0u, steps, [&](ir::Value t) {
+      ir::Value s = t % S;
+      b.mbarrier_wait(bars, bar0 + s, (t / S) & 1u);
+      ir::Value da = desc_a + ir::cast<uint64_t>(s * (a_stage / 16)), db = desc_b + ir::cast<uint64_t>(s * (b_stage / 16));
+      b.wgmma_fence();
+      for (uint32_t ki = 0; ki < BK / k_inst; ++ki)
+        b.wgmma(acc, da + b.constant<uint64_t>(ki * a_k_step / 16), db + b.constant<uint64_t>(ki * b_k_step / 16), in, !a_k, !b_k);
+      b.wgmma_commit_group();
+      b.wgmma_wait_group(1);  // the previous step's group is done: its stage is free
+      b.if_(t > 0u, [&] { release((t + (S - 1)) % S); });
+    });
+    b.wgmma_wait_group(0);
+    // Epilogue: the accumulator of m64nN has the m16n8 C layout per warp (16 rows each)
+    // and per 8 columns.
+    const ir::FragLayout& fc = ir::mma_shape(ir::MmaKind::F16).c;
+    ir::Value row0 = m0 + wg * 64u + (warp % 4u) * 16u;
+    for (uint32_t j = 0; j < v.bn / 8; ++j)
+      for (int r = 0; r < 4; ++r) {
+        ir::Value row = row0 + ir::frag_row(fc, lane, r), col = n0 + (ir::frag_col(fc, lane, r) + j * 8);
+        b.if_(row < a.m && col < a.n, [&] { detail::store_c(b, a, c, row, col, acc[4 * j + r]); });
+      }
+  });
+  return b.build();
+}
+
+}  // namespace kaio::ops

@@ -1,0 +1,167 @@
+// Golden PTX for the Hopper forms: TMA loads (ranks 1..5), wgmma in its transposing and
+// tf32 forms, the wgmma matrix descriptor (its bits checked in the interpreter); misuse
+// refused with messages; sm_90a selection; each form assembled by nvJitLink.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "kaio/codegen/ptx.h"
+#include "kaio/ir/interp/interp.h"
+#include "kaio/jit/linker.h"
+#include "kaio/kaio.h"
+#include "../support.h"
+
+using namespace kaio;
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::vector<std::string> lines_with(const std::string& ptx, const std::string& prefix) {
+  std::vector<std::string> out;
+  size_t p = 0;
+  while ((p = ptx.find("\t" + prefix, p)) != std::string::npos) {
+    size_t e = ptx.find(";\n", p);
+    out.push_back(ptx.substr(p + 1, e - p - 1));
+    p = e;
+  }
+  return out;
+}
+
+// One thread loads a box of a rank-`rank` tensor into shared memory and waits for it.
+ir::Kernel tma_kernel(uint32_t rank) {
+  ir::KernelBuilder b("tma" + std::to_string(rank));
+  auto map = b.tensor_map_param("map");
+  auto out = b.param<float*>("out");
+  auto tile = b.shared<float>(256, 128);
+  auto bar = b.shared<uint64_t>(1);
+  ir::Value tid = b.thread_idx_x();
+  b.if_(tid == 0u, [&] {
+    b.mbarrier_init(bar, 0, 1u);
+    b.fence_proxy_async();
+    b.mbarrier_arrive_expect_tx(bar, 0, 1024u);
+    std::vector<ir::Value> coords;
+    for (uint32_t d = 0; d < rank; ++d) coords.push_back(b.block_idx_x() * (d + 1));
+    b.tma_load(tile, 0, map, coords, bar, 0);
+    b.mbarrier_wait(bar, 0, 0u);
+    out[0] = ir::Value(tile[5]);
+  });
+  return b.build();
+}
+
+}  // namespace
+
+TEST_CASE("hopper golden: TMA loads of every rank complete an mbarrier", "[codegen][golden][hopper]") {
+  for (uint32_t rank = 1; rank <= 5; ++rank) {
+    INFO("rank " << rank);
+    ir::Kernel k = tma_kernel(rank);
+    CHECK_FALSE(k.arch_specific());  // TMA is sm_90, not arch-specific
+    const std::string ptx = codegen::emit_ptx(k, {"sm_90", 9, 0});
+    const auto l = lines_with(ptx, "cp.async.bulk.tensor");
+    REQUIRE(l.size() == 1);
+    std::string coords;
+    CHECK_THAT(l[0], Contains("cp.async.bulk.tensor." + std::to_string(rank) +
+                              "d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r"));
+    CHECK(std::count(l[0].begin(), l[0].end(), ',') == int(rank) + 2);  // dst], [map, {c0, ..}], [bar
+    CHECK_THAT(ptx, Contains(".param .align 64 .b8"));
+    CHECK(jit::link_ptx(ptx, "sm_90", k.name()).cubin.size() > 4);
+    UsageError e = test::usage_error_of([&] { (void)codegen::emit_ptx(k, {"sm_80", 9, 0}); });
+    CHECK_THAT(e.what(), Contains("needs sm_90") && Contains("the target is sm_80"));
+    INFO(l[0]);
+  }
+}
+
+TEST_CASE("hopper: tma_load refuses what is not a tensor map, a bad rank or bad coordinates", "[ir][hopper][verifier]") {
+  auto attempt = [](int what) {
+    ir::KernelBuilder b("bad_tma");
+    auto map = b.tensor_map_param("map");
+    auto g = b.param<const float*>("g");
+    auto small = b.param_bytes<uint8_t>("small", 64, 64);
+    auto tile = b.shared<float>(256, 128);
+    auto bar = b.shared<uint64_t>(1);
+    auto words = b.shared<uint32_t>(2);
+    ir::Value x = b.thread_idx_x();
+    std::vector<ir::Value> two{x, x};
+    if (what == 0) b.tma_load(tile, 0, g, two, bar, 0);
+    if (what == 1) b.tma_load(tile, 0, small, two, bar, 0);
+    if (what == 2) b.tma_load(tile, 0, map, {}, bar, 0);
+    if (what == 3) b.tma_load(tile, 0, map, {x, x, x, x, x, x}, bar, 0);
+    if (what == 4) b.tma_load(tile, 0, map, {x, ir::cast<float>(x)}, bar, 0);
+    if (what == 5) b.tma_load(tile, 0, map, two, words, 0);
+    if (what == 6) b.tma_load(g, 0, map, two, bar, 0);
+    return b.build();
+  };
+  const char* expect[] = {"tensor map parameter", "not a 128-byte, 64-aligned parameter", "1 to 5", "1 to 5",
+                          "s32 or u32", "mbarrier", "shared-memory pointer"};
+  for (int w = 0; w < 7; ++w) {
+    INFO("case " << w);
+    UsageError e = test::usage_error_of([&] { attempt(w); });
+    CHECK(e.op() == "tma_load");
+    CHECK_THAT(e.what(), Contains(expect[w]));
+  }
+}
+
+TEST_CASE("hopper golden: wgmma transposes and tf32; sm_90a is chosen, plain sm_90 refused", "[codegen][golden][hopper]") {
+  auto build = [](ir::Scalar in, bool ta, bool tb) {
+    ir::KernelBuilder b("wg");
+    auto da = b.param<uint64_t>("da");
+    auto db = b.param<uint64_t>("db");
+    auto out = b.param<float*>("out");
+    auto acc = b.array<float>(8, 0.0f);
+    b.wgmma_fence();
+    b.wgmma(acc, da, db, in, ta, tb);
+    b.wgmma_commit_group();
+    b.wgmma_wait_group(0);
+    for (int k = 0; k < 8; ++k) out[b.thread_idx_x() * 8u + uint32_t(k)] = acc[k];
+    return b.build();
+  };
+  struct Case { ir::Scalar in; bool ta, tb; const char* tail; };
+  const Case cases[] = {{ir::Scalar::F16, false, false, "m64n16k16.f32.f16.f16 {"},
+                        {ir::Scalar::BF16, true, false, "m64n16k16.f32.bf16.bf16 {"},
+                        {ir::Scalar::F16, false, true, "m64n16k16.f32.f16.f16 {"},
+                        {ir::Scalar::F32, false, false, "m64n16k8.f32.tf32.tf32 {"}};
+  const char* flags[] = {", 1, 1, 0, 0", ", 1, 1, 1, 0", ", 1, 1, 0, 1", ", 1, 1"};
+  for (int c = 0; c < 4; ++c) {
+    INFO("case " << c);
+    ir::Kernel k = build(cases[c].in, cases[c].ta, cases[c].tb);
+    CHECK(k.arch_specific());
+    const std::string ptx = codegen::emit_ptx(k, {"sm_90a", 9, 0});
+    const auto l = lines_with(ptx, "wgmma.mma_async");
+    REQUIRE(l.size() == 1);
+    CHECK_THAT(l[0], Contains(std::string("wgmma.mma_async.sync.aligned.") + cases[c].tail));
+    CHECK(l[0].size() > 12);
+    CHECK(l[0].substr(l[0].rfind('%')).find(flags[c]) != std::string::npos);
+    CHECK(jit::link_ptx(ptx, "sm_90a", k.name()).cubin.size() > 4);
+    CHECK_THAT(test::usage_error_of([&] { (void)jit::compile(k, {.arch = "sm_90", .use_cache = false}); }).what(),
+               Contains("sm_90a only, not sm_90"));
+    CHECK_THAT(test::usage_error_of([&] { (void)jit::compile(k, {.arch = "sm_100a", .use_cache = false}); }).what(),
+               Contains("sm_90a"));
+  }
+  CHECK(ir::KernelBuilder("p").build().arch_specific() == false);
+  UsageError e = test::usage_error_of([&] { build(ir::Scalar::F32, true, false); });
+  CHECK_THAT(e.what(), Contains("tf32 operands are K-major only"));
+  e = test::usage_error_of([&] { build(ir::Scalar::S32, false, false); });
+  CHECK_THAT(e.what(), Contains("f16, bf16 or f32"));
+}
+
+TEST_CASE("hopper: the wgmma descriptor packs address, offsets and swizzle", "[ir][hopper][interp]") {
+  ir::KernelBuilder b("desc");
+  auto out = b.param<uint64_t*>("out");
+  auto smem = b.dynamic_shared<uint16_t>(1024);
+  out[0] = b.wgmma_descriptor(smem, 512u, ir::WgmmaSwizzle::B128, 16, 1024);
+  out[1] = b.wgmma_descriptor(smem, 0u, ir::WgmmaSwizzle::B64, 8192, 512);
+  out[2] = ir::cast<uint64_t>(b.shared_addr(smem, 512u));
+  out[3] = ir::cast<uint64_t>(b.shared_addr(smem, 0u));
+  ir::Kernel k = b.build();
+  std::vector<uint64_t> o(4, ~0ull);
+  ir::interpret(k, {.grid = {1}, .block = {1}, .shared_bytes = 4096}, o);
+  CHECK(o[0] == (((o[2] & 0x3ffff) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62)));
+  CHECK(o[1] == (((o[3] & 0x3ffff) >> 4) | (512ull << 16) | (32ull << 32) | (2ull << 62)));
+  ir::KernelBuilder bad("desc_bad");
+  auto s2 = bad.dynamic_shared<uint16_t>(1024);
+  CHECK_THAT(test::usage_error_of([&] { (void)bad.wgmma_descriptor(s2, 0u, ir::WgmmaSwizzle::B128, 8, 1024); }).what(),
+             Contains("multiples of 16"));
+  auto g = bad.param<uint16_t*>("g");
+  CHECK_THAT(test::usage_error_of([&] { (void)bad.wgmma_descriptor(g, 0u, ir::WgmmaSwizzle::B128, 16, 1024); }).what(),
+             Contains("shared memory"));
+}
