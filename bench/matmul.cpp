@@ -82,7 +82,8 @@ double time_ms(const jit::Stream& s, int sets, F&& f) {
 }
 
 // The first tensor-core / FFMA opcode in the cubin's SASS ("HMMA.16816.F32"), or "-".
-std::string sass_op(const ir::Kernel& k, const std::string& arch) {
+std::string sass_op(const ir::Kernel& k, const std::string& device_arch) {
+  const std::string arch = k.arch_specific() ? device_arch + "a" : device_arch;  // wgmma kernels: sm_90a
   const char* tool = std::getenv("KAIO_CUOBJDUMP");
   std::string cmd = tool ? tool : "cuobjdump";
   std::string cubin = jit::link_ptx(codegen::emit_ptx(k, {arch, 9, 0}), arch, k.name()).cubin;
@@ -95,7 +96,7 @@ std::string sass_op(const ir::Kernel& k, const std::string& arch) {
   size_t n;
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   pclose(p);
-  for (const char* op : {"HMMA", "IMMA", "FFMA"}) {
+  for (const char* op : {"HGMMA", "HMMA", "IMMA", "FFMA"}) {
     size_t at = out.find(op);
     if (at == std::string::npos) continue;
     size_t end = out.find_first_of(" \t", at);

@@ -18,6 +18,7 @@ struct Loaded {
   CUcontext ctx = nullptr;
   std::string arch;
   int sm = 0;
+  int sm_count = 0;  // streaming multiprocessors
 };
 
 std::string error_name(const Api& a, CUresult r) {
@@ -99,6 +100,7 @@ Loaded& loaded() {
     }
     l.sm = major * 10 + minor;
     l.arch = "sm_" + std::to_string(l.sm);
+    if (a.device_get_attribute(&l.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, l.device) != CUDA_SUCCESS) l.sm_count = 0;
     return l;
   }();
   return L;
@@ -146,6 +148,11 @@ const std::string& device_arch() {
 int device_sm() {
   api();
   return loaded().sm;
+}
+
+int device_sm_count() {
+  api();
+  return loaded().sm_count;
 }
 
 const std::string& default_arch() { return detail::backend().default_arch(); }

@@ -73,5 +73,7 @@ const std::string& device_arch();
 const std::string& default_arch();
 // The device's compute capability as a number (90 for sm_90).
 int device_sm();
+// The device's streaming multiprocessors (0 if the driver does not say).
+int device_sm_count();
 
 }  // namespace kaio::jit::driver

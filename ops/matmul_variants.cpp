@@ -6,6 +6,7 @@
 #include "kaio/codegen/ptx.h"
 #include "kaio/ir/builder.h"
 #include "kaio/jit/backend.h"
+#include "kaio/jit/driver.h"
 #include "kaio/jit/tensor_map.h"
 #include "kaio/ops/matmul.h"
 
@@ -208,9 +209,28 @@ jit::Family<ScaleConfig>& scale_family() {
 }
 }  // namespace
 
+namespace {
+// Work items of the persistent Wgmma kernels: tiles x batches x splits.
+uint32_t matmul_wgmma_work(const MatmulVariant& v, const MatmulProblem& p) {
+  const uint64_t w = uint64_t((p.n + v.bn - 1) / v.bn) * ((p.m + v.bm - 1) / v.bm) * p.batch * p.split_k;
+  return static_cast<uint32_t>(std::min<uint64_t>(w, 0xffffffffu));
+}
+
+// The device's SMs (one persistent block each); 132 where no driver says (an H100's count,
+// only for launch configs computed without a device).
+uint32_t matmul_sm_count() {
+  static const uint32_t n = [] {
+    const int c = jit::interpret_mode() || !jit::driver::available() ? 0 : jit::driver::device_sm_count();
+    return c > 0 ? static_cast<uint32_t>(c) : 132u;
+  }();
+  return n;
+}
+
+}  // namespace
+
 jit::LaunchConfig matmul_launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream) {
-  if (v.engine == MatmulEngine::Wgmma)
-    return {.grid = {((p.n + v.bn - 1) / v.bn) * ((p.m + v.bm - 1) / v.bm), 1, p.batch * p.split_k},
+  if (v.engine == MatmulEngine::Wgmma)  // persistent: at most one block per SM, each takes work items in turn
+    return {.grid = {std::min<uint32_t>(matmul_wgmma_work(v, p), matmul_sm_count()), 1, 1},
             .block = {v.threads()},
             .shared_bytes = matmul_wgmma_shared_bytes(v),
             .stream = stream};
@@ -247,11 +267,14 @@ void matmul_wgmma_launch(const MatmulVariant& v, const MatmulConfig& cfg, uint64
   using jit::detail::make_arg;
   const jit::TensorMap ma = operand_map(v, p, true, a), mb = operand_map(v, p, false, b);
   const uint32_t tiles_n = (p.n + v.bn - 1) / v.bn, tiles_m = (p.m + v.bm - 1) / v.bm;
+  const uint64_t out_bytes = static_cast<uint64_t>(ir::scalar_bytes(p.out));
+  const uint32_t pairs = p.ldc % 2 == 0 && (p.batch == 1 || p.stride_c % 2 == 0) && c % (2 * out_bytes) == 0 && p.split_k == 1;
   const jit::detail::Arg args[] = {make_arg(ma),       make_arg(mb),       jit::detail::Arg{jit::detail::Arg::Pointer, p.out, 0, c, 0},
                                    make_arg(p.m),      make_arg(p.n),      make_arg(p.k),
                                    make_arg(p.ldc),    make_arg(p.alpha),  make_arg(p.beta),
                                    make_arg(p.stride_c), make_arg(p.split_k), make_arg(matmul_k_chunk(p)),
-                                   make_arg(tiles_n),  make_arg(tiles_m)};
+                                   make_arg(tiles_n),  make_arg(tiles_m),  make_arg(matmul_wgmma_work(v, p)),
+                                   make_arg(pairs)};
   matmul_family().get(cfg).launch_packed(matmul_launch_config(v, p, stream), args, std::size(args));
 }
 }  // namespace

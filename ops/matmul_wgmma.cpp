@@ -16,14 +16,14 @@
 // Pipeline per consumer: wait full[s]; fence; wgmma x (BK / k); commit; wait until one
 // group is in flight, then the previous step's stage is free: arrive on its empty[s]. The
 // producer waits for empty[s] (parity of the ring's previous lap) before reusing stage s.
+// The grid is persistent (one block per SM): the ring runs on from one tile to the next,
+// so the next tile's loads overlap this tile's epilogue.
 // Registers: a 64 x 256 consumer tile is 128 f32 accumulators per thread, which fits the
 // 168 registers a 384-thread block gets (setmaxnreg would move registers from the producer
 // to the consumers, but kernels linked by nvJitLink are compiled separately, where ptxas
 // ignores it).
 // Edges: the tensor maps zero-fill everything outside A and B, so partial tiles compute
-// with zeros; the epilogue stores only rows < m and columns < n. Tiles are visited in
-// groups of 8 tile rows (grouped raster) so that concurrently running blocks share their
-// A and B tiles in L2.
+// with zeros; the epilogue stores only rows < m and columns < n, two neighbours at a time.
 #include <string>
 
 #include "kaio/ir/layouts.h"
@@ -38,6 +38,27 @@ constexpr uint32_t kSwizzleBytes = 128;  // the rows TMA writes and wgmma reads
 constexpr uint32_t kGroupRows = 8;       // grouped raster: tile rows per group
 
 uint32_t elem_bytes(ir::Scalar s) { return static_cast<uint32_t>(ir::scalar_bytes(s)); }
+
+// C(row, col) and C(row, col + 1) from two accumulators, as store_c does for each: one
+// two-element vector when the launch says pairs are aligned (even ldc and batch stride,
+// C aligned to two elements, no split-K) and both columns exist, else one by one.
+void store_c_pair(ir::KernelBuilder& b, const detail::MatmulArgs& a, const MatmulConfig& c, ir::Value row, ir::Value col,
+                  ir::Value v0, ir::Value v1, ir::Value pairs) {
+  const ir::Type out = ir::Type::scalar(c.out);
+  auto conv = [&](ir::Value x) { return c.out == ir::Scalar::F32 ? x : ir::cast(x, out); };
+  b.if_(pairs != 0u && col + 1u < a.n, [&] {
+    ir::Value idx = a.base_c + ir::cast<uint64_t>(row * a.ldc + col);
+    ir::Value x0 = a.alpha * v0, x1 = a.alpha * v1;
+    b.if_(a.beta == 0.0f, [&] { ir::store_vec(a.C, idx, {conv(x0), conv(x1)}); }).else_([&] {
+      std::vector<ir::Value> old = ir::load_vec(a.C, idx, 2);
+      auto f = [&](ir::Value o) { return c.out == ir::Scalar::F32 ? o : ir::cast<float>(o); };
+      ir::store_vec(a.C, idx, {conv(ir::fma(a.beta, f(old[0]), x0)), conv(ir::fma(a.beta, f(old[1]), x1))});
+    });
+  }).else_([&] {
+    b.if_(col < a.n, [&] { detail::store_c(b, a, c, row, col, v0); });
+    b.if_(col + 1u < a.n, [&] { detail::store_c(b, a, c, row, col + 1u, v1); });
+  });
+}
 
 }  // namespace
 
@@ -89,21 +110,24 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   auto chunk = b.param<uint32_t>("k_chunk");
   auto tiles_n = b.param<uint32_t>("tiles_n");
   auto tiles_m = b.param<uint32_t>("tiles_m");
+  auto work = b.param<uint32_t>("work");    // tiles_m * tiles_n * batch * splits
+  auto pairs = b.param<uint32_t>("pairs");  // 1: C(row, col) and C(row, col + 1) may be stored as one vector
 
-  ir::Value zz = b.block_idx_z();
-  ir::Value batch = zz / a.splits;
-  a.k_begin = (zz % a.splits) * chunk;
-  ir::Value k_end = ir::max(a.k_begin, ir::min(a.k, a.k_begin + chunk));
-  a.base_c = ir::cast<uint64_t>(batch) * stride_c;
-  ir::Value steps = (k_end - a.k_begin + (BK - 1)) / BK;
-
-  // Grouped raster: block x walks groups of kGroupRows tile rows, column by column.
-  ir::Value pid = b.block_idx_x();
-  ir::Value per_group = tiles_n * kGroupRows;
-  ir::Value first_m = (pid / per_group) * kGroupRows;
-  ir::Value group_m = ir::min(tiles_m - first_m, kGroupRows);
-  ir::Value tile_m = first_m + (pid % per_group) % group_m, tile_n = (pid % per_group) / group_m;
-  ir::Value m0 = tile_m * v.bm, n0 = tile_n * v.bn;
+  // One work item: a tile of one batch's split. Tiles are visited in groups of kGroupRows
+  // tile rows, column by column (grouped raster), so that the blocks working at the same
+  // time share their A and B tiles in L2.
+  struct Item { ir::Value m0, n0, batch, k_begin, steps; };
+  auto item = [&](ir::Value w) {
+    ir::Value per_slice = tiles_m * tiles_n;
+    ir::Value zz = w / per_slice, pid = w % per_slice;
+    ir::Value per_group = tiles_n * kGroupRows;
+    ir::Value first_m = (pid / per_group) * kGroupRows;
+    ir::Value group_m = ir::min(tiles_m - first_m, kGroupRows);
+    ir::Value tile_m = first_m + (pid % per_group) % group_m, tile_n = (pid % per_group) / group_m;
+    ir::Value k_begin = (zz % a.splits) * chunk;
+    ir::Value k_end = ir::max(k_begin, ir::min(a.k, k_begin + chunk));
+    return Item{tile_m * v.bm, tile_n * v.bn, zz / a.splits, k_begin, (k_end - k_begin + (BK - 1)) / BK};
+  };
 
   auto smem = b.dynamic_shared(in, 1024);
   auto bars = b.dynamic_shared<uint64_t>(1024);
@@ -120,26 +144,35 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   });
   b.barrier();
 
+  // Persistent: each block takes work items blockIdx.x, + gridDim.x, ...; the stage ring
+  // runs on across items (`step` counts the k-steps of all of them), so the producer loads
+  // the next item while the consumers store this one.
   b.if_(warp < 4u, [&] {  // ---- producer warpgroup
     b.if_(tid == 0u, [&] {
-      b.for_(0u, steps, [&](ir::Value t) {
-        ir::Value s = t % S, lap = t / S;
-        b.mbarrier_wait(bars, bar0 + S + s, (lap & 1u) ^ 1u);  // the consumers freed it (a fresh ring passes)
-        b.mbarrier_arrive_expect_tx(bars, bar0 + s, b.constant<uint32_t>(matmul_wgmma_stage_bytes(v)));
-        ir::Value kk = a.k_begin + t * BK;
-        ir::Value sa = s * (a_stage / es), sb = s * (b_stage / es) + b_off;
-        if (a_k) {
-          b.tma_load(smem, sa, map_a, {kk, m0, batch}, bars, bar0 + s);
-        } else {
-          for (uint32_t j = 0; j < v.bm / per_row; ++j)
-            b.tma_load(smem, sa + j * (box_bytes / es), map_a, {m0 + j * per_row, kk, batch}, bars, bar0 + s);
-        }
-        if (b_k) {
-          b.tma_load(smem, sb, map_b, {kk, n0, batch}, bars, bar0 + s);
-        } else {
-          for (uint32_t j = 0; j < v.bn / per_row; ++j)
-            b.tma_load(smem, sb + j * (box_bytes / es), map_b, {n0 + j * per_row, kk, batch}, bars, bar0 + s);
-        }
+      auto step = b.var<uint32_t>(0u);
+      b.for_(b.block_idx_x(), work, b.grid_dim_x(), [&](ir::Value w) {
+        const Item it = item(w);
+        b.for_(0u, it.steps, [&](ir::Value t) {
+          ir::Value g = step;
+          ir::Value s = g % S;
+          b.mbarrier_wait(bars, bar0 + S + s, ((g / S) & 1u) ^ 1u);  // the consumers freed it (a fresh ring passes)
+          b.mbarrier_arrive_expect_tx(bars, bar0 + s, b.constant<uint32_t>(matmul_wgmma_stage_bytes(v)));
+          ir::Value kk = it.k_begin + t * BK;
+          ir::Value sa = s * (a_stage / es), sb = s * (b_stage / es) + b_off;
+          if (a_k) {
+            b.tma_load(smem, sa, map_a, {kk, it.m0, it.batch}, bars, bar0 + s);
+          } else {
+            for (uint32_t j = 0; j < v.bm / per_row; ++j)
+              b.tma_load(smem, sa + j * (box_bytes / es), map_a, {it.m0 + j * per_row, kk, it.batch}, bars, bar0 + s);
+          }
+          if (b_k) {
+            b.tma_load(smem, sb, map_b, {kk, it.n0, it.batch}, bars, bar0 + s);
+          } else {
+            for (uint32_t j = 0; j < v.bn / per_row; ++j)
+              b.tma_load(smem, sb + j * (box_bytes / es), map_b, {it.n0 + j * per_row, kk, it.batch}, bars, bar0 + s);
+          }
+          step = g + 1u;
+        });
       });
     });
   }).else_([&] {  // ---- consumer warpgroups
@@ -151,31 +184,42 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
     ir::Value desc_b = b_k ? b.wgmma_descriptor(smem, b_off, sw, 16, 1024) : b.wgmma_descriptor(smem, b_off, sw, box_bytes, 1024);
     const uint32_t a_k_step = a_k ? k_inst_bytes : k_inst / 8 * 1024;  // bytes per wgmma along k
     const uint32_t b_k_step = b_k ? k_inst_bytes : k_inst / 8 * 1024;
+    const ir::FragLayout& fc = ir::mma_shape(ir::MmaKind::F16).c;
     auto acc = b.array<float>(v.bn / 2, 0.0f);
     auto release = [&](ir::Value s) {
       b.if_(lane == 0u, [&] { b.mbarrier_arrive(bars, bar0 + S + s); });
     };
-    b.for_(0u, steps, [&](ir::Value t) {
-      ir::Value s = t % S;
-      b.mbarrier_wait(bars, bar0 + s, (t / S) & 1u);
-      ir::Value da = desc_a + ir::cast<uint64_t>(s * (a_stage / 16)), db = desc_b + ir::cast<uint64_t>(s * (b_stage / 16));
-      b.wgmma_fence();
-      for (uint32_t ki = 0; ki < BK / k_inst; ++ki)
-        b.wgmma(acc, da + b.constant<uint64_t>(ki * a_k_step / 16), db + b.constant<uint64_t>(ki * b_k_step / 16), in, !a_k, !b_k);
-      b.wgmma_commit_group();
-      b.wgmma_wait_group(1);  // the previous step's group is done: its stage is free
-      b.if_(t > 0u, [&] { release((t + (S - 1)) % S); });
+    auto step = b.var<uint32_t>(0u);
+    b.for_(b.block_idx_x(), work, b.grid_dim_x(), [&](ir::Value w) {
+      const Item it = item(w);
+      for (uint32_t r = 0; r < v.bn / 2; ++r) acc[r] = 0.0f;
+      b.for_(0u, it.steps, [&](ir::Value t) {
+        ir::Value g = step;
+        ir::Value s = g % S;
+        b.mbarrier_wait(bars, bar0 + s, (g / S) & 1u);
+        ir::Value da = desc_a + ir::cast<uint64_t>(s * (a_stage / 16)), db = desc_b + ir::cast<uint64_t>(s * (b_stage / 16));
+        b.wgmma_fence();
+        for (uint32_t ki = 0; ki < BK / k_inst; ++ki)
+          b.wgmma(acc, da + b.constant<uint64_t>(ki * a_k_step / 16), db + b.constant<uint64_t>(ki * b_k_step / 16), in, !a_k, !b_k);
+        b.wgmma_commit_group();
+        b.wgmma_wait_group(1);  // the previous step's group is done: its stage is free
+        b.if_(t > 0u, [&] { release((g + (S - 1)) % S); });
+        step = g + 1u;
+      });
+      b.wgmma_wait_group(0);
+      ir::Value last = step;
+      b.if_(it.steps > 0u, [&] { release((last + (S - 1)) % S); });  // the producer may refill it during the epilogue
+      // Epilogue: the accumulator of m64nN has the m16n8 C layout per warp (16 rows each)
+      // and per 8 columns; registers 2i and 2i + 1 are neighbours in a row.
+      detail::MatmulArgs e = a;
+      e.base_c = ir::cast<uint64_t>(it.batch) * stride_c;
+      ir::Value row0 = it.m0 + wg * 64u + (warp % 4u) * 16u;
+      for (uint32_t j = 0; j < v.bn / 8; ++j)
+        for (int r = 0; r < 4; r += 2) {
+          ir::Value row = row0 + ir::frag_row(fc, lane, r), col = it.n0 + (ir::frag_col(fc, lane, r) + j * 8);
+          b.if_(row < a.m, [&] { store_c_pair(b, e, c, row, col, acc[4 * j + r], acc[4 * j + r + 1], pairs); });
+        }
     });
-    b.wgmma_wait_group(0);
-    // Epilogue: the accumulator of m64nN has the m16n8 C layout per warp (16 rows each)
-    // and per 8 columns.
-    const ir::FragLayout& fc = ir::mma_shape(ir::MmaKind::F16).c;
-    ir::Value row0 = m0 + wg * 64u + (warp % 4u) * 16u;
-    for (uint32_t j = 0; j < v.bn / 8; ++j)
-      for (int r = 0; r < 4; ++r) {
-        ir::Value row = row0 + ir::frag_row(fc, lane, r), col = n0 + (ir::frag_col(fc, lane, r) + j * 8);
-        b.if_(row < a.m && col < a.n, [&] { detail::store_c(b, a, c, row, col, acc[4 * j + r]); });
-      }
   });
   return b.build();
 }
