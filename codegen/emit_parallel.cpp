@@ -102,6 +102,16 @@ void emit_parallel(Emitter& e, const ir::Inst& i) {
       return e.ins("mbarrier.arrive.shared::cta.b64 _, [" + mbar(e, i) + "]");
     case Op::MbarExpectTx:
       return e.ins("mbarrier.arrive.expect_tx.shared::cta.b64 _, [" + mbar(e, i) + "], " + e.reg(i.args[2]));
+    case Op::MbarArriveCluster: {  // the peer's address of the same barrier, then a cluster-scope arrive
+      std::string remote = e.fresh(RegClass::B32);
+      e.ins("mapa.shared::cluster.u32 " + remote + ", " + mbar(e, i) + ", " + e.reg(i.args[2]));
+      return e.ins("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [" + remote + "]");
+    }
+    case Op::ClusterSync:
+      e.ins("barrier.cluster.arrive.aligned");
+      return e.ins("barrier.cluster.wait.aligned");
+    case Op::FenceMbarInit:
+      return e.ins("fence.mbarrier_init.release.cluster");
     case Op::MbarTryWait: {
       std::string addr = mbar(e, i);
       std::string parity = e.reg(i.args[2]);

@@ -64,9 +64,12 @@ void emit_tma_load(Emitter& e, const ir::Inst& i) {
   std::string dst = element_address(e, i.args[0], i.args[1]);
   std::string bar = element_address(e, i.args[3], i.args[4]);
   std::string coords;
-  for (size_t k = 5; k < i.args.size(); ++k) coords += (k > 5 ? ", " : "") + e.reg(i.args[k]);
-  e.ins("cp.async.bulk.tensor." + std::to_string(i.attr.count) + "d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [" +
-        dst + "], [" + e.reg(i.args[2]) + ", {" + coords + "}], [" + bar + "]");
+  const size_t end = 5 + i.attr.count;
+  for (size_t k = 5; k < end; ++k) coords += (k > 5 ? ", " : "") + e.reg(i.args[k]);
+  const bool multicast = i.args.size() > end;
+  e.ins("cp.async.bulk.tensor." + std::to_string(i.attr.count) + "d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" +
+        (multicast ? ".multicast::cluster" : "") + " [" + dst + "], [" + e.reg(i.args[2]) + ", {" + coords + "}], [" + bar + "]" +
+        (multicast ? ", " + e.reg(i.args[end]) : ""));
 }
 
 }  // namespace

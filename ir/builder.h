@@ -306,12 +306,31 @@ class KernelBuilder {
   // at dst[dst_index] (128-byte aligned), and its bytes complete the transaction count of
   // mbarrier bar[bar_index] (announce them with mbarrier_arrive_expect_tx). Elements outside
   // the tensor arrive as zeros. Issued by one thread.
+  // With a cta_mask (u16), the box is multicast: it lands at the same shared offset in every
+  // CTA of the cluster whose bit is set, and completes the mbarrier at bar[bar_index] in each.
   template <Operand DI, Operand BI>
-  void tma_load(Value dst, const DI& dst_index, Value map, const std::vector<Value>& coords, Value bar, const BI& bar_index) {
-    tma_load(dst, make_operand(dst_index), map, coords, bar, make_operand(bar_index));
+  void tma_load(Value dst, const DI& dst_index, Value map, const std::vector<Value>& coords, Value bar, const BI& bar_index,
+                Value cta_mask = Value()) {
+    tma_load(dst, make_operand(dst_index), map, coords, bar, make_operand(bar_index), cta_mask);
   }
   void tma_load(Value dst, const AnyOperand& dst_index, Value map, const std::vector<Value>& coords, Value bar,
-                const AnyOperand& bar_index);
+                const AnyOperand& bar_index, Value cta_mask);
+
+  // ---- thread-block clusters (sm_90; launched with LaunchConfig::cluster) ----
+  // Every thread of every CTA of the cluster arrives and waits (barrier.cluster, release /
+  // acquire): e.g. after mbarrier_init, before peers signal them, and before exit while
+  // peers may still reach this CTA's shared memory.
+  void cluster_sync();
+  // Orders this thread's mbarrier_init before cluster peers (and their TMA multicasts) use
+  // the barriers: fence.mbarrier_init.release.cluster (then cluster_sync).
+  void fence_mbarrier_init();
+  // Arrives on the mbarrier at bar[index] in the shared memory of the cluster's CTA of rank
+  // cta_rank (u32; mapa + mbarrier.arrive.release.cluster).
+  template <Operand I, Operand R>
+  void mbarrier_arrive_cluster(Value bar, const I& index, const R& cta_rank) {
+    AnyOperand r = make_operand(cta_rank);
+    mbarrier_op(Op::MbarArriveCluster, bar, make_operand(index), &r);
+  }
   void wgmma_commit_group();
   void wgmma_wait_group(uint32_t pending);
   void fence(FenceScope scope = FenceScope::Gpu);  // orders this thread's memory accesses

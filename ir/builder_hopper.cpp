@@ -53,7 +53,7 @@ Value KernelBuilder::wgmma_descriptor(Value ptr, const AnyOperand& index, WgmmaS
 Value KernelBuilder::tensor_map_param(const std::string& name) { return param_bytes(name, Scalar::U8, 128, 64); }
 
 void KernelBuilder::tma_load(Value dst, const AnyOperand& dst_index, Value map, const std::vector<Value>& coords, Value bar,
-                             const AnyOperand& bar_index) {
+                             const AnyOperand& bar_index, Value cta_mask) {
   ensure_open("tma_load");
   check(dst, "tma_load");
   check(map, "tma_load");
@@ -77,12 +77,27 @@ void KernelBuilder::tma_load(Value dst, const AnyOperand& dst_index, Value map, 
     if (!is_int(c.type()) || scalar_bytes(c.type().elem) != 4)
       fail("tma_load", "coords are s32 or u32, got " + c.type().str());
   }
+  if (cta_mask.valid()) {
+    check(cta_mask, "tma_load");
+    if (!(cta_mask.type() == Type::scalar(Scalar::U16))) fail("tma_load", "cta_mask: a u16 of cluster CTA bits, got " + cta_mask.type().str());
+  }
   Value di = index_operand(dst_index);
   Value bi = index_operand(bar_index);
   Inst& inst = append(Op::TmaLoad, Type{});
   inst.attr.count = static_cast<uint32_t>(coords.size());
   inst.args = {dst.id(), di.id(), map.id(), bar.id(), bi.id()};
   for (const Value& c : coords) inst.args.push_back(c.id());
+  if (cta_mask.valid()) inst.args.push_back(cta_mask.id());
+}
+
+void KernelBuilder::cluster_sync() {
+  ensure_open("cluster_sync");
+  emit(Op::ClusterSync, Type{}, {}, {}, false);
+}
+
+void KernelBuilder::fence_mbarrier_init() {
+  ensure_open("fence_mbarrier_init");
+  emit(Op::FenceMbarInit, Type{}, {}, {}, false);
 }
 
 }  // namespace kaio::ir

@@ -29,12 +29,13 @@ enum class OpRule : uint8_t {
   Address,     // ptr<shared T>, index -> u32 shared-window address
   Shfl,        // v : T, lane : u32 -> T
   Vote,        // p : pred -> pred | u32
-  Mbarrier,    // ptr<shared u64>, index [, u32 count/bytes | pred parity] -> nothing, u64 or pred
+  Mbarrier,    // ptr<shared u64>, index [, u32 count/bytes/CTA rank | pred parity] -> nothing, u64 or pred
   Mma,         // accumulator variables (a register array, in and out), then the u64 A and B descriptors
   MmaSync,     // accumulator variables (in and out), then the A and B fragment registers (mma_layout.h)
   Ldmatrix,    // ptr<shared T>, index -> 1, 2 or 4 b32 fragment registers
   CpAsync,     // ptr<shared T> (mutable), index, ptr<global T>, index [, u32 source bytes]
-  TmaLoad,     // ptr<shared T> (mutable), index, tensor map (ptr<param u8>), ptr<shared u64> mbarrier, index, attr.count coordinates (s32)
+  TmaLoad,     // ptr<shared T> (mutable), index, tensor map (ptr<param u8>), ptr<shared u64> mbarrier, index,
+               // attr.count coordinates (s32), [u16 multicast CTA mask]
   VarDecl,     // init : T -> nresults variables of T (a register array when nresults > 1)
   VarRead,     // var -> T
   VarWrite,    // var, value

@@ -181,8 +181,8 @@ struct Verifier {
         if (i.op == Op::MbarTryWait) {
           if (i.args.size() != 3 || !arg(i, 2).is_int() || !i.type.is_pred())
             fail(i, "mbarrier_try_wait takes a phase parity and gives a pred");
-        } else if (i.op == Op::MbarInit || i.op == Op::MbarExpectTx) {
-          if (i.args.size() != 3 || !(arg(i, 2) == Type::scalar(Scalar::U32))) fail(i, "needs a u32 count");
+        } else if (i.op == Op::MbarInit || i.op == Op::MbarExpectTx || i.op == Op::MbarArriveCluster) {
+          if (i.args.size() != 3 || !(arg(i, 2) == Type::scalar(Scalar::U32))) fail(i, "needs a u32 count (or CTA rank)");
         } else if (i.args.size() != 2) {
           fail(i, "takes the mbarrier only");
         }
@@ -249,7 +249,9 @@ struct Verifier {
       case OpRule::TmaLoad: {
         const size_t rank = i.attr.count;
         if (rank < 1 || rank > 5) fail(i, "a tensor has 1 to 5 dimensions");
-        arity(i, 5 + rank, 5 + rank);
+        arity(i, 5 + rank, 6 + rank);
+        if (i.args.size() == 6 + rank && !(arg(i, 5 + rank) == Type::scalar(Scalar::U16)))
+          fail(i, "the multicast CTA mask is u16");
         Type d = pointer(i, true);
         if (!d.is_shared_ptr()) fail(i, "copies into shared memory");
         if (!arg(i, 1).is_int()) fail(i, "the destination index is an integer");

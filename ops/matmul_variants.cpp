@@ -29,6 +29,7 @@ constexpr MatmulVariant kVariants[] = {
     {"mma_cp_128x64x32_w64x32_s3", MatmulEngine::MmaAsync, 128, 64, 32, 64, 32, 3},
     {"mma_cp_64x64x32_w32x32_s4", MatmulEngine::MmaAsync, 64, 64, 32, 32, 32, 4},
     // Hopper: BK is 128 bytes of k (64 for 16-bit elements, 32 for tf32)
+    {"wgmma_128x256x64_s4_c2", MatmulEngine::Wgmma, 128, 256, 64, 64, 256, 4, 2},
     {"wgmma_128x256x64_s4", MatmulEngine::Wgmma, 128, 256, 64, 64, 256, 4},
     {"wgmma_128x128x64_s6", MatmulEngine::Wgmma, 128, 128, 64, 64, 128, 6},
     {"wgmma_64x128x64_s8", MatmulEngine::Wgmma, 64, 128, 64, 64, 128, 8},
@@ -211,8 +212,14 @@ jit::Family<ScaleConfig>& scale_family() {
 
 namespace {
 // Work items of the persistent Wgmma kernels: tiles x batches x splits.
+// Tile rows, a multiple of the cluster (a CTA past the last row still loads its half of the
+// shared B tiles for its peer).
+uint32_t matmul_wgmma_tiles_m(const MatmulVariant& v, const MatmulProblem& p) {
+  return ((p.m + v.bm - 1) / v.bm + v.cluster - 1) / v.cluster * v.cluster;
+}
+
 uint32_t matmul_wgmma_work(const MatmulVariant& v, const MatmulProblem& p) {
-  const uint64_t w = uint64_t((p.n + v.bn - 1) / v.bn) * ((p.m + v.bm - 1) / v.bm) * p.batch * p.split_k;
+  const uint64_t w = uint64_t((p.n + v.bn - 1) / v.bn) * matmul_wgmma_tiles_m(v, p) * p.batch * p.split_k;
   return static_cast<uint32_t>(std::min<uint64_t>(w, 0xffffffffu));
 }
 
@@ -230,10 +237,11 @@ uint32_t matmul_sm_count() {
 
 jit::LaunchConfig matmul_launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream) {
   if (v.engine == MatmulEngine::Wgmma)  // persistent: at most one block per SM, each takes work items in turn
-    return {.grid = {std::min<uint32_t>(matmul_wgmma_work(v, p), matmul_sm_count()), 1, 1},
+    return {.grid = {std::min<uint32_t>(matmul_wgmma_work(v, p), matmul_sm_count() / v.cluster * v.cluster), 1, 1},
             .block = {v.threads()},
             .shared_bytes = matmul_wgmma_shared_bytes(v),
-            .stream = stream};
+            .stream = stream,
+            .cluster = {v.cluster, 1, 1}};
   const uint32_t smem = v.engine == MatmulEngine::MmaAsync ? matmul_async_shared_bytes(v, p.in, p.a, p.b) : 0;
   return {.grid = {(p.n + v.bn - 1) / v.bn, (p.m + v.bm - 1) / v.bm, p.batch * p.split_k},
           .block = {v.threads()},
@@ -266,7 +274,7 @@ void matmul_wgmma_launch(const MatmulVariant& v, const MatmulConfig& cfg, uint64
                          const MatmulProblem& p, const jit::Stream* stream) {
   using jit::detail::make_arg;
   const jit::TensorMap ma = operand_map(v, p, true, a), mb = operand_map(v, p, false, b);
-  const uint32_t tiles_n = (p.n + v.bn - 1) / v.bn, tiles_m = (p.m + v.bm - 1) / v.bm;
+  const uint32_t tiles_n = (p.n + v.bn - 1) / v.bn, tiles_m = matmul_wgmma_tiles_m(v, p);
   const uint64_t out_bytes = static_cast<uint64_t>(ir::scalar_bytes(p.out));
   const uint32_t pairs = p.ldc % 2 == 0 && (p.batch == 1 || p.stride_c % 2 == 0) && c % (2 * out_bytes) == 0 && p.split_k == 1;
   const jit::detail::Arg args[] = {make_arg(ma),       make_arg(mb),       jit::detail::Arg{jit::detail::Arg::Pointer, p.out, 0, c, 0},

@@ -13,6 +13,9 @@
 // operand's contiguous dimension is its tensor map's innermost one, so both layouts of A
 // and B load without a transpose (the MN-major ones use wgmma's transposing form).
 //
+// Clusters of 2 along m: the two CTAs compute tile rows m0 and m0 + BM of the same columns;
+// each loads half of the B tile and multicasts it to both, halving B's L2 traffic. A stage
+// is then written by both producers, so each consumer warp releases it in both CTAs.
 // Pipeline per consumer: wait full[s]; fence; wgmma x (BK / k); commit; wait until one
 // group is in flight, then the previous step's stage is free: arrive on its empty[s]. The
 // producer waits for empty[s] (parity of the ring's previous lap) before reusing stage s.
@@ -72,10 +75,11 @@ uint32_t matmul_wgmma_shared_bytes(const MatmulVariant& v) {
 
 // The boxes TMA moves: K-major operands one box of (BK, rows); MN-major ones boxes of
 // (64 / 32 elements of 128 bytes, BK) side by side.
+// With a cluster, each CTA loads 1 / cluster of the B tile (and multicasts it).
 MatmulTmaBox matmul_wgmma_box(const MatmulVariant& v, ir::Scalar in, bool a, bool k_major) {
-  const uint32_t rows = a ? v.bm : v.bn, per_row = kSwizzleBytes / elem_bytes(in);
-  if (k_major) return {per_row, rows, 1};
-  return {per_row, matmul_wgmma_bk(in), rows / per_row};
+  const uint32_t rows = a ? v.bm : v.bn, per_row = kSwizzleBytes / elem_bytes(in), share = a ? 1 : v.cluster;
+  if (k_major) return {per_row, rows / share, 1};
+  return {per_row, matmul_wgmma_bk(in), rows / per_row / share};
 }
 
 ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
@@ -89,8 +93,10 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   const uint32_t per_row = kSwizzleBytes / es;                                    // elements in a 128-byte row
   const uint32_t box_bytes = per_row * BK * es;                                   // one MN-major box (8 KiB)
   if (S < 2 || S > 8) throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": 2 to 8 stages");
-  if (v.bm % 64 || v.bm > 256 || v.bn % per_row || v.bn > 256 || v.bk != 64)
-    throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": BM a multiple of 64, BN of 64, up to 256; BK 64");
+  const uint32_t CX = v.cluster;
+  if (v.bm % 64 || v.bm > 256 || v.bn % per_row || v.bn > 256 || v.bk != 64 || (CX != 1 && CX != 2) || (v.bn / per_row) % CX)
+    throw UsageError("matmul", "matmul", std::string("variant ") + v.name +
+                                             ": BM a multiple of 64, BN of 64, up to 256; BK 64; clusters of 1 or 2");
 
   ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
                       (a_k ? "_r" : "_c") + (b_k ? "c" : "r"));
@@ -135,14 +141,20 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   const uint32_t b_off = a_stage * S / es;                    // element index of the B stages
   ir::Value tid = b.thread_idx_x(), warp = b.warp_id(), lane = b.lane_id();
 
+  // Clusters: the CTAs of a cluster are consecutive blocks and take consecutive work items
+  // (tile rows m0 and m0 + BM of the same columns: tiles_m is a multiple of the cluster).
+  ir::Value rank = b.block_idx_x() % CX;
+  ir::Value mask = ir::cast<uint16_t>(b.constant<uint32_t>((1u << CX) - 1));
   b.if_(tid == 0u, [&] {
     for (uint32_t s = 0; s < S; ++s) {
-      b.mbarrier_init(bars, bar0 + s, 1u);                  // the producer's expect_tx arrival
-      b.mbarrier_init(bars, bar0 + S + s, consumers * 4u);  // one arrival per consumer warp
+      b.mbarrier_init(bars, bar0 + s, 1u);                       // the producer's expect_tx arrival
+      b.mbarrier_init(bars, bar0 + S + s, consumers * 4u * CX);  // each consumer warp of each CTA of the cluster
     }
-    b.fence_proxy_async();  // the initialised barriers are visible to the TMA unit
+    if (CX > 1) b.fence_mbarrier_init();  // the peers' multicasts and arrivals may use them
+    b.fence_proxy_async();                 // the initialised barriers are visible to the TMA unit
   });
-  b.barrier();
+  if (CX > 1) b.cluster_sync();
+  else b.barrier();
 
   // Persistent: each block takes work items blockIdx.x, + gridDim.x, ...; the stage ring
   // runs on across items (`step` counts the k-steps of all of them), so the producer loads
@@ -165,11 +177,17 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
             for (uint32_t j = 0; j < v.bm / per_row; ++j)
               b.tma_load(smem, sa + j * (box_bytes / es), map_a, {it.m0 + j * per_row, kk, it.batch}, bars, bar0 + s);
           }
+          // B: with a cluster, this CTA's share of the tile, multicast to every CTA of it
+          ir::Value mc = CX > 1 ? mask : ir::Value();
           if (b_k) {
-            b.tma_load(smem, sb, map_b, {kk, it.n0, it.batch}, bars, bar0 + s);
+            const uint32_t rows = v.bn / CX;
+            ir::Value r0 = rank * rows;
+            b.tma_load(smem, sb + r0 * (kSwizzleBytes / es), map_b, {kk, it.n0 + r0, it.batch}, bars, bar0 + s, mc);
           } else {
-            for (uint32_t j = 0; j < v.bn / per_row; ++j)
-              b.tma_load(smem, sb + j * (box_bytes / es), map_b, {it.n0 + j * per_row, kk, it.batch}, bars, bar0 + s);
+            for (uint32_t j = 0; j < v.bn / per_row / CX; ++j) {
+              ir::Value box = rank * (v.bn / per_row / CX) + j;
+              b.tma_load(smem, sb + box * (box_bytes / es), map_b, {it.n0 + box * per_row, kk, it.batch}, bars, bar0 + s, mc);
+            }
           }
           step = g + 1u;
         });
@@ -186,8 +204,12 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
     const uint32_t b_k_step = b_k ? k_inst_bytes : k_inst / 8 * 1024;
     const ir::FragLayout& fc = ir::mma_shape(ir::MmaKind::F16).c;
     auto acc = b.array<float>(v.bn / 2, 0.0f);
-    auto release = [&](ir::Value s) {
-      b.if_(lane == 0u, [&] { b.mbarrier_arrive(bars, bar0 + S + s); });
+    auto release = [&](ir::Value s) {  // on this CTA's and every peer's empty[s]: their multicasts write here
+      b.if_(lane == 0u, [&] {
+        if (CX == 1) b.mbarrier_arrive(bars, bar0 + S + s);
+        else
+          for (uint32_t r = 0; r < CX; ++r) b.mbarrier_arrive_cluster(bars, bar0 + S + s, b.constant<uint32_t>(r));
+      });
     };
     auto step = b.var<uint32_t>(0u);
     b.for_(b.block_idx_x(), work, b.grid_dim_x(), [&](ir::Value w) {
@@ -221,6 +243,7 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
         }
     });
   });
+  if (CX > 1) b.cluster_sync();  // no CTA leaves while a peer may still arrive on its barriers
   return b.build();
 }
 

@@ -165,3 +165,40 @@ TEST_CASE("hopper: the wgmma descriptor packs address, offsets and swizzle", "[i
   CHECK_THAT(test::usage_error_of([&] { (void)bad.wgmma_descriptor(g, 0u, ir::WgmmaSwizzle::B128, 16, 1024); }).what(),
              Contains("shared memory"));
 }
+
+TEST_CASE("hopper golden: cluster barrier, mbarrier init fence, remote arrive, multicast TMA", "[codegen][golden][hopper]") {
+  ir::KernelBuilder b("cluster_forms");
+  auto map = b.tensor_map_param("map");
+  auto tile = b.shared<float>(256, 128);
+  auto bar = b.shared<uint64_t>(2);
+  b.if_(b.thread_idx_x() == 0u, [&] {
+    b.mbarrier_init(bar, 0, 2u);
+    b.fence_mbarrier_init();
+  });
+  b.cluster_sync();
+  ir::Value rank = b.block_idx_x() % 2u;
+  b.if_(b.thread_idx_x() == 0u, [&] {
+    b.tma_load(tile, 0, map, {rank, rank}, bar, 0, ir::cast<uint16_t>(b.constant<uint32_t>(3u)));
+    b.mbarrier_arrive_cluster(bar, 1, rank ^ 1u);
+  });
+  b.cluster_sync();
+  ir::Kernel k = b.build();
+  const std::string ptx = codegen::emit_ptx(k, {"sm_90", 9, 0});
+  CHECK(lines_with(ptx, "barrier.cluster.arrive.aligned").size() == 2);
+  CHECK(lines_with(ptx, "barrier.cluster.wait.aligned").size() == 2);
+  CHECK(lines_with(ptx, "fence.mbarrier_init.release.cluster").size() == 1);
+  const auto t = lines_with(ptx, "cp.async.bulk.tensor.2d");
+  REQUIRE(t.size() == 1);
+  CHECK_THAT(t[0], Contains("complete_tx::bytes.multicast::cluster [%r") && Contains("], %rs"));
+  const auto m = lines_with(ptx, "mapa.shared::cluster.u32 %r");
+  REQUIRE(m.size() == 1);
+  CHECK(lines_with(ptx, "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r").size() == 1);
+  CHECK(jit::link_ptx(ptx, "sm_90", k.name()).cubin.size() > 4);
+  CHECK_THAT(test::usage_error_of([&] { (void)codegen::emit_ptx(k, {"sm_80", 9, 0}); }).what(), Contains("sm_90"));
+  ir::KernelBuilder bad("bad_mask");
+  auto map2 = bad.tensor_map_param("map");
+  auto tile2 = bad.shared<float>(256, 128);
+  auto bar2 = bad.shared<uint64_t>(1);
+  ir::Value x = bad.thread_idx_x();
+  CHECK_THAT(test::usage_error_of([&] { bad.tma_load(tile2, 0, map2, {x}, bar2, 0, x); }).what(), Contains("cta_mask: a u16"));
+}
