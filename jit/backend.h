@@ -43,6 +43,9 @@ class Backend {
   // Fills in what the device knows about the function (registers, shared, ...), if anything.
   virtual bool device_resources(KernelState& s, int& registers, int& static_shared, int& local_bytes,
                                 int& max_threads) = 0;
+  // How many clusters of cfg's shape (and its block and dynamic shared memory) can be
+  // resident at once; 0 when unknown (no device, or no cluster support).
+  virtual int max_active_clusters(KernelState&, const LaunchConfig&) { return 0; }
 
   // Streams and events (opaque handles: CUstream / CUevent, or host-side records).
   virtual void* stream_create() = 0;

@@ -95,6 +95,34 @@ class DeviceBackend final : public Backend {
     driver::check(launch_ex(&lc, f, params, nullptr), "cuLaunchKernelEx (cluster) for kernel '" + s.name + "'");
   }
 
+  int max_active_clusters(KernelState& s, const LaunchConfig& cfg) override {
+    const driver::Api& a = driver::api();
+    if (!a.occupancy_max_active_clusters || driver::device_sm() < 90) return 0;
+    driver::ensure_context();
+    CUfunction f = s.function.load(std::memory_order_acquire);
+    if (!f) f = resolve_slow(s);
+    if (cfg.shared_bytes > 48 * 1024 && cfg.shared_bytes > s.dynamic_smem_set.load(std::memory_order_acquire))
+      raise_dynamic_shared(s, f, cfg.shared_bytes);
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = unsigned(cfg.cluster.x);
+    attr.value.clusterDim.y = unsigned(cfg.cluster.y);
+    attr.value.clusterDim.z = unsigned(cfg.cluster.z);
+    CUlaunchConfig lc{};
+    lc.gridDimX = unsigned(cfg.grid.x);
+    lc.gridDimY = unsigned(cfg.grid.y);
+    lc.gridDimZ = unsigned(cfg.grid.z);
+    lc.blockDimX = unsigned(cfg.block.x);
+    lc.blockDimY = unsigned(cfg.block.y);
+    lc.blockDimZ = unsigned(cfg.block.z);
+    lc.sharedMemBytes = cfg.shared_bytes;
+    lc.attrs = &attr;
+    lc.numAttrs = 1;
+    int n = 0;
+    driver::check(a.occupancy_max_active_clusters(&n, f, &lc), "cuOccupancyMaxActiveClusters for kernel '" + s.name + "'");
+    return n;
+  }
+
   bool device_resources(KernelState& s, int& registers, int& shared, int& local, int& max_threads) override {
     if (!driver::available() || s.arch.compare(0, driver::device_arch().size(), driver::device_arch()) != 0) return false;
     resolve(s);

@@ -50,6 +50,10 @@ Resources CompiledKernel::resources() const {
   return r;
 }
 
+int CompiledKernel::max_active_clusters(const LaunchConfig& cfg) const {
+  return detail::backend().max_active_clusters(state(), cfg);
+}
+
 void CompiledKernel::load() const { detail::backend().load(state()); }
 
 void CompiledKernel::resolve() const { detail::backend().resolve(state()); }

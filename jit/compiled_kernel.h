@@ -96,6 +96,9 @@ class CompiledKernel {
   // Registers, shared and local memory, max threads per block: from the link log, and from
   // the driver when the kernel is loaded on a device.
   Resources resources() const;
+  // How many clusters of cfg's shape (with its block and dynamic shared memory) the device
+  // can hold at once, e.g. to size a persistent grid; 0 when unknown (no device).
+  int max_active_clusters(const LaunchConfig& cfg) const;
   // True when this compile was answered by the in-memory or the on-disk cache.
   bool from_cache() const { return from_cache_; }
   bool valid() const { return s_ != nullptr; }

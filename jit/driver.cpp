@@ -80,6 +80,8 @@ Loaded& loaded() {
     // Optional: a driver without them still runs everything else.
     a.launch_kernel_ex = reinterpret_cast<decltype(a.launch_kernel_ex)>(dlsym(h, "cuLaunchKernelEx"));
     a.tensor_map_encode_tiled = reinterpret_cast<decltype(a.tensor_map_encode_tiled)>(dlsym(h, "cuTensorMapEncodeTiled"));
+    a.occupancy_max_active_clusters =
+        reinterpret_cast<decltype(a.occupancy_max_active_clusters)>(dlsym(h, "cuOccupancyMaxActiveClusters"));
     CUresult r = a.init(0);
     if (r != CUDA_SUCCESS) {
       l.error = "cuInit failed: " + error_name(a, r);

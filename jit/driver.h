@@ -47,6 +47,7 @@ struct Api {
   // require(), which turns a missing one into a ToolError instead of a null call.
   decltype(&cuLaunchKernelEx) launch_kernel_ex;               // CUDA 12.0: clusters
   decltype(&cuTensorMapEncodeTiled) tensor_map_encode_tiled;  // CUDA 12.0: TMA descriptors
+  decltype(&cuOccupancyMaxActiveClusters) occupancy_max_active_clusters;  // CUDA 12.0: cluster residency
 };
 
 // Loads libcuda and calls cuInit once. Throws kaio::ToolError("CUDA driver", ...) with a

@@ -1,5 +1,6 @@
 // The matmul variant table, what each variant can serve, the kernel family and the launch.
 #include <algorithm>
+#include <atomic>
 #include <string>
 #include <tuple>
 
@@ -283,7 +284,16 @@ void matmul_wgmma_launch(const MatmulVariant& v, const MatmulConfig& cfg, uint64
                                    make_arg(p.stride_c), make_arg(p.split_k), make_arg(matmul_k_chunk(p)),
                                    make_arg(tiles_n),  make_arg(tiles_m),  make_arg(matmul_wgmma_work(v, p)),
                                    make_arg(pairs)};
-  matmul_family().get(cfg).launch_packed(matmul_launch_config(v, p, stream), args, std::size(args));
+  const jit::CompiledKernel& k = matmul_family().get(cfg);
+  jit::LaunchConfig lc = matmul_launch_config(v, p, stream);
+  if (v.cluster > 1) {  // a persistent grid of clusters: only as many as can be resident at once
+    static std::atomic<int> resident[std::size(kVariants)];
+    std::atomic<int>& r = resident[&v - kVariants];
+    int n = r.load(std::memory_order_relaxed);
+    if (n == 0) r.store(n = std::max(1, k.max_active_clusters(lc)), std::memory_order_relaxed);
+    lc.grid.x = std::min<uint64_t>(lc.grid.x, uint64_t(n) * v.cluster);
+  }
+  k.launch_packed(lc, args, std::size(args));
 }
 }  // namespace
 
