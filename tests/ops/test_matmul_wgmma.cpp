@@ -177,23 +177,42 @@ void check_wgmma(const ops::MatmulVariant& v, MatmulProblem q, size_t samples) {
 
 }  // namespace
 
-TEST_CASE("matmul wgmma: float64 references on the device at edge, skinny and large shapes", "[gpu][ops][matmul][wgmma]") {
-  if (jit::interpret_mode() || device_sm() != 90) {
-    WARN("the wgmma engine runs on sm_90 devices only; skipped here");
-    return;
+namespace {
+bool wgmma_device() {
+  if (!jit::interpret_mode() && device_sm() == 90) return true;
+  WARN("the wgmma engine runs on sm_90 devices only; skipped here");
+  return false;
+}
+
+struct S { uint32_t m, n, k; size_t samples; };
+
+// Both input types at each shape (A row-major with B column-major, then both row-major).
+void shapes(const ops::MatmulVariant& v, std::initializer_list<S> list) {
+  auto up8 = [](uint32_t x) { return (x + 7) / 8 * 8; };  // TMA: 16-byte row strides
+  for (const S& s : list) {
+    check_wgmma<bfloat16, float>(
+        v, {.m = s.m, .n = s.n, .k = s.k, .in = ir::Scalar::BF16, .b = MatLayout::ColMajor, .lda = up8(s.k), .ldb = up8(s.k)},
+        s.samples);
+    check_wgmma<half, float>(v, {.m = s.m, .n = s.n, .k = s.k, .in = ir::Scalar::F16, .lda = up8(s.k), .ldb = up8(s.n)},
+                             s.samples);
   }
-  struct S { uint32_t m, n, k; size_t samples; };
-  static constexpr S kShapes[] = {{64, 64, 64, 0}, {129, 257, 65, 0}, {1, 8, 8, 0}, {1000, 1000, 1000, 3000},
-                                  {16, 4096, 4096, 2000}, {4096, 4096, 128, 2000}, {4096, 4096, 4096, 600}};
+}
+}  // namespace
+
+TEST_CASE("matmul wgmma: large and skinny shapes against float64 (sampled) on the device", "[gpu][ops][matmul][wgmma][large]") {
+  if (!wgmma_device()) return;
   for (const ops::MatmulVariant* v : wgmma_variants()) {
-    auto up8 = [](uint32_t x) { return (x + 7) / 8 * 8; };  // TMA: 16-byte row strides
-    for (const S& s : kShapes) {
-      check_wgmma<bfloat16, float>(
-          *v, {.m = s.m, .n = s.n, .k = s.k, .in = ir::Scalar::BF16, .b = MatLayout::ColMajor, .lda = up8(s.k), .ldb = up8(s.k)},
-          s.samples);
-      check_wgmma<half, float>(*v, {.m = s.m, .n = s.n, .k = s.k, .in = ir::Scalar::F16, .lda = up8(s.k), .ldb = up8(s.n)},
-                               s.samples);
-    }
+    shapes(*v, {{1000, 1000, 1000, 3000}, {16, 4096, 4096, 2000}, {4096, 4096, 128, 2000}, {4096, 4096, 4096, 600}});
+    check_wgmma<float, float>(*v, {.m = 1000, .n = 1000, .k = 1000, .b = MatLayout::ColMajor, .tf32 = true}, 2000);
+  }
+  // the 8192^3 problem once, with the first (largest) variant
+  check_wgmma<bfloat16, float>(*wgmma_variants().front(), {.m = 8192, .n = 8192, .k = 8192, .in = ir::Scalar::BF16}, 300);
+}
+
+TEST_CASE("matmul wgmma: float64 references on the device at edge shapes, layouts, batches, split-K", "[gpu][ops][matmul][wgmma]") {
+  if (!wgmma_device()) return;
+  for (const ops::MatmulVariant* v : wgmma_variants()) {
+    shapes(*v, {{64, 64, 64, 0}, {129, 257, 65, 0}, {1, 8, 8, 0}});
     // every layout pair, outputs in the input type, padded leading dimensions, alpha/beta,
     // two batches with gaps, split-K
     for (MatLayout la : {MatLayout::RowMajor, MatLayout::ColMajor})
@@ -219,8 +238,5 @@ TEST_CASE("matmul wgmma: float64 references on the device at edge, skinny and la
       }
     // tf32: A row-major, B column-major
     check_wgmma<float, float>(*v, {.m = 129, .n = 257, .k = 68, .b = MatLayout::ColMajor, .tf32 = true}, 0);
-    check_wgmma<float, float>(*v, {.m = 1000, .n = 1000, .k = 1000, .b = MatLayout::ColMajor, .tf32 = true}, 2000);
   }
-  // the 8192^3 problem once, with the first (largest) variant
-  check_wgmma<bfloat16, float>(*wgmma_variants().front(), {.m = 8192, .n = 8192, .k = 8192, .in = ir::Scalar::BF16}, 300);
 }
