@@ -198,6 +198,7 @@ class Kernel {
     std::vector<Param> params;
     uint32_t max_threads = 0;     // launch bounds: .maxntid (0: none)
     uint32_t min_blocks = 0;      // launch bounds: .minnctapersm (0: none)
+    uint32_t max_registers = 0;   // register cap per thread: .maxnreg (0: none)
     bool fast_math = false;       // .approx forms for div, sqrt, rcp, exp, log, sin, cos, tanh
     std::vector<std::string> comments;  // b.comment() texts (not part of the key)
     std::vector<SpecConstant> specs;

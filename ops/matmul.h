@@ -58,6 +58,7 @@ struct MatmulVariant {
   uint32_t bm, bn, bk;  // the block tile
   uint32_t tm, tn;      // Simt: accumulators per thread (TM x TN); Mma*: the warp tile (TM x TN)
   uint32_t stages = 1;  // MmaAsync: shared-memory stages of the cp.async pipeline (2..4)
+  uint32_t max_registers = 0;  // register cap per thread (PTX .maxnreg, in the kernel's key); 0: none
   uint32_t threads() const;
   // Whether the variant serves the problem on sm_<sm>; if not, *why says what is missing.
   bool can_implement(const MatmulProblem& p, int sm, std::string* why = nullptr) const;

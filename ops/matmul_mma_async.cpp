@@ -57,6 +57,7 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
   ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
                       (c.a == MatLayout::RowMajor ? "_r" : "_c") + (c.b == MatLayout::RowMajor ? "r" : "c"));
   b.launch_bounds(threads);
+  if (v.max_registers) b.max_registers(v.max_registers);
   detail::MatmulArgs a = detail::matmul_params(b, c);
   const Operand oa = operand_a(v, c.a), ob = operand_b(v, c.b);
   // One dynamic shared array (the stages of large tiles pass the 48 KB of static shared
@@ -70,36 +71,93 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
   ir::Value steps = (a.k - a.k_begin + (v.bk - 1)) / v.bk;
   ir::Value zero = b.constant<uint32_t>(0u);
 
-  // Issues the cp.async chunks of k-step `t` (any value; past the last step every chunk
-  // is empty) into stage `st` of one operand. Global (outer, kk) -> shared row/col.
-  auto load_operand = [&](const Operand& o, ir::Value P, ir::Value outer0, ir::Value outer_n, ir::Value ld,
-                          ir::Value base, uint32_t off, ir::Value t, ir::Value st) {
+  // One operand's cp.async chunks. What does not depend on the k-step is computed once:
+  // each chunk's shared index, its source offset at the first step (clamped into the
+  // matrix when the chunk lies outside it), and its valid bytes in a step that lies wholly
+  // inside k (only the outer dimension can cut it). A step adds `inc` to the offsets.
+  struct Chunks {
+    const Operand& o;
+    ir::Value P, outer0, outer_n, ld, base;
+    uint32_t off;
+    std::vector<ir::Value> r, c8, sidx, off0, valid_full;
+    ir::Value inc;
+  };
+  auto chunks_of = [&](const Operand& o, ir::Value P, ir::Value outer0, ir::Value outer_n, ir::Value ld, ir::Value base,
+                       uint32_t off) {
+    Chunks ch{o, P, outer0, outer_n, ld, base, off, {}, {}, {}, {}, {}, {}};
     const uint32_t row_len = o.contiguous_k ? v.bk : o.outer;  // contiguous elements per shared row
     const uint32_t rows = o.contiguous_k ? o.outer : v.bk;
-    const uint32_t chunks = rows * row_len / 8;
-    if (chunks % threads)
+    const uint32_t n = rows * row_len / 8;
+    if (n % threads)
       throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": a tile's 16-byte chunks do not divide among its threads");
-    for (uint32_t e = 0; e < chunks / threads; ++e) {
-      ir::Value ch = tid + e * threads;
-      ir::Value r = ch / (row_len / 8), c8 = (ch % (row_len / 8)) * 8u;
-      // global coordinates: contiguous index (along the row) and the other one
-      ir::Value k0 = a.k_begin + t * v.bk;
-      ir::Value g_row = o.contiguous_k ? outer0 + r : k0 + r;   // outer index, or k
-      ir::Value g_col = o.contiguous_k ? k0 + c8 : outer0 + c8; // k, or outer index
-      ir::Value row_n = o.contiguous_k ? outer_n : a.k, col_n = o.contiguous_k ? a.k : outer_n;
-      ir::Value ok = g_row < row_n && g_col < col_n;
-      ir::Value valid = ir::select(ok, ir::min((col_n - ir::select(ok, g_col, zero)) * 2u, 16u), zero);
-      ir::Value src_row = ir::select(ok, g_row, zero), src_col = ir::select(ok, g_col, zero);  // stay inside the matrix
-      ir::Value src = base + ir::cast<uint64_t>(src_row * ld + src_col);
-      b.cp_async(smem, st * o.elements + (o.lay.index(r, c8) + off), P, src, 16, ir::CacheHint::Global, valid);
+    for (uint32_t e = 0; e < n / threads; ++e) {
+      ir::Value id = tid + e * threads;
+      ir::Value r = id / (row_len / 8), c8 = (id % (row_len / 8)) * 8u;
+      ch.r.push_back(r);
+      ch.c8.push_back(c8);
+      ch.sidx.push_back(o.lay.index(r, c8) + off);
+      if (o.contiguous_k) {  // row: outer index, col: k
+        ir::Value g = outer0 + r, ok = g < outer_n;
+        ch.off0.push_back(base + ir::cast<uint64_t>(ir::select(ok, g, zero) * ld + (a.k_begin + c8)));
+        ch.valid_full.push_back(ir::select(ok, b.constant<uint32_t>(16u), zero));
+      } else {  // row: k, col: outer index
+        ir::Value g = outer0 + c8, ok = g < outer_n;
+        ch.off0.push_back(base + ir::cast<uint64_t>((a.k_begin + r) * ld + ir::select(ok, g, zero)));
+        ch.valid_full.push_back(ir::select(ok, ir::min((outer_n - ir::select(ok, g, zero)) * 2u, 16u), zero));
+      }
     }
+    ch.inc = o.contiguous_k ? b.constant<uint64_t>(uint64_t(v.bk)) : ir::cast<uint64_t>(ld) * uint64_t(v.bk);
+    return ch;
   };
+  Chunks ca = chunks_of(oa, a.A, m0, a.m, a.lda, a.base_a, a_off), cb = chunks_of(ob, a.B, n0, a.n, a.ldb, a.base_b, b_off);
+  ir::Var koff_a = b.var<uint64_t>(uint64_t(0)), koff_b = b.var<uint64_t>(uint64_t(0));  // the next loaded step's offsets
+  ir::Var ld_stage = b.var<uint32_t>(0u), rd_stage = b.var<uint32_t>(0u);  // ring positions
+
+  // Chunk e of k-step t at its edges (any t; past the last step every chunk is empty).
+  auto load_edge = [&](const Chunks& ch, uint32_t e, ir::Value t, ir::Value dst) {
+    const Operand& o = ch.o;
+    ir::Value k0 = a.k_begin + t * v.bk;
+    ir::Value g_row = o.contiguous_k ? ch.outer0 + ch.r[e] : k0 + ch.r[e];     // outer index, or k
+    ir::Value g_col = o.contiguous_k ? k0 + ch.c8[e] : ch.outer0 + ch.c8[e];   // k, or outer index
+    ir::Value row_n = o.contiguous_k ? ch.outer_n : a.k, col_n = o.contiguous_k ? a.k : ch.outer_n;
+    ir::Value ok = g_row < row_n && g_col < col_n;
+    ir::Value valid = ir::select(ok, ir::min((col_n - ir::select(ok, g_col, zero)) * 2u, 16u), zero);
+    ir::Value src_row = ir::select(ok, g_row, zero), src_col = ir::select(ok, g_col, zero);  // stay inside the matrix
+    ir::Value src = ch.base + ir::cast<uint64_t>(src_row * ch.ld + src_col);
+    b.cp_async(smem, dst, ch.P, src, 16, ir::CacheHint::Global, valid);
+  };
+  // Issues k-step t into the ring's next stage (steps are loaded in order) and commits.
   auto load_step = [&](ir::Value t) {
-    ir::Value st = t % S;
-    load_operand(oa, a.A, m0, a.m, a.lda, a.base_a, a_off, t, st);
-    load_operand(ob, a.B, n0, a.n, a.ldb, a.base_b, b_off, t, st);
+    ir::Value sta = ir::Value(ld_stage) * oa.elements, stb = ir::Value(ld_stage) * ob.elements;
+    b.if_(a.k_begin + t * v.bk + v.bk <= a.k, [&] {  // the whole step lies inside k
+       for (uint32_t e = 0; e < ca.sidx.size(); ++e)
+         b.cp_async(smem, sta + ca.sidx[e], a.A, ca.off0[e] + ir::Value(koff_a), 16, ir::CacheHint::Global, ca.valid_full[e]);
+       for (uint32_t e = 0; e < cb.sidx.size(); ++e)
+         b.cp_async(smem, stb + cb.sidx[e], a.B, cb.off0[e] + ir::Value(koff_b), 16, ir::CacheHint::Global, cb.valid_full[e]);
+     }).else_([&] {
+      for (uint32_t e = 0; e < ca.sidx.size(); ++e) load_edge(ca, e, t, sta + ca.sidx[e]);
+      for (uint32_t e = 0; e < cb.sidx.size(); ++e) load_edge(cb, e, t, stb + cb.sidx[e]);
+    });
     b.cp_async_commit_group();
+    koff_a += ca.inc;
+    koff_b += cb.inc;
+    ld_stage = ir::select(ir::Value(ld_stage) == S - 1, zero, ir::Value(ld_stage) + 1u);
   };
+
+  // Each lane's ldmatrix row address within a stage, for mma tile (0, 0) and ks 0; the
+  // others are constant offsets from it (padded layouts are linear).
+  const uint32_t sa_row = oa.lay.row_stride(), sb_row = ob.lay.row_stride();
+  ir::Value a_lane = oa.contiguous_k  // As[m][k]: lanes 0-15 rows m, lanes 16-31 the same rows at k + 8
+                         ? oa.lay.index(wm0 + lane % 16u, (lane / 16u) * 8u)
+                         // As[k][m]: matrix j = lane / 8 holds k + 8 (j / 2), m + 8 (j % 2), transposed
+                         : oa.lay.index((lane / 16u) * 8u + lane % 8u, wm0 + ((lane / 8u) % 2u) * 8u);
+  // B, two n8 tiles per ldmatrix.x4 (matrices 0-1: tile ni, 2-3: tile ni + 1)
+  ir::Value b_lane = ob.contiguous_k  // Bs[n][k]: matrix j holds n + 8 (j / 2), k + 8 (j % 2)
+                         ? ob.lay.index(wn0 + ((lane / 16u) * 8u + lane % 8u), ((lane / 8u) % 2u) * 8u)
+                         // Bs[k][n]: matrix j holds k + 8 (j % 2), n + 8 (j / 2), transposed
+                         : ob.lay.index(lane % 16u, wn0 + (lane / 16u) * 8u);
+  auto a_at = [&](uint32_t mi, uint32_t ks) { return oa.contiguous_k ? mi * 16 * sa_row + ks * 16 : ks * 16 * sa_row + mi * 16; };
+  auto b_at = [&](uint32_t ni, uint32_t ks) { return ob.contiguous_k ? ni * 8 * sb_row + ks * 16 : ks * 16 * sb_row + ni * 8; };
 
   auto acc = b.array<float>(mt * nt * 4, 0.0f);
   for (uint32_t t = 0; t + 1 < S; ++t) load_step(b.constant<uint32_t>(t));
@@ -107,27 +165,24 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
     b.cp_async_wait_group(S - 2);
     b.barrier();
     load_step(t + (S - 1));
-    ir::Value sa = (t % S) * oa.elements + a_off, sb = (t % S) * ob.elements + b_off;
+    ir::Value sa = ir::Value(rd_stage) * oa.elements + a_lane;
+    ir::Value sb = ir::Value(rd_stage) * ob.elements + (b_lane + b_off);
     for (uint32_t ks = 0; ks < v.bk / 16; ++ks) {
       std::vector<std::vector<ir::Value>> fa, fb;
-      for (uint32_t mi = 0; mi < mt; ++mi) {
-        ir::Value mrow = wm0 + mi * 16;
-        if (oa.contiguous_k)  // As[m][k]: lanes 0-15 rows m, lanes 16-31 the same rows at k + 8
-          fa.push_back(b.ldmatrix(smem, sa + oa.lay.index(mrow + lane % 16u, (lane / 16u) * 8u + ks * 16), 4));
-        else  // As[k][m]: matrix j = lane / 8 holds k + 8 (j / 2), m + 8 (j % 2), transposed
-          fa.push_back(b.ldmatrix(smem, sa + oa.lay.index((lane / 16u) * 8u + lane % 8u + ks * 16,
-                                                        mrow + ((lane / 8u) % 2u) * 8u), 4, true));
-      }
-      for (uint32_t ni = 0; ni < nt; ++ni) {
-        ir::Value ncol = wn0 + ni * 8;
-        if (ob.contiguous_k)  // Bs[n][k]: matrix j = lane / 8 holds k + 8 j
-          fb.push_back(b.ldmatrix(smem, sb + ob.lay.index(ncol + lane % 8u, ((lane / 8u) % 2u) * 8u + ks * 16), 2));
-        else  // Bs[k][n]
-          fb.push_back(b.ldmatrix(smem, sb + ob.lay.index(lane % 16u + ks * 16, ncol), 2, true));
+      for (uint32_t mi = 0; mi < mt; ++mi) fa.push_back(b.ldmatrix(smem, sa + a_at(mi, ks), 4, !oa.contiguous_k));
+      for (uint32_t ni = 0; ni < nt; ni += 2) {
+        if (ni + 1 < nt) {
+          std::vector<ir::Value> q = b.ldmatrix(smem, sb + b_at(ni, ks), 4, !ob.contiguous_k);
+          fb.push_back({q[0], q[1]});
+          fb.push_back({q[2], q[3]});
+        } else {  // an odd last tile: matrices 0-1 of the same lane addresses
+          fb.push_back(b.ldmatrix(smem, sb + b_at(ni, ks), 2, !ob.contiguous_k));
+        }
       }
       for (uint32_t mi = 0; mi < mt; ++mi)
         for (uint32_t ni = 0; ni < nt; ++ni) b.mma_sync(kind, acc.slice(4 * (mi * nt + ni), 4), fa[mi], fb[ni]);
     }
+    rd_stage = ir::select(ir::Value(rd_stage) == S - 1, zero, ir::Value(rd_stage) + 1u);
   });
   b.cp_async_wait_group(0);  // no copy outlives the kernel's use of shared memory
   for (uint32_t mi = 0; mi < mt; ++mi)

@@ -14,6 +14,7 @@ ir::Kernel build_matmul_simt(const MatmulVariant& v, const MatmulConfig& c) {
   ir::KernelBuilder b(std::string("matmul_") + v.name + (c.a == MatLayout::RowMajor ? "_r" : "_c") +
                       (c.b == MatLayout::RowMajor ? "r" : "c"));
   b.launch_bounds(threads);
+  if (v.max_registers) b.max_registers(v.max_registers);
   detail::MatmulArgs a = detail::matmul_params(b, c);
   auto As = b.shared<float>(v.bk * v.bm);
   auto Bs = b.shared<float>(v.bk * v.bn);
