@@ -5,7 +5,7 @@
 // tiles of 4 accumulators each, one register array per thread). Each BK step stages
 // A (BM x BK) and B (BK x BN) in padded shared tiles (rows padded by 8 elements, so the
 // 16-byte ldmatrix rows of consecutive lanes fall in different banks), masked at the edges;
-// ldmatrix.x4 reads A fragments, ldmatrix.x2.trans B fragments.
+// ldmatrix.x4 reads A fragments, ldmatrix.x4.trans B fragments of two n8 tiles.
 #include <string>
 
 #include "kaio/ir/layouts.h"
@@ -43,10 +43,10 @@ ir::Kernel build_matmul_mma(const MatmulVariant& v, const MatmulConfig& c) {
     std::function<ir::Value(ir::Value, ir::Value)> index;             // global (outer, k)
     std::function<ir::Value(ir::Value, ir::Value)> sindex;            // shared (outer, kk)
     bool linear = false;                                              // threads % L == 0
-    ir::Value off0, step, inc, o0, k0;                                // element 0's offset, o, kk
-    uint32_t d_outer = 0, d_k = 0;                                    // element e: + e * (d_outer, d_k)
+    ir::Value off0, step, inc, o0, k0, s0;                            // element 0's offsets, o, kk
+    uint32_t d_outer = 0, d_k = 0, sstep = 0;                         // element e: + e * (d_outer, d_k), + e * sstep
   };
-  auto tile_of = [&](bool contiguous_k, uint32_t outer_tile, ir::Value P, ir::Value outer0, ir::Value outer_n, ir::Value ld,
+  auto tile_of = [&](bool is_a, bool contiguous_k, uint32_t outer_tile, ir::Value P, ir::Value outer0, ir::Value outer_n, ir::Value ld,
                      std::function<ir::Value(ir::Value, ir::Value)> index, std::function<ir::Value(ir::Value, ir::Value)> sindex) {
     Tile t{contiguous_k, outer_tile, outer_tile * v.bk / threads, P, outer0, outer_n, ld, std::move(index), std::move(sindex)};
     const uint32_t L = contiguous_k ? v.bk : outer_tile;  // elements along the contiguous dimension
@@ -59,13 +59,16 @@ ir::Kernel build_matmul_mma(const MatmulVariant& v, const MatmulConfig& c) {
       t.off0 = t.index(outer0 + t.o0, a.k_begin + t.k0);
       t.step = ir::cast<uint64_t>(ld) * uint64_t(threads / L);  // rows of A / B, or k, apart: ld elements each
       t.inc = contiguous_k ? b.constant<uint64_t>(uint64_t(v.bk)) : ir::cast<uint64_t>(ld) * uint64_t(v.bk);
+      t.s0 = t.sindex(t.o0, t.k0);
+      // the shared layouts are linear: element e lies e * sindex(d_outer, d_k) after element 0
+      t.sstep = is_a ? la.index(t.d_outer, t.d_k) : lb.index(t.d_k, t.d_outer);
     }
     return t;
   };
-  Tile ta = tile_of(c.a == MatLayout::RowMajor, v.bm, a.A, m0, a.m, a.lda,
+  Tile ta = tile_of(true, c.a == MatLayout::RowMajor, v.bm, a.A, m0, a.m, a.lda,
                     [&](ir::Value row, ir::Value kk) { return detail::a_index(a, c, row, kk); },
                     [&](ir::Value mm, ir::Value kk) { return la.index(mm, kk); });
-  Tile tb = tile_of(c.b == MatLayout::ColMajor, v.bn, a.B, n0, a.n, a.ldb,
+  Tile tb = tile_of(false, c.b == MatLayout::ColMajor, v.bn, a.B, n0, a.n, a.ldb,
                     [&](ir::Value col, ir::Value kk) { return detail::b_index(a, c, kk, col); },
                     [&](ir::Value nn, ir::Value kk) { return lb.index(kk, nn); });
   ir::Var koff_a = b.var<uint64_t>(uint64_t(0)), koff_b = b.var<uint64_t>(uint64_t(0));
@@ -79,12 +82,25 @@ ir::Kernel build_matmul_mma(const MatmulVariant& v, const MatmulConfig& c) {
     }
   };
   auto load_fast = [&](const Tile& t, ir::Var& koff, ir::Value smem) {
-    ir::Value base = t.off0 + ir::Value(koff);
+    ir::Value at = t.off0 + ir::Value(koff);
     for (uint32_t e = 0; e < t.count; ++e) {
-      ir::Value x = t.P[e == 0 ? base : base + t.step * uint64_t(e)];
-      smem[t.sindex(t.o0 + e * t.d_outer, t.k0 + e * t.d_k)] = x;
+      if (e) at = at + t.step;  // one add per element, no products
+      ir::Value x = t.P[at];
+      smem[t.s0 + e * t.sstep] = x;
     }
   };
+  // Each lane's fragment addresses for mma tile (0, 0) at ks 0; the others are constant
+  // offsets from them (padded layouts are linear).
+  const uint32_t sa_row = la.row_stride(), sb_row = lb.row_stride();
+  std::vector<ir::Value> a_frag, b_frag;
+  ir::Value a_ld, b_ld;
+  if (tf32) {
+    for (int r = 0; r < s.a.regs; ++r) a_frag.push_back(la.index(wm0 + ir::frag_row(s.a, lane, r), ir::frag_col(s.a, lane, r)));
+    for (int r = 0; r < s.b.regs; ++r) b_frag.push_back(lb.index(ir::frag_row(s.b, lane, r), wn0 + ir::frag_col(s.b, lane, r)));
+  } else {
+    a_ld = la.index(wm0 + lane % 16u, (lane / 16u) * 8u);  // lanes 0-15 rows m, lanes 16-31 the same rows at k + 8
+    b_ld = lb.index(lane % 16u, wn0 + (lane / 16u) * 8u);  // lanes 16-31: the next n8 tile
+  }
   b.for_(a.k_begin, a.k, v.bk, [&](ir::Value k0) {
     ir::Value full_k = k0 + v.bk <= a.k;
     for (auto [t, koff, smem] : {std::tuple{&ta, &koff_a, As}, std::tuple{&tb, &koff_b, Bs}}) {
@@ -101,20 +117,24 @@ ir::Kernel build_matmul_mma(const MatmulVariant& v, const MatmulConfig& c) {
     for (uint32_t ks = 0; tf32 && ks < v.bk / 8; ++ks) {  // tf32: fragments element by element
       std::vector<std::vector<ir::Value>> fa(mt), fb(nt);
       for (uint32_t mi = 0; mi < mt; ++mi)
-        for (int r = 0; r < s.a.regs; ++r)
-          fa[mi].push_back(As[la.index(wm0 + (ir::frag_row(s.a, lane, r) + mi * 16), ir::frag_col(s.a, lane, r) + ks * 8)]);
+        for (int r = 0; r < s.a.regs; ++r) fa[mi].push_back(As[a_frag[r] + (mi * 16 * sa_row + ks * 8)]);
       for (uint32_t ni = 0; ni < nt; ++ni)
-        for (int r = 0; r < s.b.regs; ++r)
-          fb[ni].push_back(Bs[lb.index(ir::frag_row(s.b, lane, r) + ks * 8, wn0 + (ir::frag_col(s.b, lane, r) + ni * 8))]);
+        for (int r = 0; r < s.b.regs; ++r) fb[ni].push_back(Bs[b_frag[r] + (ks * 8 * sb_row + ni * 8)]);
       for (uint32_t mi = 0; mi < mt; ++mi)
         for (uint32_t ni = 0; ni < nt; ++ni) b.mma_sync(kind, acc.slice(4 * (mi * nt + ni), 4), fa[mi], fb[ni]);
     }
     for (uint32_t ks = 0; !tf32 && ks < v.bk / 16; ++ks) {
       std::vector<std::vector<ir::Value>> fa, fb;
-      for (uint32_t mi = 0; mi < mt; ++mi)
-        fa.push_back(b.ldmatrix(As, la.index(wm0 + (mi * 16 + lane % 16u), (lane / 16u) * 8u + ks * 16), 4));
-      for (uint32_t ni = 0; ni < nt; ++ni)
-        fb.push_back(b.ldmatrix(Bs, lb.index(lane % 16u + ks * 16, wn0 + ni * 8), 2, true));
+      for (uint32_t mi = 0; mi < mt; ++mi) fa.push_back(b.ldmatrix(As, a_ld + (mi * 16 * sa_row + ks * 16), 4));
+      for (uint32_t ni = 0; ni < nt; ni += 2) {
+        if (ni + 1 < nt) {  // matrices 0-1: tile ni, 2-3: tile ni + 1
+          std::vector<ir::Value> q = b.ldmatrix(Bs, b_ld + (ks * 16 * sb_row + ni * 8), 4, true);
+          fb.push_back({q[0], q[1]});
+          fb.push_back({q[2], q[3]});
+        } else {
+          fb.push_back(b.ldmatrix(Bs, b_ld + (ks * 16 * sb_row + ni * 8), 2, true));
+        }
+      }
       for (uint32_t mi = 0; mi < mt; ++mi)
         for (uint32_t ni = 0; ni < nt; ++ni) b.mma_sync(kind, acc.slice(4 * (mi * nt + ni), 4), fa[mi], fb[ni]);
     }
