@@ -8,7 +8,8 @@
 //   A row-major: As[m][k], ldmatrix.x4           A col-major: As[k][m], ldmatrix.x4.trans
 //   B row-major: Bs[k][n], ldmatrix.x2.trans     B col-major: Bs[n][k], ldmatrix.x2
 // Edges: a chunk past the matrix reads only its valid bytes (src_bytes, the rest zero),
-// with its source address clamped into the matrix. Needs the contiguous leading
+// with its source address clamped into the matrix. Blocks inside the matrix copy whole
+// chunks from offsets computed before the loop plus a per-step increment (no checks). Needs the contiguous leading
 // dimensions and batch strides to be multiples of 8 elements and 16-byte aligned pointers
 // (can_implement).
 //
@@ -71,41 +72,35 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
   ir::Value steps = (a.k - a.k_begin + (v.bk - 1)) / v.bk;
   ir::Value zero = b.constant<uint32_t>(0u);
 
-  // One operand's cp.async chunks. What does not depend on the k-step is computed once:
-  // each chunk's shared index, its source offset at the first step (clamped into the
-  // matrix when the chunk lies outside it), and its valid bytes in a step that lies wholly
-  // inside k (only the outer dimension can cut it). A step adds `inc` to the offsets.
+  // One operand's cp.async chunks: chunk e of a thread is tile chunk tid + e * threads,
+  // row r = chunk / (chunks per row), 16-byte column c8. What does not depend on the
+  // k-step is computed once: chunk 0's source offset at the first step and shared index;
+  // chunk e lies `e * rstep` rows after chunk 0 (rstep = threads / chunks per row; every
+  // table row has threads a multiple of the chunks per row), so its source offset is one
+  // add on from chunk e - 1's and its shared index a constant on from chunk 0's.
   struct Chunks {
     const Operand& o;
     ir::Value P, outer0, outer_n, ld, base;
-    uint32_t off;
-    std::vector<ir::Value> r, c8, sidx, off0, valid_full;
-    ir::Value inc;
+    uint32_t off, count = 0, row_len = 0, rstep = 0;
+    bool linear = false;
+    ir::Value off0, step, inc, sidx0;
   };
   auto chunks_of = [&](const Operand& o, ir::Value P, ir::Value outer0, ir::Value outer_n, ir::Value ld, ir::Value base,
                        uint32_t off) {
-    Chunks ch{o, P, outer0, outer_n, ld, base, off, {}, {}, {}, {}, {}, {}};
-    const uint32_t row_len = o.contiguous_k ? v.bk : o.outer;  // contiguous elements per shared row
-    const uint32_t rows = o.contiguous_k ? o.outer : v.bk;
-    const uint32_t n = rows * row_len / 8;
-    if (n % threads)
+    Chunks ch{o, P, outer0, outer_n, ld, base, off};
+    ch.row_len = o.contiguous_k ? v.bk : o.outer;  // contiguous elements per shared row
+    const uint32_t rows = o.contiguous_k ? o.outer : v.bk, per_row = ch.row_len / 8;
+    if (rows * per_row % threads)
       throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": a tile's 16-byte chunks do not divide among its threads");
-    for (uint32_t e = 0; e < n / threads; ++e) {
-      ir::Value id = tid + e * threads;
-      ir::Value r = id / (row_len / 8), c8 = (id % (row_len / 8)) * 8u;
-      ch.r.push_back(r);
-      ch.c8.push_back(c8);
-      ch.sidx.push_back(o.lay.index(r, c8) + off);
-      if (o.contiguous_k) {  // row: outer index, col: k
-        ir::Value g = outer0 + r, ok = g < outer_n;
-        ch.off0.push_back(base + ir::cast<uint64_t>(ir::select(ok, g, zero) * ld + (a.k_begin + c8)));
-        ch.valid_full.push_back(ir::select(ok, b.constant<uint32_t>(16u), zero));
-      } else {  // row: k, col: outer index
-        ir::Value g = outer0 + c8, ok = g < outer_n;
-        ch.off0.push_back(base + ir::cast<uint64_t>((a.k_begin + r) * ld + ir::select(ok, g, zero)));
-        ch.valid_full.push_back(ir::select(ok, ir::min((outer_n - ir::select(ok, g, zero)) * 2u, 16u), zero));
-      }
-    }
+    ch.count = rows * per_row / threads;
+    ch.linear = threads % per_row == 0;
+    if (!ch.linear) return ch;  // every step takes the checked path
+    ch.rstep = threads / per_row;
+    ir::Value r = tid / per_row, c8 = (tid % per_row) * 8u;
+    ch.sidx0 = o.lay.index(r, c8) + off;
+    // rows of the outer dimension (contiguous k) or of k, ld elements apart
+    ch.off0 = base + ir::cast<uint64_t>(o.contiguous_k ? (outer0 + r) * ld + (a.k_begin + c8) : (a.k_begin + r) * ld + (outer0 + c8));
+    ch.step = ir::cast<uint64_t>(ld) * uint64_t(ch.rstep);
     ch.inc = o.contiguous_k ? b.constant<uint64_t>(uint64_t(v.bk)) : ir::cast<uint64_t>(ld) * uint64_t(v.bk);
     return ch;
   };
@@ -113,34 +108,49 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
   ir::Var koff_a = b.var<uint64_t>(uint64_t(0)), koff_b = b.var<uint64_t>(uint64_t(0));  // the next loaded step's offsets
   ir::Var ld_stage = b.var<uint32_t>(0u), rd_stage = b.var<uint32_t>(0u);  // ring positions
 
-  // Chunk e of k-step t at its edges (any t; past the last step every chunk is empty).
-  auto load_edge = [&](const Chunks& ch, uint32_t e, ir::Value t, ir::Value dst) {
+  // Chunk e of k-step t, checked at the matrix's edges (any t; past the last step every
+  // chunk is empty): only the valid bytes are read, the rest zero-filled, and the source
+  // address is clamped into the matrix.
+  auto load_edge = [&](const Chunks& ch, uint32_t e, ir::Value t, ir::Value st) {
     const Operand& o = ch.o;
+    ir::Value id = tid + e * threads;
+    ir::Value r = id / (ch.row_len / 8), c8 = (id % (ch.row_len / 8)) * 8u;
     ir::Value k0 = a.k_begin + t * v.bk;
-    ir::Value g_row = o.contiguous_k ? ch.outer0 + ch.r[e] : k0 + ch.r[e];     // outer index, or k
-    ir::Value g_col = o.contiguous_k ? k0 + ch.c8[e] : ch.outer0 + ch.c8[e];   // k, or outer index
+    ir::Value g_row = o.contiguous_k ? ch.outer0 + r : k0 + r;     // outer index, or k
+    ir::Value g_col = o.contiguous_k ? k0 + c8 : ch.outer0 + c8;   // k, or outer index
     ir::Value row_n = o.contiguous_k ? ch.outer_n : a.k, col_n = o.contiguous_k ? a.k : ch.outer_n;
     ir::Value ok = g_row < row_n && g_col < col_n;
     ir::Value valid = ir::select(ok, ir::min((col_n - ir::select(ok, g_col, zero)) * 2u, 16u), zero);
     ir::Value src_row = ir::select(ok, g_row, zero), src_col = ir::select(ok, g_col, zero);  // stay inside the matrix
     ir::Value src = ch.base + ir::cast<uint64_t>(src_row * ch.ld + src_col);
-    b.cp_async(smem, dst, ch.P, src, 16, ir::CacheHint::Global, valid);
+    b.cp_async(smem, st + (o.lay.index(r, c8) + ch.off), ch.P, src, 16, ir::CacheHint::Global, valid);
+  };
+  // One operand's chunks of k-step t into stage offset st: unchecked (whole 16-byte
+  // chunks from the running offsets) when the step lies inside k and the block's tile
+  // inside the matrix along the operand's outer dimension, else checked chunk by chunk.
+  auto load_operand = [&](const Chunks& ch, ir::Var& koff, ir::Value t, ir::Value st) {
+    if (!ch.linear) {
+      for (uint32_t e = 0; e < ch.count; ++e) load_edge(ch, e, t, st);
+      return;
+    }
+    ir::Value inside = a.k_begin + t * v.bk + v.bk <= a.k && ch.outer0 + ch.o.outer <= ch.outer_n;
+    b.if_(inside, [&] {
+       ir::Value src = ch.off0 + ir::Value(koff), dst = st + ch.sidx0;
+       const uint32_t sstep = ch.o.lay.index(ch.rstep, 0u);  // the padded layouts are linear
+       for (uint32_t e = 0; e < ch.count; ++e) {
+         if (e) src = src + ch.step;  // one add per chunk, no products
+         b.cp_async(smem, e ? dst + e * sstep : dst, ch.P, src, 16, ir::CacheHint::Global);
+       }
+     }).else_([&] {
+      for (uint32_t e = 0; e < ch.count; ++e) load_edge(ch, e, t, st);
+    });
+    koff += ch.inc;
   };
   // Issues k-step t into the ring's next stage (steps are loaded in order) and commits.
   auto load_step = [&](ir::Value t) {
-    ir::Value sta = ir::Value(ld_stage) * oa.elements, stb = ir::Value(ld_stage) * ob.elements;
-    b.if_(a.k_begin + t * v.bk + v.bk <= a.k, [&] {  // the whole step lies inside k
-       for (uint32_t e = 0; e < ca.sidx.size(); ++e)
-         b.cp_async(smem, sta + ca.sidx[e], a.A, ca.off0[e] + ir::Value(koff_a), 16, ir::CacheHint::Global, ca.valid_full[e]);
-       for (uint32_t e = 0; e < cb.sidx.size(); ++e)
-         b.cp_async(smem, stb + cb.sidx[e], a.B, cb.off0[e] + ir::Value(koff_b), 16, ir::CacheHint::Global, cb.valid_full[e]);
-     }).else_([&] {
-      for (uint32_t e = 0; e < ca.sidx.size(); ++e) load_edge(ca, e, t, sta + ca.sidx[e]);
-      for (uint32_t e = 0; e < cb.sidx.size(); ++e) load_edge(cb, e, t, stb + cb.sidx[e]);
-    });
+    load_operand(ca, koff_a, t, ir::Value(ld_stage) * oa.elements);
+    load_operand(cb, koff_b, t, ir::Value(ld_stage) * ob.elements);
     b.cp_async_commit_group();
-    koff_a += ca.inc;
-    koff_b += cb.inc;
     ld_stage = ir::select(ir::Value(ld_stage) == S - 1, zero, ir::Value(ld_stage) + 1u);
   };
 

@@ -24,11 +24,12 @@ constexpr MatmulVariant kVariants[] = {
     {"mma_128x128x32_w64x64", MatmulEngine::Mma, 128, 128, 32, 64, 64},
     {"mma_64x64x32_w32x32", MatmulEngine::Mma, 64, 64, 32, 32, 32},
     {"mma_cp_128x256x32_w64x64_s3", MatmulEngine::MmaAsync, 128, 256, 32, 64, 64, 3},
-    {"mma_cp_256x128x32_w64x64_s3", MatmulEngine::MmaAsync, 256, 128, 32, 64, 64, 3},
+    {"mma_cp_128x256x64_w64x64_s3", MatmulEngine::MmaAsync, 128, 256, 64, 64, 64, 3},
+    {"mma_cp_256x128x64_w64x64_s3", MatmulEngine::MmaAsync, 256, 128, 64, 64, 64, 3},
     {"mma_cp_128x128x32_w64x64_s4", MatmulEngine::MmaAsync, 128, 128, 32, 64, 64, 4},
     {"mma_cp_128x64x32_w64x32_s3", MatmulEngine::MmaAsync, 128, 64, 32, 64, 32, 3},
     {"mma_cp_64x64x32_w32x32_s4", MatmulEngine::MmaAsync, 64, 64, 32, 32, 32, 4},
-    {"mma_cp_16x64x64_w16x16_s4", MatmulEngine::MmaAsync, 16, 64, 64, 16, 16, 4},
+    {"mma_cp_16x32x128_w16x16_s4", MatmulEngine::MmaAsync, 16, 32, 128, 16, 16, 4},  // m <= 16: no empty mma rows
 };
 
 bool fail(std::string* why, const std::string& msg) {
@@ -72,6 +73,13 @@ bool MatmulVariant::can_implement(const MatmulProblem& p, int sm, std::string* w
                            " elements, got " + std::to_string(lda) + " and " + std::to_string(ldb));
     if (p.batch > 1 && (sa % per || sb % per))
       return fail(why, v + "batch strides of A and B must be multiples of " + std::to_string(per) + " elements");
+  }
+  if (engine == MatmulEngine::MmaAsync) {  // the stages must fit in a block's shared memory
+    const uint32_t need = matmul_async_shared_bytes(*this, p.in, p.a, p.b);
+    const uint32_t have = sm == 80 || sm == 87 ? 166912u : sm == 90 || sm == 100 ? 232448u : 101376u;
+    if (need > have)
+      return fail(why, v + "its stages need " + std::to_string(need) + " bytes of shared memory, sm_" + std::to_string(sm) +
+                           " gives a block at most " + std::to_string(have));
   }
   if (p.batch == 0 || p.batch > 65535) return fail(why, v + "batch must be 1..65535, got " + std::to_string(p.batch));
   if (p.split_k == 0 || uint64_t(p.split_k) * p.batch > 65535)
@@ -155,7 +163,7 @@ MatmulProblem matmul_resolved(const MatmulProblem& q) {
 
 uint32_t matmul_k_chunk(const MatmulProblem& p) {
   const uint32_t per = (p.k + p.split_k - 1) / std::max(p.split_k, 1u);
-  return (per + 31) / 32 * 32;  // a multiple of every BK, so that chunks start on 16-byte rows
+  return (per + 31) / 32 * 32;  // chunks start on 16-byte rows (a deeper BK ends a chunk with a partial step)
 }
 
 ir::Kernel matmul_scale_kernel() {

@@ -196,7 +196,7 @@ TEST_CASE("matmul: every variant in the interpreter at odd shapes, layouts, alph
 
 TEST_CASE("matmul: every declared config assembles for sm_80 and sm_90 without local memory", "[ops][matmul][nvjitlink]") {
   jit::Family<ops::MatmulConfig>& f = ops::matmul_family();
-  REQUIRE(f.config_count() == 24);
+  REQUIRE(f.config_count() == 26);
   for (size_t i = 0; i < f.config_count(); ++i) {
     ir::Kernel k = f.declared_kernel(i);
     const bool mma = k.name().find("mma") != std::string::npos;
@@ -219,6 +219,26 @@ TEST_CASE("matmul: every declared config assembles for sm_80 and sm_90 without l
       CHECK(sass.find("STL") == std::string::npos);
     }
   }
+}
+
+TEST_CASE("matmul: a variant's register cap reaches its kernel (.maxnreg) and ptxas obeys it", "[ops][matmul][nvjitlink]") {
+  int capped = 0;
+  for (const ops::MatmulVariant& v : ops::matmul_variants()) {
+    if (!v.max_registers) continue;
+    ++capped;
+    const bool simt = v.engine == ops::MatmulEngine::Simt || v.engine == ops::MatmulEngine::SimtDb;
+    const ops::MatmulConfig cfg{static_cast<uint32_t>(&v - ops::matmul_variants().data()), simt ? ir::Scalar::F32 : ir::Scalar::F16};
+    ir::Kernel k = ops::matmul_kernel(cfg);
+    for (const char* arch : {"sm_80", "sm_90"}) {
+      INFO(v.name << " for " << arch);
+      std::string ptx = codegen::emit_ptx(k, {arch, 9, 0});
+      CHECK(ptx.find(".maxnreg " + std::to_string(v.max_registers) + "\n") != std::string::npos);
+      jit::Resources res = jit::parse_resources(jit::link_ptx(ptx, arch, k.name()).info_log, 0);
+      CHECK(res.registers <= static_cast<int>(v.max_registers));
+      CHECK(res.spill_stores == 0);
+    }
+  }
+  CHECK(capped > 0);
 }
 
 TEST_CASE("matmul: can_implement refuses what a variant cannot serve, and says why", "[ops][matmul]") {
@@ -245,6 +265,12 @@ TEST_CASE("matmul: can_implement refuses what a variant cannot serve, and says w
   CHECK_FALSE(cp.can_implement({.m = 17, .n = 33, .k = 65, .in = ir::Scalar::F16}, 90, &why));
   CHECK_THAT(why, Contains("lda and ldb must be multiples of 8 elements, got 65 and 33"));
   CHECK(cp.can_implement({.m = 17, .n = 33, .k = 65, .in = ir::Scalar::F16, .lda = 72, .ldb = 40}, 90));
+  // the stages of a deep tile fit sm_80's and sm_90's shared memory, not sm_86's
+  const ops::MatmulVariant& deep = ops::matmul_variant("mma_cp_128x256x64_w64x64_s3");
+  CHECK(deep.can_implement({.m = 64, .n = 64, .k = 64, .in = ir::Scalar::BF16}, 80));
+  CHECK(deep.can_implement({.m = 64, .n = 64, .k = 64, .in = ir::Scalar::BF16}, 90));
+  CHECK_FALSE(deep.can_implement({.m = 64, .n = 64, .k = 64, .in = ir::Scalar::BF16}, 86, &why));
+  CHECK_THAT(why, Contains("bytes of shared memory, sm_86 gives a block at most 101376"));
   CHECK_FALSE(cp.can_implement({.m = 16, .n = 16, .k = 16, .in = ir::Scalar::F16, .ptr_align = 8}, 90, &why));
   CHECK_THAT(why, Contains("16-byte aligned"));
   CHECK_THAT(test::usage_error_of([] { (void)ops::matmul_resolved({.m = 4, .n = 4, .k = 8, .lda = 7}); }).what(),
