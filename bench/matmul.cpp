@@ -9,8 +9,8 @@
 // L2), so that L2 does not hold them. Each variant's line gives its registers per thread
 // (spills, if any) and the SASS tensor-core (or FFMA) instruction of its cubin
 // (cuobjdump: $KAIO_CUOBJDUMP or PATH). A summary table, one row per dtype and shape,
-// comes last.
-// Usage: matmul [--quick] [--dtype f32|tf32|f16|bf16]...
+// comes last. --loop-stats (no GPU) prints each kernel's k-loop PTX instruction counts.
+// Usage: matmul [--quick] [--dtype f32|tf32|f16|bf16]... | --loop-stats [ARCH]
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -29,6 +29,7 @@
 #include "kaio/codegen/ptx.h"
 #include "kaio/jit/backend.h"
 #include "kaio/jit/linker.h"
+#include "kaio/jit/resources.h"
 #include "kaio/kaio.h"
 #include "kaio/ops/matmul.h"
 
@@ -122,6 +123,87 @@ std::string sass_op(const ir::Kernel& k, const std::string& arch) {
   return memo;
 }
 
+// The k-loop of a matmul kernel's PTX: the loop with the most mma / fma instructions
+// (from its label to its backward branch). Counts the instructions one iteration runs
+// when every `if` holds (full k-steps, tiles inside the matrix: a conditional branch falls
+// through, an unconditional one, which jumps over an else, is taken), without the movs
+// (register-array copies that ptxas coalesces), by kind.
+struct LoopStats {
+  int body = 0, path = 0, mma = 0, shared = 0, ldmatrix = 0, global = 0, other = 0;
+};
+LoopStats loop_stats(const std::string& ptx) {
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < ptx.size();) {
+    size_t end = ptx.find('\n', at);
+    if (end == std::string::npos) end = ptx.size();
+    std::string l = ptx.substr(at, end - at);
+    const size_t f = l.find_first_not_of(" \t"), b = l.find_last_not_of(" \t;");
+    lines.push_back(f == std::string::npos ? "" : l.substr(f, b - f + 1));
+    at = end + 1;
+  }
+  std::map<std::string, size_t> labels;
+  for (size_t i = 0; i < lines.size(); ++i)
+    if (!lines[i].empty() && lines[i].back() == ':') labels[lines[i].substr(0, lines[i].size() - 1)] = i;
+  auto opcode = [](const std::string& l) {
+    std::string x = l[0] == '@' ? l.substr(l.find(' ') + 1) : l;
+    return x.substr(0, x.find_first_of(" \t"));
+  };
+  auto target = [&](const std::string& l) -> std::string {
+    const std::string op = opcode(l);
+    if (op != "bra" && op != "bra.uni") return "";
+    return l.substr(l.find_last_of(" \t") + 1);
+  };
+  auto is_ins = [](const std::string& l) {
+    return !l.empty() && l.back() != ':' && l[0] != '.' && l[0] != '{' && l[0] != '}' && l.rfind("//", 0) != 0;
+  };
+  size_t lo = 0, hi = 0;
+  int best = -1;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    auto it = labels.find(target(lines[i]));
+    if (!is_ins(lines[i]) || it == labels.end() || it->second > i) continue;
+    int w = 0;
+    for (size_t j = it->second; j <= i; ++j) w += lines[j].rfind("mma.", 0) == 0 || lines[j].rfind("fma.", 0) == 0;
+    if (w > best) best = w, lo = it->second, hi = i;
+  }
+  LoopStats s;
+  for (size_t j = lo; j <= hi; ++j) s.body += is_ins(lines[j]);
+  for (size_t i = lo, guard = 0; i <= hi && guard < 1000000; ++guard) {
+    const std::string& l = lines[i];
+    if (!is_ins(l)) { ++i; continue; }
+    const std::string op = opcode(l), t = target(l);
+    if (i == hi) break;  // the backward branch
+    if (op.rfind("mov.", 0) != 0) {
+      ++s.path;
+      if (op.rfind("mma.", 0) == 0 || op.rfind("fma.", 0) == 0) ++s.mma;
+      else if (op.rfind("ldmatrix", 0) == 0) ++s.ldmatrix;
+      else if (op.rfind("ld.shared", 0) == 0 || op.rfind("st.shared", 0) == 0) ++s.shared;
+      else if (op.rfind("ld.global", 0) == 0 || op.rfind("cp.async", 0) == 0) ++s.global;
+      else ++s.other;
+    }
+    if (!t.empty() && l[0] != '@' && labels.count(t)) i = labels[t];
+    else ++i;
+  }
+  return s;
+}
+
+// --loop-stats: the k-loop counts of every declared kernel (row-major A and B), no GPU needed.
+int print_loop_stats(const std::string& arch) {
+  jit::Family<ops::MatmulConfig>& f = ops::matmul_family();
+  std::printf("k-loop of each declared kernel's PTX for %s (one iteration with every if true; SimtDb runs two\n"
+              "k-steps per iteration; movs not counted), and ptxas' registers\n", arch.c_str());
+  std::printf("%-52s %6s %6s %6s %6s %8s %6s %6s %5s\n", "kernel", "body", "path", "mma/ffma", "shared", "ldmatrix",
+              "global", "other", "regs");
+  for (size_t i = 0; i < f.config_count(); ++i) {
+    ir::Kernel k = f.declared_kernel(i);
+    const std::string ptx = codegen::emit_ptx(k, {arch, 9, 0});
+    const LoopStats s = loop_stats(ptx);
+    const jit::Resources r = jit::parse_resources(jit::link_ptx(ptx, arch, k.name()).info_log, 0);
+    std::printf("%-52s %6d %6d %8d %6d %8d %6d %6d %5d%s\n", k.name().c_str(), s.body, s.path, s.mma, s.shared, s.ldmatrix,
+                s.global, s.other, r.registers, r.spill_stores ? " (spills)" : "");
+  }
+  return 0;
+}
+
 struct Row {  // one line of the summary
   std::string dtype, shape, best;
   double tflops = 0, cublas = 0;
@@ -206,17 +288,21 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
 
 int main(int argc, char** argv) {
   bool quick = false;
+  std::string loop_stats_arch;
   std::vector<std::string> dtypes;
   const char* usage =
-      "usage: matmul [--quick] [--dtype f32|tf32|f16|bf16]...\n"
+      "usage: matmul [--quick] [--dtype f32|tf32|f16|bf16]... | --loop-stats [ARCH]\n"
       "  TFLOP/s of every matmul variant beside cuBLAS at the same precision (needs a GPU).\n"
       "  --quick  1024^3, 4096^3 and 16x4096x4096 only (under a minute on an H100)\n"
       "  --dtype  one input type (repeatable; default all four: f32 on SIMT, tf32, f16, bf16\n"
-      "           on tensor cores, each with its own output type: f32, f32, f16, bf16)\n";
+      "           on tensor cores, each with its own output type: f32, f32, f16, bf16)\n"
+      "  --loop-stats  no GPU needed: the k-loop's PTX instruction counts and the registers of\n"
+      "           every declared kernel for ARCH (default sm_90)\n";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--quick") quick = true;
     else if (arg == "--dtype" && i + 1 < argc) dtypes.push_back(argv[++i]);
+    else if (arg == "--loop-stats") loop_stats_arch = i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "sm_90";
     else if (arg == "--help" || arg == "-h") {
       std::printf("%s", usage);
       return 0;
@@ -230,6 +316,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "matmul: --dtype '%s' is not one of f32, tf32, f16, bf16\n", d.c_str());
       return 2;
     }
+  if (!loop_stats_arch.empty()) return print_loop_stats(loop_stats_arch);
   if (dtypes.empty()) dtypes = {"f32", "tf32", "f16", "bf16"};
   if (jit::interpret_mode()) {
     std::fprintf(stderr, "matmul: a benchmark needs a GPU (unset KAIO_INTERPRET)\n");

@@ -2,6 +2,8 @@
 // layout, element-wise tile staging, and the epilogue C = alpha * acc + beta * C.
 #pragma once
 
+#include <utility>
+
 #include "kaio/ir/builder.h"
 #include "kaio/ir/layouts.h"
 #include "kaio/ops/matmul.h"
@@ -44,6 +46,22 @@ inline MatmulArgs matmul_params(ir::KernelBuilder& b, const MatmulConfig& c) {
   a.base_b = z * sb;
   a.base_c = z * sc;
   return a;
+}
+
+// The block's tile origin (m0, n0). Blocks are renumbered in groups of 8 block rows,
+// walking down the rows of a group before moving one column on, so that the blocks
+// resident at once cover about 8 panels of A and a few panels of B, which L2 then holds,
+// rather than one or two panels of A and every panel of B (Triton's GROUP_M ordering).
+// A bijection of the grid (its last group may have fewer rows); blockIdx.z is untouched.
+inline std::pair<ir::Value, ir::Value> tile_origin(ir::KernelBuilder& b, uint32_t bm, uint32_t bn) {
+  constexpr uint32_t kGroup = 8;
+  ir::Value gx = b.grid_dim_x(), gy = b.grid_dim_y();
+  ir::Value id = b.block_idx_y() * gx + b.block_idx_x();
+  ir::Value per_group = gx * kGroup;
+  ir::Value first = (id / per_group) * kGroup;
+  ir::Value rows = ir::min(gy - first, kGroup);
+  ir::Value in = id % per_group;
+  return {(first + in % rows) * bm, (in / rows) * bn};
 }
 
 // Element indices of A(row, kk) and B(kk, col) (row: 0..m, kk: 0..k, col: 0..n).

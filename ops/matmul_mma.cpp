@@ -29,7 +29,7 @@ ir::Kernel build_matmul_mma(const MatmulVariant& v, const MatmulConfig& c) {
   auto Bs = b.shared(c.in, lb.elements(v.bk), 128);
   ir::Value tid = b.thread_idx_x(), lane = b.lane_id(), warp = b.warp_id();
   ir::Value wm0 = (warp / warps_n) * v.tm, wn0 = (warp % warps_n) * v.tn;
-  ir::Value m0 = b.block_idx_y() * v.bm, n0 = b.block_idx_x() * v.bn;
+  auto [m0, n0] = detail::tile_origin(b, v.bm, v.bn);
   auto acc = b.array<float>(mt * nt * 4, 0.0f);
   // The tiles' loads (matmul_common.h): unchecked from hoisted offsets inside the
   // matrix, masked at its edges.

@@ -68,7 +68,7 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
   const uint32_t a_off = 0, b_off = oa.elements * S;
   ir::Value tid = b.thread_idx_x(), lane = b.lane_id(), warp = b.warp_id();
   ir::Value wm0 = (warp / warps_n) * v.tm, wn0 = (warp % warps_n) * v.tn;
-  ir::Value m0 = b.block_idx_y() * v.bm, n0 = b.block_idx_x() * v.bn;
+  auto [m0, n0] = detail::tile_origin(b, v.bm, v.bn);
   ir::Value steps = (a.k - a.k_begin + (v.bk - 1)) / v.bk;
   ir::Value zero = b.constant<uint32_t>(0u);
 

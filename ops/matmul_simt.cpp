@@ -21,7 +21,7 @@ ir::Kernel build_matmul_simt(const MatmulVariant& v, const MatmulConfig& c) {
   auto Bs = b.shared<float>(v.bk * v.bn);
   ir::Value tid = b.thread_idx_x();
   ir::Value tx = tid % cols, ty = tid / cols;
-  ir::Value m0 = b.block_idx_y() * v.bm, n0 = b.block_idx_x() * v.bn;
+  auto [m0, n0] = detail::tile_origin(b, v.bm, v.bn);
   auto acc = b.array<float>(v.tm * v.tn, 0.0f);
   // A(m0 + mm, k0 + kk) -> As[kk][mm], B(k0 + kk, n0 + nn) -> Bs[kk][nn] (matmul_common.h:
   // unchecked from hoisted offsets inside the matrix, masked at its edges)

@@ -67,7 +67,7 @@ ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c) {
   detail::MatmulArgs a = detail::matmul_params(b, c);
   ir::Value tid = b.thread_idx_x();
   ir::Value tx = tid % cols, ty = tid / cols;
-  ir::Value m0 = b.block_idx_y() * v.bm, n0 = b.block_idx_x() * v.bn;
+  auto [m0, n0] = detail::tile_origin(b, v.bm, v.bn);
   ir::Value steps = (a.k - a.k_begin + (v.bk - 1)) / v.bk;
   ir::Value zero = b.constant<uint32_t>(0u);
 

@@ -194,6 +194,13 @@ TEST_CASE("matmul: every variant in the interpreter at odd shapes, layouts, alph
   run_all(false, kOddShapes, true);
 }
 
+TEST_CASE("matmul: blocks in groups of 8 block rows cover every tile once (a grid of 10 and 19 block rows)", "[ops][matmul][interp]") {
+  // 10 block rows: one full group and a last group of 2; 19: two full groups and one of 3
+  run_problem<float, float>(ops::matmul_variant("simt_32x32x8_2x2"), {.m = 300, .n = 40, .k = 9}, false);
+  run_problem<half, float>(ops::matmul_variant("mma_cp_16x32x128_w16x16_s4"),
+                           {.m = 300, .n = 72, .k = 24, .in = ir::Scalar::F16, .alpha = 0.5f, .beta = 0.25f}, false);
+}
+
 TEST_CASE("matmul: every declared config assembles for sm_80 and sm_90 without local memory", "[ops][matmul][nvjitlink]") {
   jit::Family<ops::MatmulConfig>& f = ops::matmul_family();
   REQUIRE(f.config_count() == 26);
@@ -227,16 +234,23 @@ TEST_CASE("matmul: a variant's register cap reaches its kernel (.maxnreg) and pt
     if (!v.max_registers) continue;
     ++capped;
     const bool simt = v.engine == ops::MatmulEngine::Simt || v.engine == ops::MatmulEngine::SimtDb;
-    const ops::MatmulConfig cfg{static_cast<uint32_t>(&v - ops::matmul_variants().data()), simt ? ir::Scalar::F32 : ir::Scalar::F16};
-    ir::Kernel k = ops::matmul_kernel(cfg);
-    for (const char* arch : {"sm_80", "sm_90"}) {
-      INFO(v.name << " for " << arch);
-      std::string ptx = codegen::emit_ptx(k, {arch, 9, 0});
-      CHECK(ptx.find(".maxnreg " + std::to_string(v.max_registers) + "\n") != std::string::npos);
-      jit::Resources res = jit::parse_resources(jit::link_ptx(ptx, arch, k.name()).info_log, 0);
-      CHECK(res.registers <= static_cast<int>(v.max_registers));
-      CHECK(res.spill_stores == 0);
-    }
+    // every layout for sm_90, row/row for sm_80: the cap must not make any of them spill
+    for (MatLayout la : {MatLayout::RowMajor, MatLayout::ColMajor})
+      for (MatLayout lb : {MatLayout::RowMajor, MatLayout::ColMajor}) {
+        const ops::MatmulConfig cfg{static_cast<uint32_t>(&v - ops::matmul_variants().data()),
+                                    simt ? ir::Scalar::F32 : ir::Scalar::F16, ir::Scalar::F32, la, lb};
+        ir::Kernel k = ops::matmul_kernel(cfg);
+        for (const char* arch : {"sm_80", "sm_90"}) {
+          if (std::string(arch) == "sm_80" && (la != MatLayout::RowMajor || lb != MatLayout::RowMajor)) continue;
+          INFO(k.name() << " for " << arch);
+          std::string ptx = codegen::emit_ptx(k, {arch, 9, 0});
+          CHECK(ptx.find(".maxnreg " + std::to_string(v.max_registers) + "\n") != std::string::npos);
+          jit::Resources res = jit::parse_resources(jit::link_ptx(ptx, arch, k.name()).info_log, 0);
+          CHECK(res.registers <= static_cast<int>(v.max_registers));
+          CHECK(res.spill_stores == 0);
+          CHECK(res.local_bytes == 0);
+        }
+      }
   }
   CHECK(capped > 0);
 }
