@@ -54,12 +54,11 @@ bool MatmulVariant::can_implement(const MatmulProblem& p, int sm, std::string* w
       return fail(why, v + "SIMT computes f32 x f32 -> f32, not " + ir::scalar_name(p.in) + " -> " + ir::scalar_name(p.out));
   } else {
     if (sm < 80) return fail(why, v + "mma.sync needs sm_80 or newer, the device is sm_" + std::to_string(sm));
-    const bool tf32 = p.in == ir::Scalar::F32 && p.tf32 && engine == MatmulEngine::Mma;
-    if (tf32 && tm * tn > 32 * 32)  // fragments element by element: a 64 x 64 warp tile spills
+    const bool tf32 = p.in == ir::Scalar::F32 && p.tf32;
+    if (tf32 && engine == MatmulEngine::Mma && tm * tn > 32 * 32)  // its 64 x 64 warp tile spills
       return fail(why, v + "tf32 needs a warp tile of at most 32 x 32");
     if (p.in != ir::Scalar::F16 && p.in != ir::Scalar::BF16 && !tf32)
-      return fail(why, v + "tensor cores take f16 or bf16 inputs here" +
-                           (engine == MatmulEngine::Mma ? " (f32 with problem.tf32)" : "") + ", not " +
+      return fail(why, v + "tensor cores take f16 or bf16 inputs here (f32 with problem.tf32), not " +
                            std::string(ir::scalar_name(p.in)));
     if (p.out != ir::Scalar::F32 && p.out != p.in)
       return fail(why, v + "the output is f32 or the input type, not " + std::string(ir::scalar_name(p.out)));
