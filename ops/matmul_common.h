@@ -15,6 +15,7 @@ struct MatmulArgs {
   ir::Value k_begin, k;              // this block's k range [k_begin, k) (split-K: one chunk)
   ir::Value splits;                  // split-K factor (> 1: C += alpha * partial, atomically)
   ir::Value base_a, base_b, base_c;  // u64 element offsets of this block's batch
+  ir::Value stride_c;                // u64 elements between C's batches
 };
 
 // Declares the parameters (see matmul.h), the batch offsets and the split-K range:
@@ -45,6 +46,7 @@ inline MatmulArgs matmul_params(ir::KernelBuilder& b, const MatmulConfig& c) {
   a.base_a = z * sa;
   a.base_b = z * sb;
   a.base_c = z * sc;
+  a.stride_c = sc;
   return a;
 }
 
@@ -184,6 +186,34 @@ inline void store_c(ir::KernelBuilder& b, const MatmulArgs& a, const MatmulConfi
     ir::Value old = a.C[idx];
     ir::Value o = c.out == ir::Scalar::F32 ? old : ir::cast<float>(old);
     put(ir::fma(a.beta, o, v));
+  });
+}
+
+// Whether C(row, col) and C(row, col + 1) may be stored as one 2-element vector for every
+// even col: C's element index of an even column is even (ldc and the batch stride even)
+// and split-K (atomic adds) is off. Uniform; the caller's C pointer must be aligned to the
+// pair (MmaAsync: 16-byte aligned pointers).
+inline ir::Value c_pairs_ok(const MatmulArgs& a) {
+  return (a.ldc % 2u) == 0u && (a.stride_c % uint64_t(2)) == uint64_t(0) && a.splits == 1u;
+}
+
+// C(row, col) and C(row, col + 1) (col even, row < m checked by the caller) from two
+// accumulators: one vector store (and load, for beta) when `pairs` holds and both columns
+// lie inside the matrix, else store_c per element.
+inline void store_c_pair(ir::KernelBuilder& b, const MatmulArgs& a, const MatmulConfig& c, ir::Value pairs, ir::Value row,
+                         ir::Value col, ir::Value acc0, ir::Value acc1) {
+  b.if_(pairs && col + 1u < a.n, [&] {
+     ir::Value idx = a.base_c + ir::cast<uint64_t>(row * a.ldc + col);
+     ir::Value v0 = a.alpha * acc0, v1 = a.alpha * acc1;
+     auto out = [&](ir::Value x) { return c.out == ir::Scalar::F32 ? x : ir::cast(x, ir::Type::scalar(c.out)); };
+     b.if_(a.beta == 0.0f, [&] { ir::store_vec(a.C, idx, {out(v0), out(v1)}); }).else_([&] {
+       std::vector<ir::Value> old = ir::load_vec(a.C, idx, 2);
+       auto f = [&](ir::Value o) { return c.out == ir::Scalar::F32 ? o : ir::cast<float>(o); };
+       ir::store_vec(a.C, idx, {out(ir::fma(a.beta, f(old[0]), v0)), out(ir::fma(a.beta, f(old[1]), v1))});
+     });
+   }).else_([&] {
+    b.if_(col < a.n, [&] { store_c(b, a, c, row, col, acc0); });
+    b.if_(col + 1u < a.n, [&] { store_c(b, a, c, row, col + 1u, acc1); });
   });
 }
 

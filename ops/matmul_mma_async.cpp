@@ -170,7 +170,9 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
   // others are constant offsets from them (padded layouts are linear).
   const uint32_t sa_row = oa.lay.row_stride(), sb_row = ob.lay.row_stride();
   ir::Value a_lane, b_lane;
-  std::vector<ir::Value> a_frag, b_frag;  // tf32: one address per fragment register
+  // tf32: register r at a_frag[a_frag.size() > 1 ? r : 0] + a_frag_c[r] (the same for B)
+  std::vector<ir::Value> a_frag, b_frag;
+  std::vector<uint32_t> a_frag_c, b_frag_c;
   if (!tf32) {
     a_lane = oa.contiguous_k  // As[m][k]: lanes 0-15 rows m, lanes 16-31 the same rows at k + 8
                  ? oa.lay.index(wm0 + lane % 16u, (lane / 16u) * 8u)
@@ -198,20 +200,22 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
     for (int r = 0; r < s.a.regs; ++r) {
       if (!da.empty() && r > 0) {
         const auto [dm, dk] = da[r];
-        a_frag.push_back(a_frag[0] + (oa.contiguous_k ? oa.lay.index(uint32_t(dm), uint32_t(dk)) : oa.lay.index(uint32_t(dk), uint32_t(dm))));
+        a_frag_c.push_back(oa.contiguous_k ? oa.lay.index(uint32_t(dm), uint32_t(dk)) : oa.lay.index(uint32_t(dk), uint32_t(dm)));
         continue;
       }
       ir::Value m = wm0 + ir::frag_row(s.a, lane, r), k = ir::frag_col(s.a, lane, r);
       a_frag.push_back(oa.contiguous_k ? oa.lay.index(m, k) : oa.lay.index(k, m));
+      a_frag_c.push_back(0);
     }
     for (int r = 0; r < s.b.regs; ++r) {
       if (!db.empty() && r > 0) {
         const auto [dk, dn] = db[r];
-        b_frag.push_back(b_frag[0] + (ob.contiguous_k ? ob.lay.index(uint32_t(dn), uint32_t(dk)) : ob.lay.index(uint32_t(dk), uint32_t(dn))));
+        b_frag_c.push_back(ob.contiguous_k ? ob.lay.index(uint32_t(dn), uint32_t(dk)) : ob.lay.index(uint32_t(dk), uint32_t(dn)));
         continue;
       }
       ir::Value k = ir::frag_row(s.b, lane, r), n = wn0 + ir::frag_col(s.b, lane, r);
       b_frag.push_back(ob.contiguous_k ? ob.lay.index(n, k) : ob.lay.index(k, n));
+      b_frag_c.push_back(0);
     }
   }
   auto a_at = [&](uint32_t mi, uint32_t ks) { return oa.contiguous_k ? mi * 16 * sa_row + ks * kstep : ks * kstep * sa_row + mi * 16; };
@@ -224,24 +228,35 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
     b.barrier();
     load_step(t + (S - 1));
     ir::Value sa = ir::Value(rd_stage) * oa.elements, sb = ir::Value(rd_stage) * ob.elements + b_off;
+    ir::Value sa_lane, sb_lane;  // the lane's addresses in this stage, once per step
+    std::vector<ir::Value> sa_f, sb_f;
+    if (tf32) {
+      for (ir::Value f : a_frag) sa_f.push_back(sa + f);
+      for (ir::Value f : b_frag) sb_f.push_back(sb + f);
+    } else {
+      sa_lane = sa + a_lane;
+      sb_lane = sb + b_lane;
+    }
     for (uint32_t ks = 0; ks < v.bk / kstep; ++ks) {
       std::vector<std::vector<ir::Value>> fa(mt), fb;
       if (tf32) {  // element by element (ldmatrix moves 16-bit halves)
         for (uint32_t mi = 0; mi < mt; ++mi)
-          for (ir::Value f : a_frag) fa[mi].push_back(smem[sa + f + a_at(mi, ks)]);
+          for (int r = 0; r < s.a.regs; ++r)
+            fa[mi].push_back(smem[sa_f[a_frag.size() > 1 ? r : 0] + (a_frag_c[r] + a_at(mi, ks))]);
         for (uint32_t ni = 0; ni < nt; ++ni) {
           fb.emplace_back();
-          for (ir::Value f : b_frag) fb.back().push_back(smem[sb + f + b_at(ni, ks)]);
+          for (int r = 0; r < s.b.regs; ++r)
+            fb.back().push_back(smem[sb_f[b_frag.size() > 1 ? r : 0] + (b_frag_c[r] + b_at(ni, ks))]);
         }
       } else {
-        for (uint32_t mi = 0; mi < mt; ++mi) fa[mi] = b.ldmatrix(smem, sa + a_lane + a_at(mi, ks), 4, !oa.contiguous_k);
+        for (uint32_t mi = 0; mi < mt; ++mi) fa[mi] = b.ldmatrix(smem, sa_lane + a_at(mi, ks), 4, !oa.contiguous_k);
         for (uint32_t ni = 0; ni < nt; ni += 2) {
           if (ni + 1 < nt) {
-            std::vector<ir::Value> q = b.ldmatrix(smem, sb + b_lane + b_at(ni, ks), 4, !ob.contiguous_k);
+            std::vector<ir::Value> q = b.ldmatrix(smem, sb_lane + b_at(ni, ks), 4, !ob.contiguous_k);
             fb.push_back({q[0], q[1]});
             fb.push_back({q[2], q[3]});
           } else {  // an odd last tile: matrices 0-1 of the same lane addresses
-            fb.push_back(b.ldmatrix(smem, sb + b_lane + b_at(ni, ks), 2, !ob.contiguous_k));
+            fb.push_back(b.ldmatrix(smem, sb_lane + b_at(ni, ks), 2, !ob.contiguous_k));
           }
         }
       }
@@ -251,12 +266,24 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
     rd_stage = ir::select(ir::Value(rd_stage) == S - 1, zero, ir::Value(rd_stage) + 1u);
   });
   b.cp_async_wait_group(0);  // no copy outlives the kernel's use of shared memory
+  // The epilogue: accumulator registers 2h and 2h + 1 of an mma tile are columns 2t and
+  // 2t + 1 of one row, stored as one vector where C allows (detail::c_pairs_ok).
+  bool paired = true;
+  for (int l = 0; l < 32; ++l)
+    for (int h = 0; h < 2; ++h)
+      paired = paired && s.c.row_of(l, 2 * h + 1) == s.c.row_of(l, 2 * h) && s.c.col_of(l, 2 * h + 1) == s.c.col_of(l, 2 * h) + 1 &&
+               s.c.col_of(l, 2 * h) % 2 == 0;
+  ir::Value pairs = detail::c_pairs_ok(a);
   for (uint32_t mi = 0; mi < mt; ++mi)
     for (uint32_t ni = 0; ni < nt; ++ni)
-      for (int r = 0; r < 4; ++r) {
+      for (int r = 0; r < 4; r += paired ? 2 : 1) {
         ir::Value row = m0 + wm0 + (ir::frag_row(s.c, lane, r) + mi * 16);
         ir::Value col = n0 + wn0 + (ir::frag_col(s.c, lane, r) + ni * 8);
-        b.if_(row < a.m && col < a.n, [&] { detail::store_c(b, a, c, row, col, acc[4 * (mi * nt + ni) + r]); });
+        const uint32_t at = 4 * (mi * nt + ni) + r;
+        if (paired)
+          b.if_(row < a.m, [&] { detail::store_c_pair(b, a, c, pairs, row, col, acc[at], acc[at + 1]); });
+        else
+          b.if_(row < a.m && col < a.n, [&] { detail::store_c(b, a, c, row, col, acc[at]); });
       }
   return b.build();
 }

@@ -201,6 +201,24 @@ TEST_CASE("matmul: blocks in groups of 8 block rows cover every tile once (a gri
                            {.m = 300, .n = 72, .k = 24, .in = ir::Scalar::F16, .alpha = 0.5f, .beta = 0.25f}, false);
 }
 
+TEST_CASE("matmul: the cp.async epilogue stores column pairs where C allows, single elements elsewhere", "[ops][matmul][interp]") {
+  // even ldc and batch stride: pairs, the odd last column alone; odd ldc: every element alone
+  const ops::MatmulVariant& v = ops::matmul_variant("mma_cp_64x64x32_w32x32_s4");
+  for (uint32_t ldc : {46u, 47u})
+    for (float beta : {0.0f, 0.5f}) {
+      MatmulProblem p{.m = 37, .n = 45, .k = 40, .lda = 40, .ldb = 48, .ldc = ldc, .batch = 2, .alpha = 1.25f, .beta = beta};
+      p.stride_c = uint64_t(ldc) * 37 + (ldc % 2 ? 1 : 2);
+      p.in = ir::Scalar::F16, p.out = ir::Scalar::F16;
+      run_problem<half, half>(v, p, false);
+      p.in = ir::Scalar::BF16, p.out = ir::Scalar::BF16;
+      run_problem<bfloat16, bfloat16>(v, p, false);
+      p.in = ir::Scalar::BF16, p.out = ir::Scalar::F32;
+      run_problem<bfloat16, float>(v, p, false);
+      p.in = ir::Scalar::F32, p.out = ir::Scalar::F32, p.tf32 = true;
+      run_problem<float, float>(v, p, false);
+    }
+}
+
 TEST_CASE("matmul: every declared config assembles for sm_80 and sm_90 without local memory", "[ops][matmul][nvjitlink]") {
   jit::Family<ops::MatmulConfig>& f = ops::matmul_family();
   REQUIRE(f.config_count() == 31);
