@@ -3,6 +3,7 @@
 #pragma once
 
 #include <utility>
+#include <vector>
 
 #include "kaio/ir/builder.h"
 #include "kaio/ir/layouts.h"
@@ -189,31 +190,37 @@ inline void store_c(ir::KernelBuilder& b, const MatmulArgs& a, const MatmulConfi
   });
 }
 
-// Whether C(row, col) and C(row, col + 1) may be stored as one 2-element vector for every
-// even col: C's element index of an even column is even (ldc and the batch stride even)
-// and split-K (atomic adds) is off. Uniform; the caller's C pointer must be aligned to the
-// pair (MmaAsync: 16-byte aligned pointers).
-inline ir::Value c_pairs_ok(const MatmulArgs& a) {
-  return (a.ldc % 2u) == 0u && (a.stride_c % uint64_t(2)) == uint64_t(0) && a.splits == 1u;
+// Whether C(row, col .. col + w - 1) may be stored as one w-element vector for every col
+// that is a multiple of w: C's element index is then a multiple of w (ldc and the batch
+// stride multiples of w) and split-K (atomic adds) is off. Uniform; the caller's C pointer
+// must be aligned to the vector (MmaAsync, SimtDb: 16-byte aligned pointers).
+inline ir::Value c_vectors_ok(const MatmulArgs& a, uint32_t w) {
+  return (a.ldc % w) == 0u && (a.stride_c % uint64_t(w)) == uint64_t(0) && a.splits == 1u;
 }
 
-// C(row, col) and C(row, col + 1) (col even, row < m checked by the caller) from two
-// accumulators: one vector store (and load, for beta) when `pairs` holds and both columns
-// lie inside the matrix, else store_c per element.
-inline void store_c_pair(ir::KernelBuilder& b, const MatmulArgs& a, const MatmulConfig& c, ir::Value pairs, ir::Value row,
-                         ir::Value col, ir::Value acc0, ir::Value acc1) {
-  b.if_(pairs && col + 1u < a.n, [&] {
+// C(row, col + i) from accs[i], i < w = accs.size() (2 or 4; col a multiple of w, row < m
+// checked by the caller): one vector store (and load, for beta) when `vectors` holds and
+// all w columns lie inside the matrix, else store_c per element.
+inline void store_c_vec(ir::KernelBuilder& b, const MatmulArgs& a, const MatmulConfig& c, ir::Value vectors, ir::Value row,
+                        ir::Value col, const std::vector<ir::Value>& accs) {
+  const uint32_t w = static_cast<uint32_t>(accs.size());
+  b.if_(vectors && col + (w - 1) < a.n, [&] {
      ir::Value idx = a.base_c + ir::cast<uint64_t>(row * a.ldc + col);
-     ir::Value v0 = a.alpha * acc0, v1 = a.alpha * acc1;
      auto out = [&](ir::Value x) { return c.out == ir::Scalar::F32 ? x : ir::cast(x, ir::Type::scalar(c.out)); };
-     b.if_(a.beta == 0.0f, [&] { ir::store_vec(a.C, idx, {out(v0), out(v1)}); }).else_([&] {
-       std::vector<ir::Value> old = ir::load_vec(a.C, idx, 2);
-       auto f = [&](ir::Value o) { return c.out == ir::Scalar::F32 ? o : ir::cast<float>(o); };
-       ir::store_vec(a.C, idx, {out(ir::fma(a.beta, f(old[0]), v0)), out(ir::fma(a.beta, f(old[1]), v1))});
+     b.if_(a.beta == 0.0f, [&] {
+        std::vector<ir::Value> v;
+        for (ir::Value x : accs) v.push_back(out(a.alpha * x));
+        ir::store_vec(a.C, idx, v);
+      }).else_([&] {
+       std::vector<ir::Value> old = ir::load_vec(a.C, idx, static_cast<int>(w)), v;
+       for (uint32_t i = 0; i < w; ++i) {
+         ir::Value o = c.out == ir::Scalar::F32 ? old[i] : ir::cast<float>(old[i]);
+         v.push_back(out(ir::fma(a.beta, o, a.alpha * accs[i])));
+       }
+       ir::store_vec(a.C, idx, v);
      });
    }).else_([&] {
-    b.if_(col < a.n, [&] { store_c(b, a, c, row, col, acc0); });
-    b.if_(col + 1u < a.n, [&] { store_c(b, a, c, row, col + 1u, acc1); });
+    for (uint32_t i = 0; i < w; ++i) b.if_(col + i < a.n, [&] { store_c(b, a, c, row, col + i, accs[i]); });
   });
 }
 

@@ -267,13 +267,13 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
   });
   b.cp_async_wait_group(0);  // no copy outlives the kernel's use of shared memory
   // The epilogue: accumulator registers 2h and 2h + 1 of an mma tile are columns 2t and
-  // 2t + 1 of one row, stored as one vector where C allows (detail::c_pairs_ok).
+  // 2t + 1 of one row, stored as one vector where C allows (detail::c_vectors_ok).
   bool paired = true;
   for (int l = 0; l < 32; ++l)
     for (int h = 0; h < 2; ++h)
       paired = paired && s.c.row_of(l, 2 * h + 1) == s.c.row_of(l, 2 * h) && s.c.col_of(l, 2 * h + 1) == s.c.col_of(l, 2 * h) + 1 &&
                s.c.col_of(l, 2 * h) % 2 == 0;
-  ir::Value pairs = detail::c_pairs_ok(a);
+  ir::Value pairs = detail::c_vectors_ok(a, 2);
   for (uint32_t mi = 0; mi < mt; ++mi)
     for (uint32_t ni = 0; ni < nt; ++ni)
       for (int r = 0; r < 4; r += paired ? 2 : 1) {
@@ -281,7 +281,7 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
         ir::Value col = n0 + wn0 + (ir::frag_col(s.c, lane, r) + ni * 8);
         const uint32_t at = 4 * (mi * nt + ni) + r;
         if (paired)
-          b.if_(row < a.m, [&] { detail::store_c_pair(b, a, c, pairs, row, col, acc[at], acc[at + 1]); });
+          b.if_(row < a.m, [&] { detail::store_c_vec(b, a, c, pairs, row, col, {acc[at], acc[at + 1]}); });
         else
           b.if_(row < a.m && col < a.n, [&] { detail::store_c(b, a, c, row, col, acc[at]); });
       }

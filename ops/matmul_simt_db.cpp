@@ -174,11 +174,16 @@ ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c) {
     step(t, 0);
     b.if_(t + 1u < steps, [&] { step(t + 1u, 1); });
   });
-  for (uint32_t i = 0; i < v.tm; ++i)
-    for (uint32_t j = 0; j < v.tn; ++j) {
-      ir::Value row = m0 + (a_th + row_of(i)), col = n0 + (b_th + col_of(j));
-      b.if_(row < a.m && col < a.n, [&] { detail::store_c(b, a, c, row, col, acc[i * v.tn + j]); });
-    }
+  // The epilogue: each group of 4 columns one 16-byte store where C allows.
+  ir::Value vectors = detail::c_vectors_ok(a, 4);
+  for (uint32_t i = 0; i < v.tm; ++i) {
+    ir::Value row = m0 + (a_th + row_of(i));
+    b.if_(row < a.m, [&] {
+      for (uint32_t j = 0; j < v.tn; j += 4)
+        detail::store_c_vec(b, a, c, vectors, row, n0 + (b_th + col_of(j)),
+                            {acc[i * v.tn + j], acc[i * v.tn + j + 1], acc[i * v.tn + j + 2], acc[i * v.tn + j + 3]});
+    });
+  }
   return b.build();
 }
 

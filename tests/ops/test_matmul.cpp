@@ -201,6 +201,17 @@ TEST_CASE("matmul: blocks in groups of 8 block rows cover every tile once (a gri
                            {.m = 300, .n = 72, .k = 24, .in = ir::Scalar::F16, .alpha = 0.5f, .beta = 0.25f}, false);
 }
 
+TEST_CASE("matmul: the SimtDb epilogue stores 4 columns at once where C allows, single elements elsewhere", "[ops][matmul][interp]") {
+  // ldc and batch stride multiples of 4: vectors, the last column (45 = 11 * 4 + 1) alone; else every element alone
+  const ops::MatmulVariant& v = ops::matmul_variant("simt_db_64x64x16_4x4");
+  for (uint32_t ldc : {48u, 47u})
+    for (float beta : {0.0f, 0.5f}) {
+      MatmulProblem p{.m = 37, .n = 45, .k = 40, .lda = 40, .ldb = 48, .ldc = ldc, .batch = 2, .alpha = 1.25f, .beta = beta};
+      p.stride_c = uint64_t(ldc) * 37 + (ldc % 4 ? 1 : 4);
+      run_problem<float, float>(v, p, false);
+    }
+}
+
 TEST_CASE("matmul: the cp.async epilogue stores column pairs where C allows, single elements elsewhere", "[ops][matmul][interp]") {
   // even ldc and batch stride: pairs, the odd last column alone; odd ldc: every element alone
   const ops::MatmulVariant& v = ops::matmul_variant("mma_cp_64x64x32_w32x32_s4");
