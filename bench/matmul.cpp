@@ -3,24 +3,33 @@
 // by this program only), and the ratio of the best variant to cuBLAS. Shapes: 1024, 2048,
 // 4096, 8192 cubes and 1x4096x4096, 16x4096x4096, 128x11008x4096, 4096x4096x128, 1000^3.
 // f32-output shapes with a small m x n also run split-K (4 and 16 chunks).
-// Timing: CUDA events, 3 warm-up calls, median of 20, rotating over input sets that
-// together exceed 256 MB so that L2 does not hold them. The SASS column is the tensor-core
-// (or FFMA) instruction of the variant's cubin (cuobjdump: $KAIO_CUOBJDUMP or PATH).
-// Usage: matmul [--quick] [--dtype f32|tf32|f16|bf16]...
+// Timing: CUDA events, one warm-up call, then the median of 5-20 calls (as many as fit in
+// about 0.1 s per variant, so the full table stays within minutes); inputs are rotated
+// over several sets only when one set is smaller than 64 MB (twice the H100's / H200's
+// L2), so that L2 does not hold them. Each variant's line gives its registers per thread
+// (spills, if any) and the SASS tensor-core (or FFMA) instruction of its cubin
+// (cuobjdump: $KAIO_CUOBJDUMP or PATH). A summary table, one row per dtype and shape,
+// comes last. --loop-stats (no GPU) prints each kernel's k-loop PTX instruction counts.
+// Usage: matmul [--quick] [--dtype f32|tf32|f16|bf16]... | --loop-stats [ARCH]
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kaio/codegen/ptx.h"
 #include "kaio/jit/backend.h"
 #include "kaio/jit/linker.h"
+#include "kaio/jit/resources.h"
 #include "kaio/kaio.h"
 #include "kaio/ops/matmul.h"
 
@@ -66,15 +75,21 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Median ms of one call of f(set) over 20 timed calls after 3 warm-ups.
+// Median ms of one call of f(set): one warm-up call, then 5 to 20 timed calls, as many
+// as fit in about 0.1 s.
 template <class F>
 double time_ms(const jit::Stream& s, int sets, F&& f) {
-  for (int i = 0; i < 3; ++i) f(i % sets);
+  jit::Event a0, b0;
+  a0.record(&s);
+  f(0);
+  b0.record(&s);
+  const double first = jit::elapsed_ms(a0, b0);
+  const int reps = std::clamp(static_cast<int>(100.0 / std::max(first, 1e-3)), 5, 20);
   std::vector<double> t;
-  for (int i = 0; i < 20; ++i) {
+  for (int i = 0; i < reps; ++i) {
     jit::Event a, b;
     a.record(&s);
-    f(i % sets);
+    f((i + 1) % sets);
     b.record(&s);
     t.push_back(jit::elapsed_ms(a, b));
   }
@@ -84,6 +99,10 @@ double time_ms(const jit::Stream& s, int sets, F&& f) {
 // The first tensor-core / FFMA opcode in the cubin's SASS ("HMMA.16816.F32"), or "-".
 std::string sass_op(const ir::Kernel& k, const std::string& device_arch) {
   const std::string arch = k.arch_specific() ? device_arch + "a" : device_arch;  // wgmma kernels: sm_90a
+  static std::map<std::string, std::string> seen;  // kernel name -> opcode (a link per kernel)
+  if (auto it = seen.find(k.name()); it != seen.end()) return it->second;
+  std::string& memo = seen[k.name()];
+  memo = "-";
   const char* tool = std::getenv("KAIO_CUOBJDUMP");
   std::string cmd = tool ? tool : "cuobjdump";
   std::string cubin = jit::link_ptx(codegen::emit_ptx(k, {arch, 9, 0}), arch, k.name()).cubin;
@@ -100,10 +119,99 @@ std::string sass_op(const ir::Kernel& k, const std::string& device_arch) {
     size_t at = out.find(op);
     if (at == std::string::npos) continue;
     size_t end = out.find_first_of(" \t", at);
-    return out.substr(at, end - at);
+    return memo = out.substr(at, end - at);
   }
-  return "-";
+  return memo;
 }
+
+// The k-loop of a matmul kernel's PTX: the loop with the most mma / fma instructions
+// (from its label to its backward branch). Counts the instructions one iteration runs
+// when every `if` holds (full k-steps, tiles inside the matrix: a conditional branch falls
+// through, an unconditional one, which jumps over an else, is taken), without the movs
+// (register-array copies that ptxas coalesces), by kind.
+struct LoopStats {
+  int body = 0, path = 0, mma = 0, shared = 0, ldmatrix = 0, global = 0, other = 0;
+};
+LoopStats loop_stats(const std::string& ptx) {
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < ptx.size();) {
+    size_t end = ptx.find('\n', at);
+    if (end == std::string::npos) end = ptx.size();
+    std::string l = ptx.substr(at, end - at);
+    const size_t f = l.find_first_not_of(" \t"), b = l.find_last_not_of(" \t;");
+    lines.push_back(f == std::string::npos ? "" : l.substr(f, b - f + 1));
+    at = end + 1;
+  }
+  std::map<std::string, size_t> labels;
+  for (size_t i = 0; i < lines.size(); ++i)
+    if (!lines[i].empty() && lines[i].back() == ':') labels[lines[i].substr(0, lines[i].size() - 1)] = i;
+  auto opcode = [](const std::string& l) {
+    std::string x = l[0] == '@' ? l.substr(l.find(' ') + 1) : l;
+    return x.substr(0, x.find_first_of(" \t"));
+  };
+  auto target = [&](const std::string& l) -> std::string {
+    const std::string op = opcode(l);
+    if (op != "bra" && op != "bra.uni") return "";
+    return l.substr(l.find_last_of(" \t") + 1);
+  };
+  auto is_ins = [](const std::string& l) {
+    return !l.empty() && l.back() != ':' && l[0] != '.' && l[0] != '{' && l[0] != '}' && l.rfind("//", 0) != 0;
+  };
+  size_t lo = 0, hi = 0;
+  int best = -1;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    auto it = labels.find(target(lines[i]));
+    if (!is_ins(lines[i]) || it == labels.end() || it->second > i) continue;
+    int w = 0;
+    for (size_t j = it->second; j <= i; ++j) w += lines[j].rfind("mma.", 0) == 0 || lines[j].rfind("fma.", 0) == 0;
+    if (w > best) best = w, lo = it->second, hi = i;
+  }
+  LoopStats s;
+  for (size_t j = lo; j <= hi; ++j) s.body += is_ins(lines[j]);
+  for (size_t i = lo, guard = 0; i <= hi && guard < 1000000; ++guard) {
+    const std::string& l = lines[i];
+    if (!is_ins(l)) { ++i; continue; }
+    const std::string op = opcode(l), t = target(l);
+    if (i == hi) break;  // the backward branch
+    if (op.rfind("mov.", 0) != 0) {
+      ++s.path;
+      if (op.rfind("mma.", 0) == 0 || op.rfind("fma.", 0) == 0) ++s.mma;
+      else if (op.rfind("ldmatrix", 0) == 0) ++s.ldmatrix;
+      else if (op.rfind("ld.shared", 0) == 0 || op.rfind("st.shared", 0) == 0) ++s.shared;
+      else if (op.rfind("ld.global", 0) == 0 || op.rfind("cp.async", 0) == 0) ++s.global;
+      else ++s.other;
+    }
+    if (!t.empty() && l[0] != '@' && labels.count(t)) i = labels[t];
+    else ++i;
+  }
+  return s;
+}
+
+// --loop-stats: the k-loop counts of every declared kernel (row-major A and B), no GPU needed.
+int print_loop_stats(const std::string& arch) {
+  jit::Family<ops::MatmulConfig>& f = ops::matmul_family();
+  std::printf("k-loop of each declared kernel's PTX for %s (one iteration with every if true; SimtDb runs two\n"
+              "k-steps per iteration; movs not counted), and ptxas' registers\n", arch.c_str());
+  std::printf("%-52s %6s %6s %6s %6s %8s %6s %6s %5s\n", "kernel", "body", "path", "mma/ffma", "shared", "ldmatrix",
+              "global", "other", "regs");
+  for (size_t i = 0; i < f.config_count(); ++i) {
+    ir::Kernel k = f.declared_kernel(i);
+    if (k.arch_specific() && arch != "sm_90" && arch != "sm_90a") continue;  // wgmma kernels exist for sm_90a only
+    const std::string karch = k.arch_specific() ? "sm_90a" : arch;
+    const std::string ptx = codegen::emit_ptx(k, {karch, 9, 0});
+    const LoopStats s = loop_stats(ptx);
+    const jit::Resources r = jit::parse_resources(jit::link_ptx(ptx, karch, k.name()).info_log, 0);
+    std::printf("%-52s %6d %6d %8d %6d %8d %6d %6d %5d%s\n", k.name().c_str(), s.body, s.path, s.mma, s.shared, s.ldmatrix,
+                s.global, s.other, r.registers, r.spill_stores ? " (spills)" : "");
+  }
+  return 0;
+}
+
+struct Row {  // one line of the summary
+  std::string dtype, shape, best;
+  double tflops = 0, cublas = 0;
+};
+std::vector<Row> summary;
 
 template <class T>
 DeviceBuffer<T> random_buffer(size_t n, std::mt19937& rng) {
@@ -121,7 +229,7 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
   std::mt19937 rng(1);
   for (const Shape& sh : shapes) {
     const size_t set_bytes = (size_t(sh.m) * sh.k + size_t(sh.k) * sh.n) * sizeof(In) + size_t(sh.m) * sh.n * sizeof(Out);
-    const int sets = static_cast<int>(std::clamp<size_t>((256u << 20) / set_bytes + 1, 1, 8));
+    const int sets = set_bytes >= (64u << 20) ? 1 : static_cast<int>(std::clamp<size_t>((256u << 20) / set_bytes + 1, 1, 8));
     std::vector<DeviceBuffer<In>> A, B;
     std::vector<DeviceBuffer<Out>> C;
     for (int i = 0; i < sets; ++i) {
@@ -158,16 +266,24 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
         const double tf = flop / ms / 1e9;
         const ops::MatmulConfig cfg{static_cast<uint32_t>(&v - ops::matmul_variants().data()), in, out};
         std::string name = std::string(v.name) + (split > 1 ? "/split" + std::to_string(split) : "");
-        std::printf("%-6s %5u x %5u x %5u  %-30s %8.2f TFLOP/s  %7.3f ms  %s\n", tf32 ? "tf32" : ir::scalar_name(in), sh.m,
-                    sh.n, sh.k, name.c_str(), tf, ms, split == 1 ? sass_op(ops::matmul_kernel(cfg), arch).c_str() : "");
+        const jit::Resources res = ops::matmul_family().get(cfg).resources();
+        std::string regs = std::to_string(res.registers) + " regs";
+        if (res.spill_stores) regs += " SPILLS " + std::to_string(res.spill_stores) + " B";
+        std::printf("%-6s %5u x %5u x %5u  %-32s %8.2f TFLOP/s  %7.3f ms  %-8s %s\n", tf32 ? "tf32" : ir::scalar_name(in),
+                    sh.m, sh.n, sh.k, name.c_str(), tf, ms, regs.c_str(),
+                    split == 1 ? sass_op(ops::matmul_kernel(cfg), arch).c_str() : "");
         if (tf > best) {
           best = tf;
           best_name = name;
         }
       }
-    std::printf("%-6s %5u x %5u x %5u  %-30s %8.2f TFLOP/s  best %s: %.0f%% of cuBLAS\n\n",
+    std::printf("%-6s %5u x %5u x %5u  %-32s %8.2f TFLOP/s  best %s: %.0f%% of cuBLAS\n\n",
                 tf32 ? "tf32" : ir::scalar_name(in), sh.m, sh.n,
                 sh.k, "cuBLAS", cublas_tf, best_name.c_str(), cublas_tf > 0 ? 100.0 * best / cublas_tf : 0.0);
+    std::fflush(stdout);
+    summary.push_back({tf32 ? "tf32" : ir::scalar_name(in),
+                       std::to_string(sh.m) + "x" + std::to_string(sh.n) + "x" + std::to_string(sh.k), best_name, best,
+                       cublas_tf});
   }
 }
 
@@ -175,15 +291,35 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
 
 int main(int argc, char** argv) {
   bool quick = false;
+  std::string loop_stats_arch;
   std::vector<std::string> dtypes;
+  const char* usage =
+      "usage: matmul [--quick] [--dtype f32|tf32|f16|bf16]... | --loop-stats [ARCH]\n"
+      "  TFLOP/s of every matmul variant beside cuBLAS at the same precision (needs a GPU).\n"
+      "  --quick  1024^3, 4096^3 and 16x4096x4096 only (under a minute on an H100)\n"
+      "  --dtype  one input type (repeatable; default all four: f32 on SIMT, tf32, f16, bf16\n"
+      "           on tensor cores, each with its own output type: f32, f32, f16, bf16)\n"
+      "  --loop-stats  no GPU needed: the k-loop's PTX instruction counts and the registers of\n"
+      "           every declared kernel for ARCH (default sm_90)\n";
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--quick")) quick = true;
-    else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) dtypes.push_back(argv[++i]);
-    else {
-      std::fprintf(stderr, "usage: matmul [--quick] [--dtype f32|tf32|f16|bf16]...\n");
+    const std::string arg = argv[i];
+    if (arg == "--quick") quick = true;
+    else if (arg == "--dtype" && i + 1 < argc) dtypes.push_back(argv[++i]);
+    else if (arg == "--loop-stats") loop_stats_arch = i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "sm_90";
+    else if (arg == "--help" || arg == "-h") {
+      std::printf("%s", usage);
+      return 0;
+    } else {
+      std::fprintf(stderr, "matmul: unknown argument '%s'\n%s", arg.c_str(), usage);
       return 2;
     }
   }
+  for (const std::string& d : dtypes)
+    if (d != "f32" && d != "tf32" && d != "f16" && d != "bf16") {
+      std::fprintf(stderr, "matmul: --dtype '%s' is not one of f32, tf32, f16, bf16\n", d.c_str());
+      return 2;
+    }
+  if (!loop_stats_arch.empty()) return print_loop_stats(loop_stats_arch);
   if (dtypes.empty()) dtypes = {"f32", "tf32", "f16", "bf16"};
   if (jit::interpret_mode()) {
     std::fprintf(stderr, "matmul: a benchmark needs a GPU (unset KAIO_INTERPRET)\n");
@@ -198,12 +334,36 @@ int main(int argc, char** argv) {
   const bool have_cublas = cublas.load(s.handle());
   if (!have_cublas) std::printf("cuBLAS not found: its column stays 0\n");
   const std::string arch = jit::detail::backend().default_arch();
-  std::printf("%-6s %-21s %-30s %15s\n", "dtype", "m x n x k", "variant", "throughput");
+  {  // every declared kernel compiled up front, in parallel (the rows below then only load them)
+    const auto start = std::chrono::steady_clock::now();
+    jit::Family<ops::MatmulConfig>& f = ops::matmul_family();
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> pool;
+    for (unsigned w = 0; w < std::max(2u, std::thread::hardware_concurrency()); ++w)
+      pool.emplace_back([&] {
+        for (size_t i; (i = next++) < f.config_count();) {
+          try {
+            (void)jit::compile(f.declared_kernel(i));
+          } catch (const std::exception& e) {
+            std::printf("%s: %s\n", f.config_name(i).c_str(), e.what());
+          }
+        }
+      });
+    for (std::thread& t : pool) t.join();
+    std::printf("%zu matmul kernels compiled or loaded from the cache in %.1f s\n", f.config_count(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::printf("%-6s %-21s %-32s %15s\n", "dtype", "m x n x k", "variant", "throughput");
   for (const std::string& d : dtypes) {
     if (d == "f32") bench_dtype<float, float>(shapes, have_cublas ? &cublas : nullptr, s, arch);
     if (d == "tf32") bench_dtype<float, float>(shapes, have_cublas ? &cublas : nullptr, s, arch, true);
     if (d == "f16") bench_dtype<half, half>(shapes, have_cublas ? &cublas : nullptr, s, arch);
     if (d == "bf16") bench_dtype<bfloat16, bfloat16>(shapes, have_cublas ? &cublas : nullptr, s, arch);
   }
+  std::printf("\nsummary (%s)\n| dtype | shape | best variant | TFLOP/s | cuBLAS | ratio |\n|---|---|---|---|---|---|\n",
+              arch.c_str());
+  for (const Row& r : summary)
+    std::printf("| %s | %s | %s | %.1f | %.1f | %.0f%% |\n", r.dtype.c_str(), r.shape.c_str(), r.best.c_str(), r.tflops,
+                r.cublas, r.cublas > 0 ? 100.0 * r.tflops / r.cublas : 0.0);
   return 0;
 }

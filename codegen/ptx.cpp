@@ -276,6 +276,7 @@ std::string emit_ptx(const ir::Kernel& kernel, const Target& t) {
   const ir::Kernel::Data& kd = kernel.data();
   if (kd.max_threads) out += ".maxntid " + std::to_string(kd.max_threads) + ", 1, 1\n";
   if (kd.min_blocks) out += ".minnctapersm " + std::to_string(kd.min_blocks) + "\n";
+  if (kd.max_registers) out += ".maxnreg " + std::to_string(kd.max_registers) + "\n";
   out += "{\n";
   out += e.shared_decls;
   for (size_t c = 0; c < static_cast<size_t>(RegClass::kCount); ++c) {

@@ -383,6 +383,9 @@ class KernelBuilder {
   // ---- kernel attributes ----
   // .maxntid / .minnctapersm: the compiler may use more registers per thread.
   void launch_bounds(uint32_t max_threads_per_block, uint32_t min_blocks_per_sm = 0);
+  // .maxnreg: at most `regs` registers per thread (24..255), so that more threads fit on an
+  // SM; ptxas spills what does not fit. Part of the IR, so part of the cache key.
+  void max_registers(uint32_t regs);
   // Selects .approx forms (div, sqrt, rcp, exp, log, sin, cos, tanh) for this kernel.
   void fast_math(bool on = true);
   // A comment in the PTX (not part of the cache key).

@@ -324,6 +324,12 @@ void KernelBuilder::launch_bounds(uint32_t max_threads, uint32_t min_blocks) {
   data().min_blocks = min_blocks;
 }
 
+void KernelBuilder::max_registers(uint32_t regs) {
+  ensure_open("max_registers");
+  if (regs < 24 || regs > 255) fail("max_registers", "the register cap must be 24..255, got " + std::to_string(regs));
+  data().max_registers = regs;
+}
+
 void KernelBuilder::fast_math(bool on) {
   ensure_open("fast_math");
   data().fast_math = on;

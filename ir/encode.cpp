@@ -110,6 +110,7 @@ std::string encode(const Kernel::Data& k) {
   e.room(64);
   e.u32(k.max_threads);
   e.u32(k.min_blocks);
+  e.u32(k.max_registers);
   e.u8(k.fast_math ? 1 : 0);
   e.u32(static_cast<uint32_t>(k.params.size()));
   for (const Param& p : k.params) {

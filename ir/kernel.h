@@ -198,6 +198,7 @@ class Kernel {
     std::vector<Param> params;
     uint32_t max_threads = 0;     // launch bounds: .maxntid (0: none)
     uint32_t min_blocks = 0;      // launch bounds: .minnctapersm (0: none)
+    uint32_t max_registers = 0;   // register cap per thread: .maxnreg (0: none)
     bool fast_math = false;       // .approx forms for div, sqrt, rcp, exp, log, sin, cos, tanh
     // Uses arch-specific instructions (wgmma, setmaxnreg): compiled for sm_90a, never plain
     // sm_90 (set by build() from the verifier; follows from the instructions, so not encoded).

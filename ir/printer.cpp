@@ -212,6 +212,7 @@ std::string print(const Kernel::Data& k) {
   }
   p.out += ") {\n";
   if (k.max_threads) p.out += "  .launch_bounds " + std::to_string(k.max_threads) + ", " + std::to_string(k.min_blocks) + "\n";
+  if (k.max_registers) p.out += "  .max_registers " + std::to_string(k.max_registers) + "\n";
   if (k.fast_math) p.out += "  .fast_math\n";
   p.block(k.body, 1);
   p.out += "}\n";

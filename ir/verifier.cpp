@@ -332,6 +332,9 @@ void check_barriers(const Kernel::Data& k);     // divergence.cpp
 void check_async_regs(const Kernel::Data& k);   // async_regs.cpp
 
 VerifyResult verify(const Kernel::Data& k) {
+  // .maxnreg: ptxas needs room for its own temporaries, and a thread has at most 255
+  if (k.max_registers && (k.max_registers < 24 || k.max_registers > 255))
+    throw UsageError(k.name, "max_registers", "verifier: the register cap must be 24..255, got " + std::to_string(k.max_registers));
   Verifier v{k, std::vector<uint8_t>(k.values.size(), 0)};
   v.block(k.body);
   // Both passes only reject at barriers / async ops: a kernel without them skips them.

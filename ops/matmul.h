@@ -63,6 +63,7 @@ struct MatmulVariant {
   uint32_t tm, tn;      // Simt: accumulators per thread (TM x TN); Mma*: the warp tile (TM x TN);
                         // Wgmma: a consumer warpgroup's tile (64 x BN)
   uint32_t stages = 1;  // MmaAsync: shared-memory stages of the cp.async pipeline (2..4); Wgmma: 2..8
+  uint32_t max_registers = 0;  // register cap per thread (PTX .maxnreg, in the kernel's key); 0: none
   uint32_t cluster = 1; // Wgmma: CTAs of a cluster along m (1 or 2); they share each B tile by TMA multicast
   uint32_t threads() const;
   // Whether the variant serves the problem on sm_<sm>; if not, *why says what is missing.

@@ -1,8 +1,12 @@
 // Internal to the matmul builders: the kernel parameters, operand element indices by
-// layout, and the epilogue C = alpha * acc + beta * C.
+// layout, element-wise tile staging, and the epilogue C = alpha * acc + beta * C.
 #pragma once
 
+#include <utility>
+#include <vector>
+
 #include "kaio/ir/builder.h"
+#include "kaio/ir/layouts.h"
 #include "kaio/ops/matmul.h"
 
 namespace kaio::ops::detail {
@@ -12,6 +16,7 @@ struct MatmulArgs {
   ir::Value k_begin, k;              // this block's k range [k_begin, k) (split-K: one chunk)
   ir::Value splits;                  // split-K factor (> 1: C += alpha * partial, atomically)
   ir::Value base_a, base_b, base_c;  // u64 element offsets of this block's batch
+  ir::Value stride_c;                // u64 elements between C's batches
 };
 
 // Declares the parameters (see matmul.h), the batch offsets and the split-K range:
@@ -42,7 +47,24 @@ inline MatmulArgs matmul_params(ir::KernelBuilder& b, const MatmulConfig& c) {
   a.base_a = z * sa;
   a.base_b = z * sb;
   a.base_c = z * sc;
+  a.stride_c = sc;
   return a;
+}
+
+// The block's tile origin (m0, n0). Blocks are renumbered in groups of 8 block rows,
+// walking down the rows of a group before moving one column on, so that the blocks
+// resident at once cover about 8 panels of A and a few panels of B, which L2 then holds,
+// rather than one or two panels of A and every panel of B (Triton's GROUP_M ordering).
+// A bijection of the grid (its last group may have fewer rows); blockIdx.z is untouched.
+inline std::pair<ir::Value, ir::Value> tile_origin(ir::KernelBuilder& b, uint32_t bm, uint32_t bn) {
+  constexpr uint32_t kGroup = 8;
+  ir::Value gx = b.grid_dim_x(), gy = b.grid_dim_y();
+  ir::Value id = b.block_idx_y() * gx + b.block_idx_x();
+  ir::Value per_group = gx * kGroup;
+  ir::Value first = (id / per_group) * kGroup;
+  ir::Value rows = ir::min(gy - first, kGroup);
+  ir::Value in = id % per_group;
+  return {(first + in % rows) * bm, (in / rows) * bn};
 }
 
 // Element indices of A(row, kk) and B(kk, col) (row: 0..m, kk: 0..k, col: 0..n).
@@ -63,6 +85,83 @@ inline ir::Value load_or_zero(ir::KernelBuilder& b, ir::Value p, ir::Value ok, c
   b.if_(ok, [&] { v = ir::Value(p[index()]); });
   return v;
 }
+
+// One operand's BK-deep tile staged element by element into shared memory (the Simt and
+// Mma engines: any layout, any alignment). Thread t loads elements t, t + threads, ... of
+// the tile, numbered along the operand's contiguous dimension so that a warp's loads
+// coalesce. What does not depend on the k-step is computed once, before the loop: element
+// 0's global offset and shared index, and the distance from one element to the next
+// (element e lies e * (threads / L) rows or columns after element 0, L the tile's extent
+// along the contiguous dimension, when threads is a multiple of L). A step then loads
+// without checks (one add per element) when the block's tile lies inside the matrix along
+// the operand's outer dimension and the step lies inside k; the other blocks and the
+// last, partial step mask every element.
+class ElementTile {
+ public:
+  // is_a: A (outer = m) or B (outer = n); `lay` with `outer_is_row`: the shared layout,
+  // whose rows run along the outer index (else along k).
+  ElementTile(ir::KernelBuilder& b, const MatmulArgs& a, const MatmulConfig& c, bool is_a, uint32_t outer_tile, uint32_t bk,
+              uint32_t threads, ir::Value tid, ir::Value outer0, ir::SmemLayout lay, bool outer_is_row)
+      : b_(b), a_(a), c_(c), is_a_(is_a), outer_tile_(outer_tile), bk_(bk), threads_(threads), tid_(tid), outer0_(outer0),
+        lay_(lay), outer_is_row_(outer_is_row), koff_(b.var<uint64_t>(uint64_t(0))) {
+    contiguous_k_ = is_a ? c.a == MatLayout::RowMajor : c.b == MatLayout::ColMajor;
+    L_ = contiguous_k_ ? bk : outer_tile;
+    count_ = outer_tile * bk / threads;
+    linear_ = threads % L_ == 0;
+    if (!linear_) return;
+    ir::Value o0 = contiguous_k_ ? tid / L_ : tid % L_, k0 = contiguous_k_ ? tid % L_ : tid / L_;
+    const uint32_t d_outer = contiguous_k_ ? threads / L_ : 0, d_k = contiguous_k_ ? 0 : threads / L_;
+    ir::Value ld = is_a ? a.lda : a.ldb;
+    off0_ = index(outer0 + o0, a.k_begin + k0);
+    step_ = ir::cast<uint64_t>(ld) * uint64_t(threads / L_);  // rows (or k) apart: ld elements each
+    inc_ = contiguous_k_ ? b.constant<uint64_t>(uint64_t(bk)) : ir::cast<uint64_t>(ld) * uint64_t(bk);
+    s0_ = sindex(o0, k0);
+    sstep_ = outer_is_row ? lay.index(d_outer, d_k) : lay.index(d_k, d_outer);  // the layouts are linear
+  }
+
+  // Stages k-step k0 (the steps are staged in order, each once) into `smem`.
+  void load(ir::Value k0, ir::Value smem) {
+    if (!linear_) return load_masked(k0, smem);
+    ir::Value outer_n = is_a_ ? a_.m : a_.n;
+    b_.if_(k0 + bk_ <= a_.k && outer0_ + outer_tile_ <= outer_n, [&] {
+       ir::Value at = off0_ + ir::Value(koff_);
+       ir::Value P = is_a_ ? a_.A : a_.B;
+       for (uint32_t e = 0; e < count_; ++e) {
+         if (e) at = at + step_;  // one add per element, no products
+         ir::Value x = P[at];
+         smem[s0_ + e * sstep_] = x;
+       }
+     }).else_([&] { load_masked(k0, smem); });
+    koff_ += inc_;
+  }
+
+ private:
+  ir::Value index(ir::Value outer, ir::Value k) const { return is_a_ ? a_index(a_, c_, outer, k) : b_index(a_, c_, k, outer); }
+  ir::Value sindex(ir::Value outer, ir::Value k) const { return outer_is_row_ ? lay_.index(outer, k) : lay_.index(k, outer); }
+  // A(row, kk) or 0 outside the matrix, every element checked.
+  void load_masked(ir::Value k0, ir::Value smem) {
+    ir::Value outer_n = is_a_ ? a_.m : a_.n;
+    for (uint32_t e = 0; e < count_; ++e) {
+      ir::Value lin = tid_ + e * threads_;
+      ir::Value kk = contiguous_k_ ? lin % L_ : lin / L_, oo = contiguous_k_ ? lin / L_ : lin % L_;
+      ir::Value go = outer0_ + oo, gk = k0 + kk;
+      smem[sindex(oo, kk)] = load_or_zero(b_, is_a_ ? a_.A : a_.B, go < outer_n && gk < a_.k, [&] { return index(go, gk); });
+    }
+  }
+
+  ir::KernelBuilder& b_;
+  const MatmulArgs& a_;
+  const MatmulConfig& c_;
+  bool is_a_;
+  uint32_t outer_tile_, bk_, threads_;
+  ir::Value tid_, outer0_;
+  ir::SmemLayout lay_;
+  bool outer_is_row_;
+  ir::Var koff_;  // the next staged step's offset from the first
+  bool contiguous_k_ = false, linear_ = false;
+  uint32_t L_ = 1, count_ = 0, sstep_ = 0;
+  ir::Value off0_, step_, inc_, s0_;
+};
 
 // C(row, col) = alpha * acc + beta * C(row, col) (C not read when beta == 0), rounded once
 // to the output type; with split-K (f32 output), C += alpha * acc atomically (C was scaled
@@ -88,6 +187,40 @@ inline void store_c(ir::KernelBuilder& b, const MatmulArgs& a, const MatmulConfi
     ir::Value old = a.C[idx];
     ir::Value o = c.out == ir::Scalar::F32 ? old : ir::cast<float>(old);
     put(ir::fma(a.beta, o, v));
+  });
+}
+
+// Whether C(row, col .. col + w - 1) may be stored as one w-element vector for every col
+// that is a multiple of w: C's element index is then a multiple of w (ldc and the batch
+// stride multiples of w) and split-K (atomic adds) is off. Uniform; the caller's C pointer
+// must be aligned to the vector (MmaAsync, SimtDb: 16-byte aligned pointers).
+inline ir::Value c_vectors_ok(const MatmulArgs& a, uint32_t w) {
+  return (a.ldc % w) == 0u && (a.stride_c % uint64_t(w)) == uint64_t(0) && a.splits == 1u;
+}
+
+// C(row, col + i) from accs[i], i < w = accs.size() (2 or 4; col a multiple of w, row < m
+// checked by the caller): one vector store (and load, for beta) when `vectors` holds and
+// all w columns lie inside the matrix, else store_c per element.
+inline void store_c_vec(ir::KernelBuilder& b, const MatmulArgs& a, const MatmulConfig& c, ir::Value vectors, ir::Value row,
+                        ir::Value col, const std::vector<ir::Value>& accs) {
+  const uint32_t w = static_cast<uint32_t>(accs.size());
+  b.if_(vectors && col + (w - 1) < a.n, [&] {
+     ir::Value idx = a.base_c + ir::cast<uint64_t>(row * a.ldc + col);
+     auto out = [&](ir::Value x) { return c.out == ir::Scalar::F32 ? x : ir::cast(x, ir::Type::scalar(c.out)); };
+     b.if_(a.beta == 0.0f, [&] {
+        std::vector<ir::Value> v;
+        for (ir::Value x : accs) v.push_back(out(a.alpha * x));
+        ir::store_vec(a.C, idx, v);
+      }).else_([&] {
+       std::vector<ir::Value> old = ir::load_vec(a.C, idx, static_cast<int>(w)), v;
+       for (uint32_t i = 0; i < w; ++i) {
+         ir::Value o = c.out == ir::Scalar::F32 ? old[i] : ir::cast<float>(old[i]);
+         v.push_back(out(ir::fma(a.beta, o, a.alpha * accs[i])));
+       }
+       ir::store_vec(a.C, idx, v);
+     });
+   }).else_([&] {
+    for (uint32_t i = 0; i < w; ++i) b.if_(col + i < a.n, [&] { store_c(b, a, c, row, col + i, accs[i]); });
   });
 }
 

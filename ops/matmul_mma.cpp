@@ -5,7 +5,7 @@
 // tiles of 4 accumulators each, one register array per thread). Each BK step stages
 // A (BM x BK) and B (BK x BN) in padded shared tiles (rows padded by 8 elements, so the
 // 16-byte ldmatrix rows of consecutive lanes fall in different banks), masked at the edges;
-// ldmatrix.x4 reads A fragments, ldmatrix.x2.trans B fragments.
+// ldmatrix.x4 reads A fragments, ldmatrix.x4.trans B fragments of two n8 tiles.
 #include <string>
 
 #include "kaio/ir/layouts.h"
@@ -22,47 +22,56 @@ ir::Kernel build_matmul_mma(const MatmulVariant& v, const MatmulConfig& c) {
   ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
                       (c.a == MatLayout::RowMajor ? "_r" : "_c") + (c.b == MatLayout::RowMajor ? "r" : "c"));
   b.launch_bounds(threads);
+  if (v.max_registers) b.max_registers(v.max_registers);
   detail::MatmulArgs a = detail::matmul_params(b, c);
   const ir::SmemLayout la = ir::SmemLayout::padded(v.bk, 8), lb = ir::SmemLayout::padded(v.bn, 8);
   auto As = b.shared(c.in, la.elements(v.bm), 128);
   auto Bs = b.shared(c.in, lb.elements(v.bk), 128);
   ir::Value tid = b.thread_idx_x(), lane = b.lane_id(), warp = b.warp_id();
   ir::Value wm0 = (warp / warps_n) * v.tm, wn0 = (warp % warps_n) * v.tn;
-  ir::Value m0 = b.block_idx_y() * v.bm, n0 = b.block_idx_x() * v.bn;
+  auto [m0, n0] = detail::tile_origin(b, v.bm, v.bn);
   auto acc = b.array<float>(mt * nt * 4, 0.0f);
+  // The tiles' loads (matmul_common.h): unchecked from hoisted offsets inside the
+  // matrix, masked at its edges.
+  detail::ElementTile ta(b, a, c, true, v.bm, v.bk, threads, tid, m0, la, true);   // As[mm][kk]
+  detail::ElementTile tb(b, a, c, false, v.bn, v.bk, threads, tid, n0, lb, false); // Bs[kk][nn]
+  // Each lane's fragment addresses for mma tile (0, 0) at ks 0; the others are constant
+  // offsets from them (padded layouts are linear).
+  const uint32_t sa_row = la.row_stride(), sb_row = lb.row_stride();
+  std::vector<ir::Value> a_frag, b_frag;
+  ir::Value a_ld, b_ld;
+  if (tf32) {
+    for (int r = 0; r < s.a.regs; ++r) a_frag.push_back(la.index(wm0 + ir::frag_row(s.a, lane, r), ir::frag_col(s.a, lane, r)));
+    for (int r = 0; r < s.b.regs; ++r) b_frag.push_back(lb.index(ir::frag_row(s.b, lane, r), wn0 + ir::frag_col(s.b, lane, r)));
+  } else {
+    a_ld = la.index(wm0 + lane % 16u, (lane / 16u) * 8u);  // lanes 0-15 rows m, lanes 16-31 the same rows at k + 8
+    b_ld = lb.index(lane % 16u, wn0 + (lane / 16u) * 8u);  // lanes 16-31: the next n8 tile
+  }
   b.for_(a.k_begin, a.k, v.bk, [&](ir::Value k0) {
-    for (uint32_t e = 0; e < v.bm * v.bk / threads; ++e) {  // A(m0 + mm, k0 + kk) -> As[mm][kk]
-      ir::Value lin = tid + e * threads;
-      const bool along_k = c.a == MatLayout::RowMajor;
-      ir::Value kk = along_k ? lin % v.bk : lin / v.bm, mm = along_k ? lin / v.bk : lin % v.bm;
-      ir::Value row = m0 + mm, col = k0 + kk;
-      As[la.index(mm, kk)] = detail::load_or_zero(b, a.A, row < a.m && col < a.k, [&] { return detail::a_index(a, c, row, col); });
-    }
-    for (uint32_t e = 0; e < v.bn * v.bk / threads; ++e) {  // B(k0 + kk, n0 + nn) -> Bs[kk][nn]
-      ir::Value lin = tid + e * threads;
-      const bool along_n = c.b == MatLayout::RowMajor;
-      ir::Value kk = along_n ? lin / v.bn : lin % v.bk, nn = along_n ? lin % v.bn : lin / v.bk;
-      ir::Value row = k0 + kk, col = n0 + nn;
-      Bs[lb.index(kk, nn)] = detail::load_or_zero(b, a.B, row < a.k && col < a.n, [&] { return detail::b_index(a, c, row, col); });
-    }
+    ta.load(k0, As);
+    tb.load(k0, Bs);
     b.barrier();
     for (uint32_t ks = 0; tf32 && ks < v.bk / 8; ++ks) {  // tf32: fragments element by element
       std::vector<std::vector<ir::Value>> fa(mt), fb(nt);
       for (uint32_t mi = 0; mi < mt; ++mi)
-        for (int r = 0; r < s.a.regs; ++r)
-          fa[mi].push_back(As[la.index(wm0 + (ir::frag_row(s.a, lane, r) + mi * 16), ir::frag_col(s.a, lane, r) + ks * 8)]);
+        for (int r = 0; r < s.a.regs; ++r) fa[mi].push_back(As[a_frag[r] + (mi * 16 * sa_row + ks * 8)]);
       for (uint32_t ni = 0; ni < nt; ++ni)
-        for (int r = 0; r < s.b.regs; ++r)
-          fb[ni].push_back(Bs[lb.index(ir::frag_row(s.b, lane, r) + ks * 8, wn0 + (ir::frag_col(s.b, lane, r) + ni * 8))]);
+        for (int r = 0; r < s.b.regs; ++r) fb[ni].push_back(Bs[b_frag[r] + (ks * 8 * sb_row + ni * 8)]);
       for (uint32_t mi = 0; mi < mt; ++mi)
         for (uint32_t ni = 0; ni < nt; ++ni) b.mma_sync(kind, acc.slice(4 * (mi * nt + ni), 4), fa[mi], fb[ni]);
     }
     for (uint32_t ks = 0; !tf32 && ks < v.bk / 16; ++ks) {
       std::vector<std::vector<ir::Value>> fa, fb;
-      for (uint32_t mi = 0; mi < mt; ++mi)
-        fa.push_back(b.ldmatrix(As, la.index(wm0 + (mi * 16 + lane % 16u), (lane / 16u) * 8u + ks * 16), 4));
-      for (uint32_t ni = 0; ni < nt; ++ni)
-        fb.push_back(b.ldmatrix(Bs, lb.index(lane % 16u + ks * 16, wn0 + ni * 8), 2, true));
+      for (uint32_t mi = 0; mi < mt; ++mi) fa.push_back(b.ldmatrix(As, a_ld + (mi * 16 * sa_row + ks * 16), 4));
+      for (uint32_t ni = 0; ni < nt; ni += 2) {
+        if (ni + 1 < nt) {  // matrices 0-1: tile ni, 2-3: tile ni + 1
+          std::vector<ir::Value> q = b.ldmatrix(Bs, b_ld + (ks * 16 * sb_row + ni * 8), 4, true);
+          fb.push_back({q[0], q[1]});
+          fb.push_back({q[2], q[3]});
+        } else {
+          fb.push_back(b.ldmatrix(Bs, b_ld + (ks * 16 * sb_row + ni * 8), 2, true));
+        }
+      }
       for (uint32_t mi = 0; mi < mt; ++mi)
         for (uint32_t ni = 0; ni < nt; ++ni) b.mma_sync(kind, acc.slice(4 * (mi * nt + ni), 4), fa[mi], fb[ni]);
     }

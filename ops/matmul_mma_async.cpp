@@ -1,16 +1,18 @@
 // The pipelined tensor-core matmul engine: as matmul_mma.cpp (f16 / bf16 in, mma.sync
-// m16n8k16, f32 accumulate, warp tiles of TM x TN), with the operand tiles brought in by
+// m16n8k16, f32 accumulate, warp tiles of TM x TN; f32 in as tf32, mma.sync m16n8k8 with
+// fragments read element by element), with the operand tiles brought in by
 // cp.async in 16-byte chunks through a ring of STAGES shared-memory stages, so the copies
 // of the next STAGES - 1 k-steps overlap the tensor-core work of the current one.
 //
-// Each operand is staged with its contiguous dimension along the shared rows (padded by 8
-// elements), so every 16-byte chunk is one cp.async for either layout:
+// Each operand is staged with its contiguous dimension along the shared rows (padded by 16
+// bytes), so every 16-byte chunk is one cp.async for either layout (f16 / bf16):
 //   A row-major: As[m][k], ldmatrix.x4           A col-major: As[k][m], ldmatrix.x4.trans
 //   B row-major: Bs[k][n], ldmatrix.x2.trans     B col-major: Bs[n][k], ldmatrix.x2
 // Edges: a chunk past the matrix reads only its valid bytes (src_bytes, the rest zero),
-// with its source address clamped into the matrix. Needs the contiguous leading
-// dimensions and batch strides to be multiples of 8 elements and 16-byte aligned pointers
-// (can_implement).
+// with its source address clamped into the matrix. Blocks inside the matrix copy whole
+// chunks from offsets computed before the loop plus a per-step increment (no checks).
+// Needs the contiguous leading dimensions and batch strides to be whole 16-byte vectors
+// (multiples of 8 elements, 4 for tf32) and 16-byte aligned pointers (can_implement).
 //
 // The pipeline (per thread; cp.async groups are per thread, the barrier publishes them):
 //   for s in 0 .. STAGES-2: load k-step s into stage s; commit
@@ -34,22 +36,33 @@ struct Operand {
   uint32_t elements;     // one stage
 };
 
-Operand operand(bool contiguous_k, uint32_t outer, uint32_t bk) {
-  ir::SmemLayout l = contiguous_k ? ir::SmemLayout::padded(bk, 8) : ir::SmemLayout::padded(outer, 8);
+// Rows padded by 16 bytes: the 8 rows of an ldmatrix (or a fragment's 8 row groups) start
+// in different banks.
+Operand operand(bool contiguous_k, uint32_t outer, uint32_t bk, uint32_t esize) {
+  const uint32_t pad = 16 / esize;
+  ir::SmemLayout l = contiguous_k ? ir::SmemLayout::padded(bk, pad) : ir::SmemLayout::padded(outer, pad);
   return {contiguous_k, outer, l, l.elements(contiguous_k ? outer : bk)};
 }
 
-Operand operand_a(const MatmulVariant& v, MatLayout a) { return operand(a == MatLayout::RowMajor, v.bm, v.bk); }
-Operand operand_b(const MatmulVariant& v, MatLayout b) { return operand(b == MatLayout::ColMajor, v.bn, v.bk); }
+uint32_t esize_of(ir::Scalar in) { return static_cast<uint32_t>(ir::scalar_bytes(in)); }
+Operand operand_a(const MatmulVariant& v, MatLayout a, ir::Scalar in) {
+  return operand(a == MatLayout::RowMajor, v.bm, v.bk, esize_of(in));
+}
+Operand operand_b(const MatmulVariant& v, MatLayout b, ir::Scalar in) {
+  return operand(b == MatLayout::ColMajor, v.bn, v.bk, esize_of(in));
+}
 
 }  // namespace
 
 uint32_t matmul_async_shared_bytes(const MatmulVariant& v, ir::Scalar in, MatLayout a, MatLayout b) {
-  return (operand_a(v, a).elements + operand_b(v, b).elements) * v.stages * static_cast<uint32_t>(ir::scalar_bytes(in));
+  return (operand_a(v, a, in).elements + operand_b(v, b, in).elements) * v.stages * esize_of(in);
 }
 
 ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c) {
-  const ir::MmaKind kind = c.in == ir::Scalar::BF16 ? ir::MmaKind::BF16 : ir::MmaKind::F16;
+  const bool tf32 = c.in == ir::Scalar::F32;
+  const ir::MmaKind kind = tf32 ? ir::MmaKind::TF32 : c.in == ir::Scalar::BF16 ? ir::MmaKind::BF16 : ir::MmaKind::F16;
+  const uint32_t esize = esize_of(c.in), per = 16 / esize;  // bytes and elements of one element / chunk
+  const uint32_t kstep = tf32 ? 8 : 16;                     // k of one mma
   const ir::MmaShape& s = ir::mma_shape(kind);
   const uint32_t threads = v.threads(), warps_n = v.bn / v.tn, S = v.stages;
   const uint32_t mt = v.tm / 16, nt = v.tn / 8;
@@ -57,8 +70,9 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
   ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
                       (c.a == MatLayout::RowMajor ? "_r" : "_c") + (c.b == MatLayout::RowMajor ? "r" : "c"));
   b.launch_bounds(threads);
+  if (v.max_registers) b.max_registers(v.max_registers);
   detail::MatmulArgs a = detail::matmul_params(b, c);
-  const Operand oa = operand_a(v, c.a), ob = operand_b(v, c.b);
+  const Operand oa = operand_a(v, c.a, c.in), ob = operand_b(v, c.b, c.in);
   // One dynamic shared array (the stages of large tiles pass the 48 KB of static shared
   // memory): the A stages, then the B stages. LaunchConfig::shared_bytes sizes it
   // (matmul_async_shared_bytes).
@@ -66,40 +80,146 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
   const uint32_t a_off = 0, b_off = oa.elements * S;
   ir::Value tid = b.thread_idx_x(), lane = b.lane_id(), warp = b.warp_id();
   ir::Value wm0 = (warp / warps_n) * v.tm, wn0 = (warp % warps_n) * v.tn;
-  ir::Value m0 = b.block_idx_y() * v.bm, n0 = b.block_idx_x() * v.bn;
+  auto [m0, n0] = detail::tile_origin(b, v.bm, v.bn);
   ir::Value steps = (a.k - a.k_begin + (v.bk - 1)) / v.bk;
   ir::Value zero = b.constant<uint32_t>(0u);
 
-  // Issues the cp.async chunks of k-step `t` (any value; past the last step every chunk
-  // is empty) into stage `st` of one operand. Global (outer, kk) -> shared row/col.
-  auto load_operand = [&](const Operand& o, ir::Value P, ir::Value outer0, ir::Value outer_n, ir::Value ld,
-                          ir::Value base, uint32_t off, ir::Value t, ir::Value st) {
-    const uint32_t row_len = o.contiguous_k ? v.bk : o.outer;  // contiguous elements per shared row
-    const uint32_t rows = o.contiguous_k ? o.outer : v.bk;
-    const uint32_t chunks = rows * row_len / 8;
-    if (chunks % threads)
+  // One operand's cp.async chunks: chunk e of a thread is tile chunk tid + e * threads,
+  // row r = chunk / (chunks per row), 16-byte column c8. What does not depend on the
+  // k-step is computed once: chunk 0's source offset at the first step and shared index;
+  // chunk e lies `e * rstep` rows after chunk 0 (rstep = threads / chunks per row; every
+  // table row has threads a multiple of the chunks per row), so its source offset is one
+  // add on from chunk e - 1's and its shared index a constant on from chunk 0's.
+  struct Chunks {
+    const Operand& o;
+    ir::Value P, outer0, outer_n, ld, base;
+    uint32_t off, count = 0, row_len = 0, rstep = 0;
+    bool linear = false;
+    ir::Value off0, step, inc, sidx0;
+  };
+  auto chunks_of = [&](const Operand& o, ir::Value P, ir::Value outer0, ir::Value outer_n, ir::Value ld, ir::Value base,
+                       uint32_t off) {
+    Chunks ch{o, P, outer0, outer_n, ld, base, off};
+    ch.row_len = o.contiguous_k ? v.bk : o.outer;  // contiguous elements per shared row
+    const uint32_t rows = o.contiguous_k ? o.outer : v.bk, per_row = ch.row_len / per;
+    if (rows * per_row % threads)
       throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": a tile's 16-byte chunks do not divide among its threads");
-    for (uint32_t e = 0; e < chunks / threads; ++e) {
-      ir::Value ch = tid + e * threads;
-      ir::Value r = ch / (row_len / 8), c8 = (ch % (row_len / 8)) * 8u;
-      // global coordinates: contiguous index (along the row) and the other one
-      ir::Value k0 = a.k_begin + t * v.bk;
-      ir::Value g_row = o.contiguous_k ? outer0 + r : k0 + r;   // outer index, or k
-      ir::Value g_col = o.contiguous_k ? k0 + c8 : outer0 + c8; // k, or outer index
-      ir::Value row_n = o.contiguous_k ? outer_n : a.k, col_n = o.contiguous_k ? a.k : outer_n;
-      ir::Value ok = g_row < row_n && g_col < col_n;
-      ir::Value valid = ir::select(ok, ir::min((col_n - ir::select(ok, g_col, zero)) * 2u, 16u), zero);
-      ir::Value src_row = ir::select(ok, g_row, zero), src_col = ir::select(ok, g_col, zero);  // stay inside the matrix
-      ir::Value src = base + ir::cast<uint64_t>(src_row * ld + src_col);
-      b.cp_async(smem, st * o.elements + (o.lay.index(r, c8) + off), P, src, 16, ir::CacheHint::Global, valid);
+    ch.count = rows * per_row / threads;
+    ch.linear = threads % per_row == 0;
+    if (!ch.linear) return ch;  // every step takes the checked path
+    ch.rstep = threads / per_row;
+    ir::Value r = tid / per_row, c8 = (tid % per_row) * per;
+    ch.sidx0 = o.lay.index(r, c8) + off;
+    // rows of the outer dimension (contiguous k) or of k, ld elements apart
+    ch.off0 = base + ir::cast<uint64_t>(o.contiguous_k ? (outer0 + r) * ld + (a.k_begin + c8) : (a.k_begin + r) * ld + (outer0 + c8));
+    ch.step = ir::cast<uint64_t>(ld) * uint64_t(ch.rstep);
+    ch.inc = o.contiguous_k ? b.constant<uint64_t>(uint64_t(v.bk)) : ir::cast<uint64_t>(ld) * uint64_t(v.bk);
+    return ch;
+  };
+  Chunks ca = chunks_of(oa, a.A, m0, a.m, a.lda, a.base_a, a_off), cb = chunks_of(ob, a.B, n0, a.n, a.ldb, a.base_b, b_off);
+  ir::Var koff_a = b.var<uint64_t>(uint64_t(0)), koff_b = b.var<uint64_t>(uint64_t(0));  // the next loaded step's offsets
+  ir::Var ld_stage = b.var<uint32_t>(0u), rd_stage = b.var<uint32_t>(0u);  // ring positions
+
+  // Chunk e of k-step t, checked at the matrix's edges (any t; past the last step every
+  // chunk is empty): only the valid bytes are read, the rest zero-filled, and the source
+  // address is clamped into the matrix.
+  auto load_edge = [&](const Chunks& ch, uint32_t e, ir::Value t, ir::Value st) {
+    const Operand& o = ch.o;
+    ir::Value id = tid + e * threads;
+    ir::Value r = id / (ch.row_len / per), c8 = (id % (ch.row_len / per)) * per;
+    ir::Value k0 = a.k_begin + t * v.bk;
+    ir::Value g_row = o.contiguous_k ? ch.outer0 + r : k0 + r;     // outer index, or k
+    ir::Value g_col = o.contiguous_k ? k0 + c8 : ch.outer0 + c8;   // k, or outer index
+    ir::Value row_n = o.contiguous_k ? ch.outer_n : a.k, col_n = o.contiguous_k ? a.k : ch.outer_n;
+    ir::Value ok = g_row < row_n && g_col < col_n;
+    ir::Value valid = ir::select(ok, ir::min((col_n - ir::select(ok, g_col, zero)) * esize, 16u), zero);
+    ir::Value src_row = ir::select(ok, g_row, zero), src_col = ir::select(ok, g_col, zero);  // stay inside the matrix
+    ir::Value src = ch.base + ir::cast<uint64_t>(src_row * ch.ld + src_col);
+    b.cp_async(smem, st + (o.lay.index(r, c8) + ch.off), ch.P, src, 16, ir::CacheHint::Global, valid);
+  };
+  // One operand's chunks of k-step t into stage offset st: unchecked (whole 16-byte
+  // chunks from the running offsets) when the step lies inside k and the block's tile
+  // inside the matrix along the operand's outer dimension, else checked chunk by chunk.
+  auto load_operand = [&](const Chunks& ch, ir::Var& koff, ir::Value t, ir::Value st) {
+    if (!ch.linear) {
+      for (uint32_t e = 0; e < ch.count; ++e) load_edge(ch, e, t, st);
+      return;
     }
+    ir::Value inside = a.k_begin + t * v.bk + v.bk <= a.k && ch.outer0 + ch.o.outer <= ch.outer_n;
+    b.if_(inside, [&] {
+       ir::Value src = ch.off0 + ir::Value(koff), dst = st + ch.sidx0;
+       const uint32_t sstep = ch.o.lay.index(ch.rstep, 0u);  // the padded layouts are linear
+       for (uint32_t e = 0; e < ch.count; ++e) {
+         if (e) src = src + ch.step;  // one add per chunk, no products
+         b.cp_async(smem, e ? dst + e * sstep : dst, ch.P, src, 16, ir::CacheHint::Global);
+       }
+     }).else_([&] {
+      for (uint32_t e = 0; e < ch.count; ++e) load_edge(ch, e, t, st);
+    });
+    koff += ch.inc;
   };
+  // Issues k-step t into the ring's next stage (steps are loaded in order) and commits.
   auto load_step = [&](ir::Value t) {
-    ir::Value st = t % S;
-    load_operand(oa, a.A, m0, a.m, a.lda, a.base_a, a_off, t, st);
-    load_operand(ob, a.B, n0, a.n, a.ldb, a.base_b, b_off, t, st);
+    load_operand(ca, koff_a, t, ir::Value(ld_stage) * oa.elements);
+    load_operand(cb, koff_b, t, ir::Value(ld_stage) * ob.elements);
     b.cp_async_commit_group();
+    ld_stage = ir::select(ir::Value(ld_stage) == S - 1, zero, ir::Value(ld_stage) + 1u);
   };
+
+  // Each lane's fragment addresses within a stage, for mma tile (0, 0) and ks 0; the
+  // others are constant offsets from them (padded layouts are linear).
+  const uint32_t sa_row = oa.lay.row_stride(), sb_row = ob.lay.row_stride();
+  ir::Value a_lane, b_lane;
+  // tf32: register r at a_frag[a_frag.size() > 1 ? r : 0] + a_frag_c[r] (the same for B)
+  std::vector<ir::Value> a_frag, b_frag;
+  std::vector<uint32_t> a_frag_c, b_frag_c;
+  if (!tf32) {
+    a_lane = oa.contiguous_k  // As[m][k]: lanes 0-15 rows m, lanes 16-31 the same rows at k + 8
+                 ? oa.lay.index(wm0 + lane % 16u, (lane / 16u) * 8u)
+                 // As[k][m]: matrix j = lane / 8 holds k + 8 (j / 2), m + 8 (j % 2), transposed
+                 : oa.lay.index((lane / 16u) * 8u + lane % 8u, wm0 + ((lane / 8u) % 2u) * 8u);
+    // B, two n8 tiles per ldmatrix.x4 (matrices 0-1: tile ni, 2-3: tile ni + 1)
+    b_lane = ob.contiguous_k  // Bs[n][k]: matrix j holds n + 8 (j / 2), k + 8 (j % 2)
+                 ? ob.lay.index(wn0 + ((lane / 16u) * 8u + lane % 8u), ((lane / 8u) % 2u) * 8u)
+                 // Bs[k][n]: matrix j holds k + 8 (j % 2), n + 8 (j / 2), transposed
+                 : ob.lay.index(lane % 16u, wn0 + (lane / 16u) * 8u);
+  } else {  // A register r holds (frag_row, frag_col) = (m, k); B register r (k, n)
+    // Register r sits a lane-independent (row, col) step from register 0 in the tf32
+    // layouts: one address per operand, the others constants from it (fewer live registers).
+    auto steps_of = [](const ir::FragLayout& f) {
+      std::vector<std::pair<int, int>> d;
+      for (int r = 0; r < f.regs; ++r) {
+        d.emplace_back(f.row_of(0, r) - f.row_of(0, 0), f.col_of(0, r) - f.col_of(0, 0));
+        for (int l = 1; l < 32; ++l)
+          if (f.row_of(l, r) - f.row_of(l, 0) != d.back().first || f.col_of(l, r) - f.col_of(l, 0) != d.back().second)
+            return std::vector<std::pair<int, int>>{};
+      }
+      return d;
+    };
+    const auto da = steps_of(s.a), db = steps_of(s.b);
+    for (int r = 0; r < s.a.regs; ++r) {
+      if (!da.empty() && r > 0) {
+        const auto [dm, dk] = da[r];
+        a_frag_c.push_back(oa.contiguous_k ? oa.lay.index(uint32_t(dm), uint32_t(dk)) : oa.lay.index(uint32_t(dk), uint32_t(dm)));
+        continue;
+      }
+      ir::Value m = wm0 + ir::frag_row(s.a, lane, r), k = ir::frag_col(s.a, lane, r);
+      a_frag.push_back(oa.contiguous_k ? oa.lay.index(m, k) : oa.lay.index(k, m));
+      a_frag_c.push_back(0);
+    }
+    for (int r = 0; r < s.b.regs; ++r) {
+      if (!db.empty() && r > 0) {
+        const auto [dk, dn] = db[r];
+        b_frag_c.push_back(ob.contiguous_k ? ob.lay.index(uint32_t(dn), uint32_t(dk)) : ob.lay.index(uint32_t(dk), uint32_t(dn)));
+        continue;
+      }
+      ir::Value k = ir::frag_row(s.b, lane, r), n = wn0 + ir::frag_col(s.b, lane, r);
+      b_frag.push_back(ob.contiguous_k ? ob.lay.index(n, k) : ob.lay.index(k, n));
+      b_frag_c.push_back(0);
+    }
+  }
+  auto a_at = [&](uint32_t mi, uint32_t ks) { return oa.contiguous_k ? mi * 16 * sa_row + ks * kstep : ks * kstep * sa_row + mi * 16; };
+  auto b_at = [&](uint32_t ni, uint32_t ks) { return ob.contiguous_k ? ni * 8 * sb_row + ks * kstep : ks * kstep * sb_row + ni * 8; };
 
   auto acc = b.array<float>(mt * nt * 4, 0.0f);
   for (uint32_t t = 0; t + 1 < S; ++t) load_step(b.constant<uint32_t>(t));
@@ -107,35 +227,63 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
     b.cp_async_wait_group(S - 2);
     b.barrier();
     load_step(t + (S - 1));
-    ir::Value sa = (t % S) * oa.elements + a_off, sb = (t % S) * ob.elements + b_off;
-    for (uint32_t ks = 0; ks < v.bk / 16; ++ks) {
-      std::vector<std::vector<ir::Value>> fa, fb;
-      for (uint32_t mi = 0; mi < mt; ++mi) {
-        ir::Value mrow = wm0 + mi * 16;
-        if (oa.contiguous_k)  // As[m][k]: lanes 0-15 rows m, lanes 16-31 the same rows at k + 8
-          fa.push_back(b.ldmatrix(smem, sa + oa.lay.index(mrow + lane % 16u, (lane / 16u) * 8u + ks * 16), 4));
-        else  // As[k][m]: matrix j = lane / 8 holds k + 8 (j / 2), m + 8 (j % 2), transposed
-          fa.push_back(b.ldmatrix(smem, sa + oa.lay.index((lane / 16u) * 8u + lane % 8u + ks * 16,
-                                                        mrow + ((lane / 8u) % 2u) * 8u), 4, true));
-      }
-      for (uint32_t ni = 0; ni < nt; ++ni) {
-        ir::Value ncol = wn0 + ni * 8;
-        if (ob.contiguous_k)  // Bs[n][k]: matrix j = lane / 8 holds k + 8 j
-          fb.push_back(b.ldmatrix(smem, sb + ob.lay.index(ncol + lane % 8u, ((lane / 8u) % 2u) * 8u + ks * 16), 2));
-        else  // Bs[k][n]
-          fb.push_back(b.ldmatrix(smem, sb + ob.lay.index(lane % 16u + ks * 16, ncol), 2, true));
+    ir::Value sa = ir::Value(rd_stage) * oa.elements, sb = ir::Value(rd_stage) * ob.elements + b_off;
+    ir::Value sa_lane, sb_lane;  // the lane's addresses in this stage, once per step
+    std::vector<ir::Value> sa_f, sb_f;
+    if (tf32) {
+      for (ir::Value f : a_frag) sa_f.push_back(sa + f);
+      for (ir::Value f : b_frag) sb_f.push_back(sb + f);
+    } else {
+      sa_lane = sa + a_lane;
+      sb_lane = sb + b_lane;
+    }
+    for (uint32_t ks = 0; ks < v.bk / kstep; ++ks) {
+      std::vector<std::vector<ir::Value>> fa(mt), fb;
+      if (tf32) {  // element by element (ldmatrix moves 16-bit halves)
+        for (uint32_t mi = 0; mi < mt; ++mi)
+          for (int r = 0; r < s.a.regs; ++r)
+            fa[mi].push_back(smem[sa_f[a_frag.size() > 1 ? r : 0] + (a_frag_c[r] + a_at(mi, ks))]);
+        for (uint32_t ni = 0; ni < nt; ++ni) {
+          fb.emplace_back();
+          for (int r = 0; r < s.b.regs; ++r)
+            fb.back().push_back(smem[sb_f[b_frag.size() > 1 ? r : 0] + (b_frag_c[r] + b_at(ni, ks))]);
+        }
+      } else {
+        for (uint32_t mi = 0; mi < mt; ++mi) fa[mi] = b.ldmatrix(smem, sa_lane + a_at(mi, ks), 4, !oa.contiguous_k);
+        for (uint32_t ni = 0; ni < nt; ni += 2) {
+          if (ni + 1 < nt) {
+            std::vector<ir::Value> q = b.ldmatrix(smem, sb_lane + b_at(ni, ks), 4, !ob.contiguous_k);
+            fb.push_back({q[0], q[1]});
+            fb.push_back({q[2], q[3]});
+          } else {  // an odd last tile: matrices 0-1 of the same lane addresses
+            fb.push_back(b.ldmatrix(smem, sb_lane + b_at(ni, ks), 2, !ob.contiguous_k));
+          }
+        }
       }
       for (uint32_t mi = 0; mi < mt; ++mi)
         for (uint32_t ni = 0; ni < nt; ++ni) b.mma_sync(kind, acc.slice(4 * (mi * nt + ni), 4), fa[mi], fb[ni]);
     }
+    rd_stage = ir::select(ir::Value(rd_stage) == S - 1, zero, ir::Value(rd_stage) + 1u);
   });
   b.cp_async_wait_group(0);  // no copy outlives the kernel's use of shared memory
+  // The epilogue: accumulator registers 2h and 2h + 1 of an mma tile are columns 2t and
+  // 2t + 1 of one row, stored as one vector where C allows (detail::c_vectors_ok).
+  bool paired = true;
+  for (int l = 0; l < 32; ++l)
+    for (int h = 0; h < 2; ++h)
+      paired = paired && s.c.row_of(l, 2 * h + 1) == s.c.row_of(l, 2 * h) && s.c.col_of(l, 2 * h + 1) == s.c.col_of(l, 2 * h) + 1 &&
+               s.c.col_of(l, 2 * h) % 2 == 0;
+  ir::Value pairs = detail::c_vectors_ok(a, 2);
   for (uint32_t mi = 0; mi < mt; ++mi)
     for (uint32_t ni = 0; ni < nt; ++ni)
-      for (int r = 0; r < 4; ++r) {
+      for (int r = 0; r < 4; r += paired ? 2 : 1) {
         ir::Value row = m0 + wm0 + (ir::frag_row(s.c, lane, r) + mi * 16);
         ir::Value col = n0 + wn0 + (ir::frag_col(s.c, lane, r) + ni * 8);
-        b.if_(row < a.m && col < a.n, [&] { detail::store_c(b, a, c, row, col, acc[4 * (mi * nt + ni) + r]); });
+        const uint32_t at = 4 * (mi * nt + ni) + r;
+        if (paired)
+          b.if_(row < a.m, [&] { detail::store_c_vec(b, a, c, pairs, row, col, {acc[at], acc[at + 1]}); });
+        else
+          b.if_(row < a.m && col < a.n, [&] { detail::store_c(b, a, c, row, col, acc[at]); });
       }
   return b.build();
 }

@@ -2,7 +2,8 @@
 // accumulators per thread in a register array (unrolled by C++ loops, so they never reach
 // local memory). Each step stages A (BK x BM, k-major) and B (BK x BN) in shared memory,
 // masked at the matrix edges (zeros, no loads outside), loaded along the dimension that is
-// contiguous in global memory so a warp's loads coalesce for either layout.
+// contiguous in global memory so a warp's loads coalesce for either layout (ElementTile in
+// matmul_common.h: offsets hoisted out of the loop, checks only at the edges).
 #include <string>
 
 #include "kaio/ops/matmul_common.h"
@@ -14,45 +15,39 @@ ir::Kernel build_matmul_simt(const MatmulVariant& v, const MatmulConfig& c) {
   ir::KernelBuilder b(std::string("matmul_") + v.name + (c.a == MatLayout::RowMajor ? "_r" : "_c") +
                       (c.b == MatLayout::RowMajor ? "r" : "c"));
   b.launch_bounds(threads);
+  if (v.max_registers) b.max_registers(v.max_registers);
   detail::MatmulArgs a = detail::matmul_params(b, c);
   auto As = b.shared<float>(v.bk * v.bm);
   auto Bs = b.shared<float>(v.bk * v.bn);
   ir::Value tid = b.thread_idx_x();
   ir::Value tx = tid % cols, ty = tid / cols;
-  ir::Value m0 = b.block_idx_y() * v.bm, n0 = b.block_idx_x() * v.bn;
+  auto [m0, n0] = detail::tile_origin(b, v.bm, v.bn);
   auto acc = b.array<float>(v.tm * v.tn, 0.0f);
+  // A(m0 + mm, k0 + kk) -> As[kk][mm], B(k0 + kk, n0 + nn) -> Bs[kk][nn] (matmul_common.h:
+  // unchecked from hoisted offsets inside the matrix, masked at its edges)
+  detail::ElementTile ta(b, a, c, true, v.bm, v.bk, threads, tid, m0, ir::SmemLayout::row_major(v.bm), false);
+  detail::ElementTile tb(b, a, c, false, v.bn, v.bk, threads, tid, n0, ir::SmemLayout::row_major(v.bn), false);
+  // A thread's TM rows (TN columns): with TM a multiple of 4, groups of 4 at ty * 4 + g *
+  // rows * 4, read as 16-byte vectors (the 8 lanes of a quarter warp then read 128
+  // contiguous bytes, no bank conflict); else TM consecutive rows at ty * TM.
+  const uint32_t rows = v.bm / v.tm;
+  auto at = [](uint32_t i, uint32_t t, uint32_t threads_along) { return t % 4 ? i : (i / 4) * threads_along * 4 + i % 4; };
+  ir::Value a_th = ty * (v.tm % 4 ? v.tm : 4u), b_th = tx * (v.tn % 4 ? v.tn : 4u);
+  auto read = [&](ir::Value tile, ir::Value th, uint32_t k_off, uint32_t t, uint32_t threads_along) {
+    std::vector<ir::Value> out;
+    for (uint32_t i = 0; i < t; i += (t % 4 ? 1 : 4)) {
+      if (t % 4) out.push_back(tile[th + (k_off + at(i, t, threads_along))]);
+      else
+        for (ir::Value x : ir::load_vec(tile, th + (k_off + at(i, t, threads_along)), 4)) out.push_back(x);
+    }
+    return out;
+  };
   b.for_(a.k_begin, a.k, v.bk, [&](ir::Value k0) {
-    for (uint32_t e = 0; e < v.bm * v.bk / threads; ++e) {  // A(m0 + mm, k0 + kk) -> As[kk][mm]
-      ir::Value lin = tid + e * threads;
-      const bool along_k = c.a == MatLayout::RowMajor;
-      ir::Value kk = along_k ? lin % v.bk : lin / v.bm, mm = along_k ? lin / v.bk : lin % v.bm;
-      ir::Value row = m0 + mm, col = k0 + kk;
-      As[kk * v.bm + mm] = detail::load_or_zero(b, a.A, row < a.m && col < a.k, [&] { return detail::a_index(a, c, row, col); });
-    }
-    for (uint32_t e = 0; e < v.bn * v.bk / threads; ++e) {  // B(k0 + kk, n0 + nn) -> Bs[kk][nn]
-      ir::Value lin = tid + e * threads;
-      const bool along_n = c.b == MatLayout::RowMajor;
-      ir::Value kk = along_n ? lin / v.bn : lin % v.bk, nn = along_n ? lin % v.bn : lin / v.bk;
-      ir::Value row = k0 + kk, col = n0 + nn;
-      Bs[kk * v.bn + nn] = detail::load_or_zero(b, a.B, row < a.k && col < a.n, [&] { return detail::b_index(a, c, row, col); });
-    }
+    ta.load(k0, As);
+    tb.load(k0, Bs);
     b.barrier();
     for (uint32_t kk = 0; kk < v.bk; ++kk) {
-      // the thread's TM (TN) consecutive values of this k: 16-byte shared loads when they
-      // are a multiple of 4 (ty * TM, kk * BM are, so every vector is aligned)
-      auto read = [&](ir::Value tile, ir::Value first, uint32_t n) {
-        std::vector<ir::Value> out;
-        for (uint32_t i = 0; i < n; i += (n % 4 == 0 ? 4 : 1)) {
-          if (n % 4 == 0) {
-            for (ir::Value x : ir::load_vec(tile, first + i, 4)) out.push_back(x);
-          } else {
-            out.push_back(tile[first + i]);
-          }
-        }
-        return out;
-      };
-      std::vector<ir::Value> av = read(As, ty * v.tm + kk * v.bm, v.tm);
-      std::vector<ir::Value> bv = read(Bs, tx * v.tn + kk * v.bn, v.tn);
+      std::vector<ir::Value> av = read(As, a_th, kk * v.bm, v.tm, rows), bv = read(Bs, b_th, kk * v.bn, v.tn, cols);
       for (uint32_t i = 0; i < v.tm; ++i)
         for (uint32_t j = 0; j < v.tn; ++j) acc[i * v.tn + j] = ir::fma(av[i], bv[j], acc[i * v.tn + j]);
     }
@@ -60,7 +55,7 @@ ir::Kernel build_matmul_simt(const MatmulVariant& v, const MatmulConfig& c) {
   });
   for (uint32_t i = 0; i < v.tm; ++i)
     for (uint32_t j = 0; j < v.tn; ++j) {
-      ir::Value row = m0 + ty * v.tm + i, col = n0 + tx * v.tn + j;
+      ir::Value row = m0 + (a_th + at(i, v.tm, rows)), col = n0 + (b_th + at(j, v.tn, cols));
       b.if_(row < a.m && col < a.n, [&] { detail::store_c(b, a, c, row, col, acc[i * v.tn + j]); });
     }
   return b.build();

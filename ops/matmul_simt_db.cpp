@@ -1,8 +1,9 @@
-// The pipelined SIMT matmul engine (f32): as matmul_simt.cpp (a BM x BN block tile, BK
-// deep, TM x TN accumulators per thread), with 16-byte global loads along each operand's
-// contiguous dimension and double buffering: the next k-step's vectors are loaded into
-// registers while the current step's tile is multiplied out of shared memory, then stored
-// into the other shared buffer, one barrier per step.
+// The pipelined SIMT matmul engine (f32): a BM x BN block tile, BK deep, TM x TN
+// accumulators per thread, with 16-byte global loads along each operand's contiguous
+// dimension and double buffering: the next k-step's vectors are loaded into registers
+// while the current step's tile is multiplied out of shared memory, then stored into the
+// other shared buffer, one barrier per step. The loop is unrolled twice so that each copy
+// reads and writes fixed buffers (no buffer arithmetic in the loop).
 //
 //   prefetch(0); store(buffer 0); barrier
 //   for t in 0 .. steps-1:
@@ -11,17 +12,49 @@
 //     if t + 1 < steps: store(buffer (t + 1) % 2)  (registers -> shared; last read at t - 1)
 //     barrier
 //
-// A vector that lies wholly inside the matrix is one 16-byte load; one at an edge loads its
-// elements one by one, masked (zeros outside). Needs the contiguous leading dimensions and
-// batch strides to be multiples of 4 elements and 16-byte aligned pointers (can_implement).
+// Mainloop cost: what does not depend on the k-step is computed once before the loop (each
+// vector's tile coordinates, its row validity, its global offset at the first step, its
+// shared index); a step adds a per-step increment to one u64 offset per operand and checks
+// once whether the whole step lies inside k. A full step loads each vector that lies in
+// the matrix with one 16-byte load; a vector at an edge (or any vector of the last,
+// partial step) loads its elements one by one, masked (zeros outside).
+//
+// Shared memory is k-major ([kk][m] for A, [kk][n] for B), so a thread's TM (TN) values
+// of one k are contiguous and are read with 16-byte ld.shared.v4 feeding the FFMAs. A
+// thread's rows (columns) come in groups of 4 spread over the tile, {ty * 4 + g * BM / (TM
+// / 4)}: the 8 lanes of a quarter warp then read 128 contiguous bytes (no bank conflict),
+// where TM contiguous values per thread would make lanes 32 bytes apart collide. Tiles
+// stored from vectors along k are padded by 4 floats per row, so the four scalar stores of
+// such a vector do not collide across lanes either.
+//
+// Needs the contiguous leading dimensions and batch strides to be multiples of 4 elements
+// and 16-byte aligned pointers (can_implement).
 #include <string>
 
 #include "kaio/ops/matmul_common.h"
 
 namespace kaio::ops {
 
+namespace {
+
+// One operand's share of the prefetch: its vectors' coordinates and what is hoisted.
+struct Operand {
+  bool along_k;         // the operand's vectors run along k (A row-major, B col-major)
+  uint32_t outer_tile;  // BM or BN
+  uint32_t nvec;        // vectors per thread per step
+  ir::Value P, outer0, outer_n, ld;
+  ir::RegArray r;       // the prefetched vectors
+  ir::Var koff;         // u64 element offset of the next prefetched step from the first
+  std::function<ir::Value(ir::Value, ir::Value)> index;  // global element index of (outer, k), u64
+  uint32_t stride = 0;  // shared row stride (elements of one kk)
+  std::vector<ir::Value> outer, kk, row_ok, off0, sidx;  // per vector
+  ir::Value inc;        // u64 element offset from one k-step to the next
+};
+
+}  // namespace
+
 ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c) {
-  const uint32_t cols = v.bn / v.tn, threads = v.threads();
+  const uint32_t cols = v.bn / v.tn, rows = v.bm / v.tm, threads = v.threads();
   const uint32_t va = v.bm * v.bk / 4 / threads, vb = v.bn * v.bk / 4 / threads;  // vectors per thread
   if (v.tm % 4 || v.tn % 4)
     throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": TM and TN must be multiples of 4");
@@ -30,94 +63,127 @@ ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c) {
   ir::KernelBuilder b(std::string("matmul_") + v.name + (c.a == MatLayout::RowMajor ? "_r" : "_c") +
                       (c.b == MatLayout::RowMajor ? "r" : "c"));
   b.launch_bounds(threads);
+  if (v.max_registers) b.max_registers(v.max_registers);
   detail::MatmulArgs a = detail::matmul_params(b, c);
-  auto As = b.shared<float>(2 * v.bk * v.bm);  // [buffer][kk][mm]
-  auto Bs = b.shared<float>(2 * v.bk * v.bn);  // [buffer][kk][nn]
   ir::Value tid = b.thread_idx_x();
   ir::Value tx = tid % cols, ty = tid / cols;
-  ir::Value m0 = b.block_idx_y() * v.bm, n0 = b.block_idx_x() * v.bn;
+  auto [m0, n0] = detail::tile_origin(b, v.bm, v.bn);
   ir::Value steps = (a.k - a.k_begin + (v.bk - 1)) / v.bk;
-  auto ra = b.array<float>(4 * va, 0.0f), rb = b.array<float>(4 * vb, 0.0f);  // the prefetched vectors
-
-  // One operand's vector e of this thread: (outer, kk) of its first element, and whether
-  // the vector runs along k (else along the outer dimension).
-  struct Vec { ir::Value outer, kk; bool along_k; };
-  auto vec_of = [&](uint32_t e, uint32_t outer_tile, bool along_k) -> Vec {
-    ir::Value id = tid + e * threads;
-    if (along_k) return {id / (v.bk / 4), (id % (v.bk / 4)) * 4u, true};
-    return {(id % (outer_tile / 4)) * 4u, id / (outer_tile / 4), false};
-  };
-  // Loads the vectors of k-step t of one operand into r (global (outer, k) via index()).
-  auto prefetch = [&](const ir::RegArray& r, uint32_t nvec, uint32_t outer_tile, bool along_k, ir::Value P,
-                      ir::Value outer0, ir::Value outer_n, ir::Value t,
-                      const std::function<ir::Value(ir::Value, ir::Value)>& index) {
-    for (uint32_t e = 0; e < nvec; ++e) {
-      Vec x = vec_of(e, outer_tile, along_k);
-      ir::Value go = outer0 + x.outer, gk = a.k_begin + t * v.bk + x.kk;
-      ir::Value last_o = along_k ? go : go + 3u, last_k = along_k ? gk + 3u : gk;
-      b.if_(last_o < outer_n && last_k < a.k, [&] {
-         std::vector<ir::Value> q = ir::load_vec(P, index(go, gk), 4);
-         for (uint32_t i = 0; i < 4; ++i) r[4 * e + i] = q[i];
-       }).else_([&] {
-        for (uint32_t i = 0; i < 4; ++i) {
-          ir::Value o = along_k ? go : go + i, k = along_k ? gk + i : gk;
-          r[4 * e + i] = 0.0f;
-          b.if_(o < outer_n && k < a.k, [&] { r[4 * e + i] = ir::Value(P[index(o, k)]); });
-        }
-      });
-    }
-  };
-  auto prefetch_step = [&](ir::Value t) {
-    prefetch(ra, va, v.bm, c.a == MatLayout::RowMajor, a.A, m0, a.m, t,
-             [&](ir::Value row, ir::Value k) { return detail::a_index(a, c, row, k); });
-    prefetch(rb, vb, v.bn, c.b == MatLayout::ColMajor, a.B, n0, a.n, t,
-             [&](ir::Value col, ir::Value k) { return detail::b_index(a, c, k, col); });
-  };
-  // Registers -> shared buffer `buf`, k-major ([kk][outer]): a vector along the outer
-  // dimension is one 16-byte store, one along k four scalar stores.
-  auto store = [&](ir::Value tile, const ir::RegArray& r, uint32_t nvec, uint32_t outer_tile, bool along_k, ir::Value buf) {
-    for (uint32_t e = 0; e < nvec; ++e) {
-      Vec x = vec_of(e, outer_tile, along_k);
-      ir::Value base = buf * (v.bk * outer_tile);
-      if (along_k) {
-        for (uint32_t i = 0; i < 4; ++i) tile[base + (x.kk + i) * outer_tile + x.outer] = r[4 * e + i];
-      } else {
-        ir::store_vec(tile, base + x.kk * outer_tile + x.outer, {r[4 * e], r[4 * e + 1], r[4 * e + 2], r[4 * e + 3]});
-      }
-    }
-  };
-  auto store_step = [&](ir::Value buf) {
-    store(As, ra, va, v.bm, c.a == MatLayout::RowMajor, buf);
-    store(Bs, rb, vb, v.bn, c.b == MatLayout::ColMajor, buf);
-  };
-
-  auto acc = b.array<float>(v.tm * v.tn, 0.0f);
   ir::Value zero = b.constant<uint32_t>(0u);
-  prefetch_step(zero);
-  store_step(zero);
-  b.barrier();
-  b.for_(0u, steps, [&](ir::Value t) {
-    ir::Value more = t + 1u < steps;
-    b.if_(more, [&] { prefetch_step(t + 1u); });
-    ir::Value cur = t % 2u;
-    ir::Value abase = cur * (v.bk * v.bm) + ty * v.tm, bbase = cur * (v.bk * v.bn) + tx * v.tn;
+
+  Operand A{c.a == MatLayout::RowMajor, v.bm, va, a.A, m0, a.m, a.lda, b.array<float>(4 * va, 0.0f),
+            b.var<uint64_t>(uint64_t(0)), [&](ir::Value row, ir::Value k) { return detail::a_index(a, c, row, k); }};
+  Operand B{c.b == MatLayout::ColMajor, v.bn, vb, a.B, n0, a.n, a.ldb, b.array<float>(4 * vb, 0.0f),
+            b.var<uint64_t>(uint64_t(0)), [&](ir::Value col, ir::Value k) { return detail::b_index(a, c, k, col); }};
+  for (Operand* o : {&A, &B}) {
+    o->stride = o->outer_tile + (o->along_k ? 4 : 0);
+    // k is contiguous for a vector along k: the next step is BK elements on, else BK rows on
+    o->inc = o->along_k ? b.constant<uint64_t>(uint64_t(v.bk)) : ir::cast<uint64_t>(o->ld) * uint64_t(v.bk);
+    for (uint32_t e = 0; e < o->nvec; ++e) {
+      ir::Value id = tid + e * threads;
+      ir::Value outer = o->along_k ? id / (v.bk / 4) : (id % (o->outer_tile / 4)) * 4u;
+      ir::Value kk = o->along_k ? (id % (v.bk / 4)) * 4u : id / (o->outer_tile / 4);
+      ir::Value go = o->outer0 + outer;
+      ir::Value ok = (o->along_k ? go : go + 3u) < o->outer_n;
+      o->outer.push_back(outer);
+      o->kk.push_back(kk);
+      o->row_ok.push_back(ok);
+      // clamped into the matrix for a vector outside it (that offset is never loaded)
+      o->off0.push_back(o->index(ir::select(ok, go, zero), a.k_begin + kk));
+      o->sidx.push_back(kk * o->stride + outer);
+    }
+  }
+  auto As = b.shared<float>(2 * v.bk * A.stride);  // [buffer][kk][mm]
+  auto Bs = b.shared<float>(2 * v.bk * B.stride);  // [buffer][kk][nn]
+
+  // Vector e of the k-step at k0 into o.r, element by element where the vector crosses an
+  // edge of the matrix (zeros outside).
+  auto load_masked = [&](const Operand& o, uint32_t e, ir::Value k0) {
+    ir::Value go = o.outer0 + o.outer[e], gk = k0 + o.kk[e];
+    ir::Value last_o = o.along_k ? go : go + 3u, last_k = o.along_k ? gk + 3u : gk;
+    b.if_(last_o < o.outer_n && last_k < a.k, [&] {
+       std::vector<ir::Value> q = ir::load_vec(o.P, o.index(go, gk), 4);
+       for (uint32_t i = 0; i < 4; ++i) o.r[4 * e + i] = q[i];
+     }).else_([&] {
+      for (uint32_t i = 0; i < 4; ++i) {
+        ir::Value oo = o.along_k ? go : go + i, k = o.along_k ? gk + i : gk;
+        o.r[4 * e + i] = 0.0f;
+        b.if_(oo < o.outer_n && k < a.k, [&] { o.r[4 * e + i] = ir::Value(o.P[o.index(oo, k)]); });
+      }
+    });
+  };
+  // Global -> registers for k-step t (the steps are prefetched in order: koff is t's offset).
+  auto prefetch_step = [&](ir::Value t) {
+    ir::Value k0 = a.k_begin + t * v.bk;
+    b.if_(k0 + v.bk <= a.k, [&] {  // the whole step lies inside k: one check per vector
+       for (Operand* o : {&A, &B})
+         for (uint32_t e = 0; e < o->nvec; ++e)
+           b.if_(o->row_ok[e], [&] {
+              std::vector<ir::Value> q = ir::load_vec(o->P, o->off0[e] + ir::Value(o->koff), 4);
+              for (uint32_t i = 0; i < 4; ++i) o->r[4 * e + i] = q[i];
+            }).else_([&] { load_masked(*o, e, k0); });
+     }).else_([&] {
+      for (Operand* o : {&A, &B})
+        for (uint32_t e = 0; e < o->nvec; ++e) load_masked(*o, e, k0);
+    });
+    for (Operand* o : {&A, &B}) o->koff += o->inc;
+  };
+  // Registers -> shared buffer `buf` (k-major): a vector along the outer dimension is one
+  // 16-byte store, one along k four scalar stores (to rows padded by 4).
+  auto store_step = [&](uint32_t buf) {
+    for (auto [o, tile] : {std::pair{&A, As}, std::pair{&B, Bs}})
+      for (uint32_t e = 0; e < o->nvec; ++e) {
+        ir::Value at = o->sidx[e] + buf * v.bk * o->stride;
+        if (o->along_k) {
+          for (uint32_t i = 0; i < 4; ++i) tile[at + i * o->stride] = o->r[4 * e + i];
+        } else {
+          ir::store_vec(tile, at, {o->r[4 * e], o->r[4 * e + 1], o->r[4 * e + 2], o->r[4 * e + 3]});
+        }
+      }
+  };
+
+  // The thread's rows and columns: groups of 4, group g at g * rows * 4 + ty * 4 (A) and
+  // g * cols * 4 + tx * 4 (B).
+  auto row_of = [&](uint32_t i) { return (i / 4) * rows * 4 + i % 4; };
+  auto col_of = [&](uint32_t j) { return (j / 4) * cols * 4 + j % 4; };
+  ir::Value a_th = ty * 4u, b_th = tx * 4u;
+  auto acc = b.array<float>(v.tm * v.tn, 0.0f);
+  auto multiply = [&](uint32_t buf) {
     for (uint32_t kk = 0; kk < v.bk; ++kk) {
       std::vector<ir::Value> av, bv;
       for (uint32_t i = 0; i < v.tm; i += 4)
-        for (ir::Value x : ir::load_vec(As, abase + (kk * v.bm + i), 4)) av.push_back(x);
+        for (ir::Value x : ir::load_vec(As, a_th + ((buf * v.bk + kk) * A.stride + row_of(i)), 4)) av.push_back(x);
       for (uint32_t j = 0; j < v.tn; j += 4)
-        for (ir::Value x : ir::load_vec(Bs, bbase + (kk * v.bn + j), 4)) bv.push_back(x);
+        for (ir::Value x : ir::load_vec(Bs, b_th + ((buf * v.bk + kk) * B.stride + col_of(j)), 4)) bv.push_back(x);
       for (uint32_t i = 0; i < v.tm; ++i)
         for (uint32_t j = 0; j < v.tn; ++j) acc[i * v.tn + j] = ir::fma(av[i], bv[j], acc[i * v.tn + j]);
     }
-    b.if_(more, [&] { store_step((t + 1u) % 2u); });
+  };
+  auto step = [&](ir::Value t, uint32_t buf) {
+    ir::Value more = t + 1u < steps;
+    b.if_(more, [&] { prefetch_step(t + 1u); });
+    multiply(buf);
+    b.if_(more, [&] { store_step(1 - buf); });
     b.barrier();
+  };
+
+  prefetch_step(zero);
+  store_step(0);
+  b.barrier();
+  b.for_(0u, steps, 2u, [&](ir::Value t) {  // two steps per iteration: buffers 0 and 1
+    step(t, 0);
+    b.if_(t + 1u < steps, [&] { step(t + 1u, 1); });
   });
-  for (uint32_t i = 0; i < v.tm; ++i)
-    for (uint32_t j = 0; j < v.tn; ++j) {
-      ir::Value row = m0 + ty * v.tm + i, col = n0 + tx * v.tn + j;
-      b.if_(row < a.m && col < a.n, [&] { detail::store_c(b, a, c, row, col, acc[i * v.tn + j]); });
-    }
+  // The epilogue: each group of 4 columns one 16-byte store where C allows.
+  ir::Value vectors = detail::c_vectors_ok(a, 4);
+  for (uint32_t i = 0; i < v.tm; ++i) {
+    ir::Value row = m0 + (a_th + row_of(i));
+    b.if_(row < a.m, [&] {
+      for (uint32_t j = 0; j < v.tn; j += 4)
+        detail::store_c_vec(b, a, c, vectors, row, n0 + (b_th + col_of(j)),
+                            {acc[i * v.tn + j], acc[i * v.tn + j + 1], acc[i * v.tn + j + 2], acc[i * v.tn + j + 3]});
+    });
+  }
   return b.build();
 }
 

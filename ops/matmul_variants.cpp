@@ -15,22 +15,28 @@ namespace kaio::ops {
 
 namespace {
 
-// name, engine, BM, BN, BK, TM, TN (Simt: per thread; Mma: per warp)
+// name, engine, BM, BN, BK, TM, TN (Simt: per thread; Mma: per warp), stages, register cap.
+// The caps bring a row's registers (nvJitLink's report, sm_90) to the next occupancy step
+// without spilling (tests/ops/test_matmul.cpp checks every layout for spills).
 constexpr MatmulVariant kVariants[] = {
-    {"simt_db_128x128x8_8x8", MatmulEngine::SimtDb, 128, 128, 8, 8, 8},
-    {"simt_db_64x64x16_4x4", MatmulEngine::SimtDb, 64, 64, 16, 4, 4},
+    {"simt_db_128x128x8_8x8", MatmulEngine::SimtDb, 128, 128, 8, 8, 8, 1, 128},  // 149 -> 128: 2 blocks per SM
+    {"simt_db_128x128x16_8x8", MatmulEngine::SimtDb, 128, 128, 16, 8, 8},
+    {"simt_db_128x64x8_8x8", MatmulEngine::SimtDb, 128, 64, 8, 8, 8},  // 128 spills in row/col
+    {"simt_db_64x64x16_4x4", MatmulEngine::SimtDb, 64, 64, 16, 4, 4, 1, 72},      // ptxas' own choice, 64, spills
     {"simt_128x128x8_8x8", MatmulEngine::Simt, 128, 128, 8, 8, 8},
-    {"simt_64x64x8_4x4", MatmulEngine::Simt, 64, 64, 8, 4, 4},
+    {"simt_64x64x8_4x4", MatmulEngine::Simt, 64, 64, 8, 4, 4, 1, 64},             // 77 -> 64: 4 blocks
     {"simt_32x32x8_2x2", MatmulEngine::Simt, 32, 32, 8, 2, 2},
     {"mma_128x128x32_w64x64", MatmulEngine::Mma, 128, 128, 32, 64, 64},
-    {"mma_64x64x32_w32x32", MatmulEngine::Mma, 64, 64, 32, 32, 32},
-    {"mma_64x64x16_w32x32", MatmulEngine::Mma, 64, 64, 16, 32, 32},
+    {"mma_64x64x32_w32x32", MatmulEngine::Mma, 64, 64, 32, 32, 32, 1, 128},       // 136 -> 128: 4 blocks
     {"mma_cp_128x256x32_w64x64_s3", MatmulEngine::MmaAsync, 128, 256, 32, 64, 64, 3},
+    {"mma_cp_128x256x64_w64x64_s3", MatmulEngine::MmaAsync, 128, 256, 64, 64, 64, 3},
+    {"mma_cp_256x128x64_w64x64_s3", MatmulEngine::MmaAsync, 256, 128, 64, 64, 64, 3},
     {"mma_cp_128x128x32_w64x64_s4", MatmulEngine::MmaAsync, 128, 128, 32, 64, 64, 4},
-    {"mma_cp_128x64x32_w64x32_s3", MatmulEngine::MmaAsync, 128, 64, 32, 64, 32, 3},
-    {"mma_cp_64x64x32_w32x32_s4", MatmulEngine::MmaAsync, 64, 64, 32, 32, 32, 4},
+    {"mma_cp_128x64x32_w64x32_s3", MatmulEngine::MmaAsync, 128, 64, 32, 64, 32, 3},  // 128 spills in tf32
+    {"mma_cp_64x64x32_w32x32_s4", MatmulEngine::MmaAsync, 64, 64, 32, 32, 32, 4, 96},     // 106 -> 96: 5 blocks
+    {"mma_cp_16x32x128_w16x16_s4", MatmulEngine::MmaAsync, 16, 32, 128, 16, 16, 4},  // m <= 16: no empty mma rows
     // Hopper: BK is 128 bytes of k (64 for 16-bit elements, 32 for tf32)
-    {"wgmma_128x256x64_s4_c2", MatmulEngine::Wgmma, 128, 256, 64, 64, 256, 4, 2},
+    {"wgmma_128x256x64_s4_c2", MatmulEngine::Wgmma, 128, 256, 64, 64, 256, 4, 0, 2},
     {"wgmma_128x256x64_s4", MatmulEngine::Wgmma, 128, 256, 64, 64, 256, 4},
     {"wgmma_128x128x64_s6", MatmulEngine::Wgmma, 128, 128, 64, 64, 128, 6},
     {"wgmma_64x128x64_s8", MatmulEngine::Wgmma, 64, 128, 64, 64, 128, 8},
@@ -70,12 +76,11 @@ bool MatmulVariant::can_implement(const MatmulProblem& p, int sm, std::string* w
       return fail(why, v + "SIMT computes f32 x f32 -> f32, not " + ir::scalar_name(p.in) + " -> " + ir::scalar_name(p.out));
   } else {
     if (sm < 80) return fail(why, v + "mma.sync needs sm_80 or newer, the device is sm_" + std::to_string(sm));
-    const bool tf32 = p.in == ir::Scalar::F32 && p.tf32 && engine == MatmulEngine::Mma;
-    if (tf32 && tm * tn > 32 * 32)  // fragments element by element: a 64 x 64 warp tile spills
+    const bool tf32 = p.in == ir::Scalar::F32 && p.tf32;
+    if (tf32 && engine == MatmulEngine::Mma && tm * tn > 32 * 32)  // its 64 x 64 warp tile spills
       return fail(why, v + "tf32 needs a warp tile of at most 32 x 32");
     if (p.in != ir::Scalar::F16 && p.in != ir::Scalar::BF16 && !tf32)
-      return fail(why, v + "tensor cores take f16 or bf16 inputs here" +
-                           (engine == MatmulEngine::Mma ? " (f32 with problem.tf32)" : "") + ", not " +
+      return fail(why, v + "tensor cores take f16 or bf16 inputs here (f32 with problem.tf32), not " +
                            std::string(ir::scalar_name(p.in)));
     if (p.out != ir::Scalar::F32 && p.out != p.in)
       return fail(why, v + "the output is f32 or the input type, not " + std::string(ir::scalar_name(p.out)));
@@ -92,6 +97,13 @@ bool MatmulVariant::can_implement(const MatmulProblem& p, int sm, std::string* w
                            " elements, got " + std::to_string(lda) + " and " + std::to_string(ldb));
     if (p.batch > 1 && (sa % per || sb % per))
       return fail(why, v + "batch strides of A and B must be multiples of " + std::to_string(per) + " elements");
+  }
+  if (engine == MatmulEngine::MmaAsync) {  // the stages must fit in a block's shared memory
+    const uint32_t need = matmul_async_shared_bytes(*this, p.in, p.a, p.b);
+    const uint32_t have = sm == 80 || sm == 87 ? 166912u : sm == 90 || sm == 100 ? 232448u : 101376u;
+    if (need > have)
+      return fail(why, v + "its stages need " + std::to_string(need) + " bytes of shared memory, sm_" + std::to_string(sm) +
+                           " gives a block at most " + std::to_string(have));
   }
   if (p.batch == 0 || p.batch > 65535) return fail(why, v + "batch must be 1..65535, got " + std::to_string(p.batch));
   if (p.split_k == 0 || uint64_t(p.split_k) * p.batch > 65535)
@@ -178,7 +190,7 @@ MatmulProblem matmul_resolved(const MatmulProblem& q) {
 
 uint32_t matmul_k_chunk(const MatmulProblem& p) {
   const uint32_t per = (p.k + p.split_k - 1) / std::max(p.split_k, 1u);
-  return (per + 63) / 64 * 64;  // a multiple of every BK (k steps never cross into the next chunk)
+  return (per + 63) / 64 * 64;  // a multiple of every BK: k steps never cross into the next chunk (TMA reads whole steps)
 }
 
 ir::Kernel matmul_scale_kernel() {

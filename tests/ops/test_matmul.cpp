@@ -195,9 +195,45 @@ TEST_CASE("matmul: every variant in the interpreter at odd shapes, layouts, alph
   run_all(false, kOddShapes, true);
 }
 
+TEST_CASE("matmul: blocks in groups of 8 block rows cover every tile once (a grid of 10 and 19 block rows)", "[ops][matmul][interp]") {
+  // 10 block rows: one full group and a last group of 2; 19: two full groups and one of 3
+  run_problem<float, float>(ops::matmul_variant("simt_32x32x8_2x2"), {.m = 300, .n = 40, .k = 9}, false);
+  run_problem<half, float>(ops::matmul_variant("mma_cp_16x32x128_w16x16_s4"),
+                           {.m = 300, .n = 72, .k = 24, .in = ir::Scalar::F16, .alpha = 0.5f, .beta = 0.25f}, false);
+}
+
+TEST_CASE("matmul: the SimtDb epilogue stores 4 columns at once where C allows, single elements elsewhere", "[ops][matmul][interp]") {
+  // ldc and batch stride multiples of 4: vectors, the last column (45 = 11 * 4 + 1) alone; else every element alone
+  const ops::MatmulVariant& v = ops::matmul_variant("simt_db_64x64x16_4x4");
+  for (uint32_t ldc : {48u, 47u})
+    for (float beta : {0.0f, 0.5f}) {
+      MatmulProblem p{.m = 37, .n = 45, .k = 40, .lda = 40, .ldb = 48, .ldc = ldc, .batch = 2, .alpha = 1.25f, .beta = beta};
+      p.stride_c = uint64_t(ldc) * 37 + (ldc % 4 ? 1 : 4);
+      run_problem<float, float>(v, p, false);
+    }
+}
+
+TEST_CASE("matmul: the cp.async epilogue stores column pairs where C allows, single elements elsewhere", "[ops][matmul][interp]") {
+  // even ldc and batch stride: pairs, the odd last column alone; odd ldc: every element alone
+  const ops::MatmulVariant& v = ops::matmul_variant("mma_cp_64x64x32_w32x32_s4");
+  for (uint32_t ldc : {46u, 47u})
+    for (float beta : {0.0f, 0.5f}) {
+      MatmulProblem p{.m = 37, .n = 45, .k = 40, .lda = 40, .ldb = 48, .ldc = ldc, .batch = 2, .alpha = 1.25f, .beta = beta};
+      p.stride_c = uint64_t(ldc) * 37 + (ldc % 2 ? 1 : 2);
+      p.in = ir::Scalar::F16, p.out = ir::Scalar::F16;
+      run_problem<half, half>(v, p, false);
+      p.in = ir::Scalar::BF16, p.out = ir::Scalar::BF16;
+      run_problem<bfloat16, bfloat16>(v, p, false);
+      p.in = ir::Scalar::BF16, p.out = ir::Scalar::F32;
+      run_problem<bfloat16, float>(v, p, false);
+      p.in = ir::Scalar::F32, p.out = ir::Scalar::F32, p.tf32 = true;
+      run_problem<float, float>(v, p, false);
+    }
+}
+
 TEST_CASE("matmul: every declared config assembles for sm_80 and sm_90 without local memory", "[ops][matmul][nvjitlink]") {
   jit::Family<ops::MatmulConfig>& f = ops::matmul_family();
-  REQUIRE(f.config_count() == 27);
+  REQUIRE(f.config_count() == 39);
   for (size_t i = 0; i < f.config_count(); ++i) {
     ir::Kernel k = f.declared_kernel(i);
     if (k.arch_specific()) continue;  // the wgmma variants: sm_90a only (test_matmul_wgmma.cpp)
@@ -221,6 +257,33 @@ TEST_CASE("matmul: every declared config assembles for sm_80 and sm_90 without l
       CHECK(sass.find("STL") == std::string::npos);
     }
   }
+}
+
+TEST_CASE("matmul: a variant's register cap reaches its kernel (.maxnreg) and ptxas obeys it", "[ops][matmul][nvjitlink]") {
+  int capped = 0;
+  for (const ops::MatmulVariant& v : ops::matmul_variants()) {
+    if (!v.max_registers) continue;
+    ++capped;
+    const bool simt = v.engine == ops::MatmulEngine::Simt || v.engine == ops::MatmulEngine::SimtDb;
+    // every layout for sm_90, row/row for sm_80: the cap must not make any of them spill
+    for (MatLayout la : {MatLayout::RowMajor, MatLayout::ColMajor})
+      for (MatLayout lb : {MatLayout::RowMajor, MatLayout::ColMajor}) {
+        const ops::MatmulConfig cfg{static_cast<uint32_t>(&v - ops::matmul_variants().data()),
+                                    simt ? ir::Scalar::F32 : ir::Scalar::F16, ir::Scalar::F32, la, lb};
+        ir::Kernel k = ops::matmul_kernel(cfg);
+        for (const char* arch : {"sm_80", "sm_90"}) {
+          if (std::string(arch) == "sm_80" && (la != MatLayout::RowMajor || lb != MatLayout::RowMajor)) continue;
+          INFO(k.name() << " for " << arch);
+          std::string ptx = codegen::emit_ptx(k, {arch, 9, 0});
+          CHECK(ptx.find(".maxnreg " + std::to_string(v.max_registers) + "\n") != std::string::npos);
+          jit::Resources res = jit::parse_resources(jit::link_ptx(ptx, arch, k.name()).info_log, 0);
+          CHECK(res.registers <= static_cast<int>(v.max_registers));
+          CHECK(res.spill_stores == 0);
+          CHECK(res.local_bytes == 0);
+        }
+      }
+  }
+  CHECK(capped > 0);
 }
 
 TEST_CASE("matmul: can_implement refuses what a variant cannot serve, and says why", "[ops][matmul]") {
@@ -247,6 +310,12 @@ TEST_CASE("matmul: can_implement refuses what a variant cannot serve, and says w
   CHECK_FALSE(cp.can_implement({.m = 17, .n = 33, .k = 65, .in = ir::Scalar::F16}, 90, &why));
   CHECK_THAT(why, Contains("lda and ldb must be multiples of 8 elements, got 65 and 33"));
   CHECK(cp.can_implement({.m = 17, .n = 33, .k = 65, .in = ir::Scalar::F16, .lda = 72, .ldb = 40}, 90));
+  // the stages of a deep tile fit sm_80's and sm_90's shared memory, not sm_86's
+  const ops::MatmulVariant& deep = ops::matmul_variant("mma_cp_128x256x64_w64x64_s3");
+  CHECK(deep.can_implement({.m = 64, .n = 64, .k = 64, .in = ir::Scalar::BF16}, 80));
+  CHECK(deep.can_implement({.m = 64, .n = 64, .k = 64, .in = ir::Scalar::BF16}, 90));
+  CHECK_FALSE(deep.can_implement({.m = 64, .n = 64, .k = 64, .in = ir::Scalar::BF16}, 86, &why));
+  CHECK_THAT(why, Contains("bytes of shared memory, sm_86 gives a block at most 101376"));
   CHECK_FALSE(cp.can_implement({.m = 16, .n = 16, .k = 16, .in = ir::Scalar::F16, .ptr_align = 8}, 90, &why));
   CHECK_THAT(why, Contains("16-byte aligned"));
   CHECK_THAT(test::usage_error_of([] { (void)ops::matmul_resolved({.m = 4, .n = 4, .k = 8, .lda = 7}); }).what(),
