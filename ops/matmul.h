@@ -9,9 +9,9 @@
 //             Mma   f16 / bf16 in, f32 accumulate (mma.sync m16n8k16): warps of WM x WN
 //                   tiles, operands through ldmatrix from padded shared tiles; f32 in
 //                   with problem.tf32: mma.sync m16n8k8 tf32, fragments read from shared
-//             MmaAsync  as Mma, the tiles brought in by cp.async through a ring of 2-4
-//                   shared stages (needs 16-byte aligned rows: leading dimensions and
-//                   batch strides multiples of 8 elements, 16-byte aligned pointers)
+//             MmaAsync  as Mma (tf32 too), the tiles brought in by cp.async through a ring
+//                   of 2-4 shared stages (needs 16-byte aligned rows: leading dimensions and
+//                   batch strides whole 16-byte vectors, 16-byte aligned pointers)
 //   problem   m, n, k; the input type (f32 for Simt; f16 / bf16 for Mma) and the output type
 //             (f32; f16 / bf16 too for Mma, rounded once); layouts; lda / ldb / ldc (0:
 //             packed); batch and element strides between batches (0: packed)
