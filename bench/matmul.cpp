@@ -97,15 +97,15 @@ double time_ms(const jit::Stream& s, int sets, F&& f) {
   return median(t);
 }
 
-// The first tensor-core / FFMA opcode in the cubin's SASS ("HMMA.16816.F32"), or "-".
-std::string sass_op(const ir::Kernel& k, const std::string& arch) {
-  static std::map<std::string, std::string> seen;  // kernel name -> opcode (a link per kernel)
-  if (auto it = seen.find(k.name()); it != seen.end()) return it->second;
-  std::string& memo = seen[k.name()];
+// The first tensor-core / FFMA opcode in the kernel's SASS ("HMMA.16816.F32"), or "-".
+std::string sass_op(const jit::CompiledKernel& k) {
+  static std::map<std::string, std::string> seen;  // cache key -> opcode (one cuobjdump per kernel)
+  if (auto it = seen.find(k.key().hex()); it != seen.end()) return it->second;
+  std::string& memo = seen[k.key().hex()];
   memo = "-";
   const char* tool = std::getenv("KAIO_CUOBJDUMP");
   std::string cmd = tool ? tool : "cuobjdump";
-  std::string cubin = jit::link_ptx(codegen::emit_ptx(k, {arch, 9, 0}), arch, k.name()).cubin;
+  const std::string& cubin = k.cubin();
   std::string path = "/tmp/kaio_bench_matmul.cubin";
   std::ofstream(path, std::ios::binary).write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
   FILE* p = popen((cmd + " --dump-sass " + path + " 2>/dev/null").c_str(), "r");
@@ -269,7 +269,7 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
         if (res.spill_stores) regs += " SPILLS " + std::to_string(res.spill_stores) + " B";
         std::printf("%-6s %5u x %5u x %5u  %-32s %8.2f TFLOP/s  %7.3f ms  %-8s %s\n", tf32 ? "tf32" : ir::scalar_name(in),
                     sh.m, sh.n, sh.k, name.c_str(), tf, ms, regs.c_str(),
-                    split == 1 ? sass_op(ops::matmul_kernel(cfg), arch).c_str() : "");
+                    split == 1 ? sass_op(ops::matmul_family().get(cfg)).c_str() : "");
         if (tf > best) {
           best = tf;
           best_name = name;
