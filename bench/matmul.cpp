@@ -3,8 +3,8 @@
 // by this program only), and the ratio of the best variant to cuBLAS. Shapes: 1024, 2048,
 // 4096, 8192 cubes and 1x4096x4096, 16x4096x4096, 128x11008x4096, 4096x4096x128, 1000^3.
 // f32-output shapes with a small m x n also run split-K (4 and 16 chunks).
-// Timing: CUDA events, one warm-up call, then the median of 5-20 calls (as many as fit in
-// about 0.1 s per variant, so the full table stays within minutes); inputs are rotated
+// Timing: CUDA events, warm-up, then the median of 5-20 calls (as many as fit in about
+// 0.1 s per variant, so the full table stays within minutes); inputs are rotated
 // over several sets only when one set is smaller than 64 MB (twice the H100's / H200's
 // L2), so that L2 does not hold them. Each variant's line gives its registers per thread
 // (spills, if any) and the SASS tensor-core (or FFMA) instruction of its cubin
@@ -75,10 +75,11 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Median ms of one call of f(set): one warm-up call, then 5 to 20 timed calls, as many
-// as fit in about 0.1 s.
+// Median ms of one call of f(set): a warm-up call, one timed to size the run, then 5 to
+// 20 timed calls, as many as fit in about 0.1 s.
 template <class F>
 double time_ms(const jit::Stream& s, int sets, F&& f) {
+  f(0);  // loads the kernel on its first use
   jit::Event a0, b0;
   a0.record(&s);
   f(0);
@@ -96,16 +97,15 @@ double time_ms(const jit::Stream& s, int sets, F&& f) {
   return median(t);
 }
 
-// The first tensor-core / FFMA opcode in the cubin's SASS ("HMMA.16816.F32"), or "-".
-std::string sass_op(const ir::Kernel& k, const std::string& device_arch) {
-  const std::string arch = k.arch_specific() ? device_arch + "a" : device_arch;  // wgmma kernels: sm_90a
-  static std::map<std::string, std::string> seen;  // kernel name -> opcode (a link per kernel)
-  if (auto it = seen.find(k.name()); it != seen.end()) return it->second;
-  std::string& memo = seen[k.name()];
+// The first tensor-core / FFMA opcode in the kernel's SASS ("HMMA.16816.F32"), or "-".
+std::string sass_op(const jit::CompiledKernel& k) {
+  static std::map<std::string, std::string> seen;  // cache key -> opcode (one cuobjdump per kernel)
+  if (auto it = seen.find(k.key().hex()); it != seen.end()) return it->second;
+  std::string& memo = seen[k.key().hex()];
   memo = "-";
   const char* tool = std::getenv("KAIO_CUOBJDUMP");
   std::string cmd = tool ? tool : "cuobjdump";
-  std::string cubin = jit::link_ptx(codegen::emit_ptx(k, {arch, 9, 0}), arch, k.name()).cubin;
+  const std::string& cubin = k.cubin();
   std::string path = "/tmp/kaio_bench_matmul.cubin";
   std::ofstream(path, std::ios::binary).write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
   FILE* p = popen((cmd + " --dump-sass " + path + " 2>/dev/null").c_str(), "r");
@@ -271,7 +271,7 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
         if (res.spill_stores) regs += " SPILLS " + std::to_string(res.spill_stores) + " B";
         std::printf("%-6s %5u x %5u x %5u  %-32s %8.2f TFLOP/s  %7.3f ms  %-8s %s\n", tf32 ? "tf32" : ir::scalar_name(in),
                     sh.m, sh.n, sh.k, name.c_str(), tf, ms, regs.c_str(),
-                    split == 1 ? sass_op(ops::matmul_kernel(cfg), arch).c_str() : "");
+                    split == 1 ? sass_op(ops::matmul_family().get(cfg)).c_str() : "");
         if (tf > best) {
           best = tf;
           best_name = name;

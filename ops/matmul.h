@@ -9,9 +9,9 @@
 //             Mma   f16 / bf16 in, f32 accumulate (mma.sync m16n8k16): warps of WM x WN
 //                   tiles, operands through ldmatrix from padded shared tiles; f32 in
 //                   with problem.tf32: mma.sync m16n8k8 tf32, fragments read from shared
-//             MmaAsync  as Mma, the tiles brought in by cp.async through a ring of 2-4
-//                   shared stages (needs 16-byte aligned rows: leading dimensions and
-//                   batch strides multiples of 8 elements, 16-byte aligned pointers)
+//             MmaAsync  as Mma (tf32 too), the tiles brought in by cp.async through a ring
+//                   of 2-4 shared stages (needs 16-byte aligned rows: leading dimensions and
+//                   batch strides whole 16-byte vectors, 16-byte aligned pointers)
 //             Wgmma  Hopper (sm_90a, an sm_90 device): a TMA producer warpgroup and BM / 64
 //                   wgmma consumer warpgroups of 64 x BN, STAGES-deep mbarrier ring; f16 /
 //                   bf16 (either layout) or tf32 (A row-major, B column-major); rows

@@ -13,11 +13,12 @@
 //     barrier
 //
 // Mainloop cost: what does not depend on the k-step is computed once before the loop (each
-// vector's tile coordinates, its row validity, its global offset at the first step, its
-// shared index); a step adds a per-step increment to one u64 offset per operand and checks
-// once whether the whole step lies inside k. A full step loads each vector that lies in
-// the matrix with one 16-byte load; a vector at an edge (or any vector of the last,
-// partial step) loads its elements one by one, masked (zeros outside).
+// vector's tile coordinates, its global offset at the first step, its shared index,
+// whether the block's tile lies inside the matrix); a step adds a per-step increment to one u64 offset per operand and checks
+// once per operand whether the step lies inside k and the block's tile inside the matrix:
+// then each vector is one 16-byte load without checks. Edge blocks and the last, partial
+// step check each vector: one inside the matrix is one 16-byte load, one at an edge loads
+// its elements one by one, masked (zeros outside).
 //
 // Shared memory is k-major ([kk][m] for A, [kk][n] for B), so a thread's TM (TN) values
 // of one k are contiguous and are read with 16-byte ld.shared.v4 feeding the FFMAs. A
@@ -47,8 +48,9 @@ struct Operand {
   ir::Var koff;         // u64 element offset of the next prefetched step from the first
   std::function<ir::Value(ir::Value, ir::Value)> index;  // global element index of (outer, k), u64
   uint32_t stride = 0;  // shared row stride (elements of one kk)
-  std::vector<ir::Value> outer, kk, row_ok, off0, sidx;  // per vector
+  std::vector<ir::Value> outer, kk, off0, sidx;  // per vector
   ir::Value inc;        // u64 element offset from one k-step to the next
+  ir::Value inside;     // the block's tile lies inside the matrix along the outer dimension
 };
 
 }  // namespace
@@ -77,19 +79,16 @@ ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c) {
             b.var<uint64_t>(uint64_t(0)), [&](ir::Value col, ir::Value k) { return detail::b_index(a, c, k, col); }};
   for (Operand* o : {&A, &B}) {
     o->stride = o->outer_tile + (o->along_k ? 4 : 0);
+    o->inside = o->outer0 + o->outer_tile <= o->outer_n;
     // k is contiguous for a vector along k: the next step is BK elements on, else BK rows on
     o->inc = o->along_k ? b.constant<uint64_t>(uint64_t(v.bk)) : ir::cast<uint64_t>(o->ld) * uint64_t(v.bk);
     for (uint32_t e = 0; e < o->nvec; ++e) {
       ir::Value id = tid + e * threads;
       ir::Value outer = o->along_k ? id / (v.bk / 4) : (id % (o->outer_tile / 4)) * 4u;
       ir::Value kk = o->along_k ? (id % (v.bk / 4)) * 4u : id / (o->outer_tile / 4);
-      ir::Value go = o->outer0 + outer;
-      ir::Value ok = (o->along_k ? go : go + 3u) < o->outer_n;
       o->outer.push_back(outer);
       o->kk.push_back(kk);
-      o->row_ok.push_back(ok);
-      // clamped into the matrix for a vector outside it (that offset is never loaded)
-      o->off0.push_back(o->index(ir::select(ok, go, zero), a.k_begin + kk));
+      o->off0.push_back(o->index(o->outer0 + outer, a.k_begin + kk));  // used by blocks inside the matrix only
       o->sidx.push_back(kk * o->stride + outer);
     }
   }
@@ -115,18 +114,19 @@ ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c) {
   // Global -> registers for k-step t (the steps are prefetched in order: koff is t's offset).
   auto prefetch_step = [&](ir::Value t) {
     ir::Value k0 = a.k_begin + t * v.bk;
-    b.if_(k0 + v.bk <= a.k, [&] {  // the whole step lies inside k: one check per vector
-       for (Operand* o : {&A, &B})
-         for (uint32_t e = 0; e < o->nvec; ++e)
-           b.if_(o->row_ok[e], [&] {
-              std::vector<ir::Value> q = ir::load_vec(o->P, o->off0[e] + ir::Value(o->koff), 4);
-              for (uint32_t i = 0; i < 4; ++i) o->r[4 * e + i] = q[i];
-            }).else_([&] { load_masked(*o, e, k0); });
-     }).else_([&] {
-      for (Operand* o : {&A, &B})
+    ir::Value full = k0 + v.bk <= a.k;  // the whole step lies inside k
+    for (Operand* o : {&A, &B}) {
+      // a block whose tile lies inside the matrix: one 16-byte load per vector, no checks
+      b.if_(full && o->inside, [&] {
+         for (uint32_t e = 0; e < o->nvec; ++e) {
+           std::vector<ir::Value> q = ir::load_vec(o->P, o->off0[e] + ir::Value(o->koff), 4);
+           for (uint32_t i = 0; i < 4; ++i) o->r[4 * e + i] = q[i];
+         }
+       }).else_([&] {
         for (uint32_t e = 0; e < o->nvec; ++e) load_masked(*o, e, k0);
-    });
-    for (Operand* o : {&A, &B}) o->koff += o->inc;
+      });
+      o->koff += o->inc;
+    }
   };
   // Registers -> shared buffer `buf` (k-major): a vector along the outer dimension is one
   // 16-byte store, one along k four scalar stores (to rows padded by 4).

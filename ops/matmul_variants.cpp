@@ -19,21 +19,21 @@ namespace {
 // The caps bring a row's registers (nvJitLink's report, sm_90) to the next occupancy step
 // without spilling (tests/ops/test_matmul.cpp checks every layout for spills).
 constexpr MatmulVariant kVariants[] = {
-    {"simt_db_128x128x8_8x8", MatmulEngine::SimtDb, 128, 128, 8, 8, 8, 1, 128},  // 149 -> 128: 2 blocks per SM
+    {"simt_db_128x128x8_8x8", MatmulEngine::SimtDb, 128, 128, 8, 8, 8, 1, 128},  // 149 registers -> 128: 2 blocks per SM
     {"simt_db_128x128x16_8x8", MatmulEngine::SimtDb, 128, 128, 16, 8, 8},
-    {"simt_db_128x64x8_8x8", MatmulEngine::SimtDb, 128, 64, 8, 8, 8},  // 128 spills in row/col
-    {"simt_db_64x64x16_4x4", MatmulEngine::SimtDb, 64, 64, 16, 4, 4, 1, 72},      // ptxas' own choice, 64, spills
+    {"simt_db_128x64x8_8x8", MatmulEngine::SimtDb, 128, 64, 8, 8, 8},  // a cap of 128 spills (row/col)
+    {"simt_db_64x64x16_4x4", MatmulEngine::SimtDb, 64, 64, 16, 4, 4, 1, 72},      // uncapped: 64 under .maxntid 256, spilling
     {"simt_128x128x8_8x8", MatmulEngine::Simt, 128, 128, 8, 8, 8},
-    {"simt_64x64x8_4x4", MatmulEngine::Simt, 64, 64, 8, 4, 4, 1, 64},             // 77 -> 64: 4 blocks
+    {"simt_64x64x8_4x4", MatmulEngine::Simt, 64, 64, 8, 4, 4, 1, 64},             // 77 registers -> 64: 4 blocks per SM
     {"simt_32x32x8_2x2", MatmulEngine::Simt, 32, 32, 8, 2, 2},
     {"mma_128x128x32_w64x64", MatmulEngine::Mma, 128, 128, 32, 64, 64},
-    {"mma_64x64x32_w32x32", MatmulEngine::Mma, 64, 64, 32, 32, 32, 1, 128},       // 136 -> 128: 4 blocks
+    {"mma_64x64x32_w32x32", MatmulEngine::Mma, 64, 64, 32, 32, 32, 1, 128},       // 136 registers -> 128: 4 blocks per SM
     {"mma_cp_128x256x32_w64x64_s3", MatmulEngine::MmaAsync, 128, 256, 32, 64, 64, 3},
     {"mma_cp_128x256x64_w64x64_s3", MatmulEngine::MmaAsync, 128, 256, 64, 64, 64, 3},
     {"mma_cp_256x128x64_w64x64_s3", MatmulEngine::MmaAsync, 256, 128, 64, 64, 64, 3},
     {"mma_cp_128x128x32_w64x64_s4", MatmulEngine::MmaAsync, 128, 128, 32, 64, 64, 4},
-    {"mma_cp_128x64x32_w64x32_s3", MatmulEngine::MmaAsync, 128, 64, 32, 64, 32, 3},  // 128 spills in tf32
-    {"mma_cp_64x64x32_w32x32_s4", MatmulEngine::MmaAsync, 64, 64, 32, 32, 32, 4, 96},     // 106 -> 96: 5 blocks
+    {"mma_cp_128x64x32_w64x32_s3", MatmulEngine::MmaAsync, 128, 64, 32, 64, 32, 3},  // a cap of 128 spills (tf32)
+    {"mma_cp_64x64x32_w32x32_s4", MatmulEngine::MmaAsync, 64, 64, 32, 32, 32, 4, 96},     // 106 registers -> 96: 5 blocks per SM
     {"mma_cp_16x32x128_w16x16_s4", MatmulEngine::MmaAsync, 16, 32, 128, 16, 16, 4},  // m <= 16: no empty mma rows
     // Hopper: BK is 128 bytes of k (64 for 16-bit elements, 32 for tf32)
     {"wgmma_128x256x64_s4_c2", MatmulEngine::Wgmma, 128, 256, 64, 64, 256, 4, 0, 2},

@@ -195,6 +195,29 @@ TEST_CASE("matmul: every variant in the interpreter at odd shapes, layouts, alph
   run_all(false, kOddShapes, true);
 }
 
+TEST_CASE("matmul: every variant's unchecked path (blocks inside the matrix, full k-steps) in the interpreter", "[ops][matmul][interp]") {
+  // two block tiles and a bit in m and n, two BK steps and a partial one in k: interior
+  // blocks take the unchecked copies in full steps, the others and the last step the
+  // masked ones; every layout (each operand contiguous along k or not)
+  for (const ops::MatmulVariant& v : ops::matmul_variants()) {
+    const bool simt = v.engine == ops::MatmulEngine::Simt || v.engine == ops::MatmulEngine::SimtDb;
+    for (MatLayout la : {MatLayout::RowMajor, MatLayout::ColMajor})
+      for (MatLayout lb : {MatLayout::RowMajor, MatLayout::ColMajor}) {
+        MatmulProblem p{.m = 2 * v.bm + 3, .n = 2 * v.bn + 5, .k = 2 * v.bk + 7, .a = la, .b = lb, .beta = 0.5f};
+        p.lda = round_up(la == MatLayout::RowMajor ? p.k : p.m, 8);
+        p.ldb = round_up(lb == MatLayout::RowMajor ? p.n : p.k, 8);
+        if (simt) {
+          run_problem<float, float>(v, p, false);
+          continue;
+        }
+        p.in = ir::Scalar::BF16;
+        run_problem<bfloat16, float>(v, p, false);
+        p.in = ir::Scalar::F32, p.tf32 = true;
+        if (v.can_implement(p, 90)) run_problem<float, float>(v, p, false);
+      }
+  }
+}
+
 TEST_CASE("matmul: blocks in groups of 8 block rows cover every tile once (a grid of 10 and 19 block rows)", "[ops][matmul][interp]") {
   // 10 block rows: one full group and a last group of 2; 19: two full groups and one of 3
   run_problem<float, float>(ops::matmul_variant("simt_32x32x8_2x2"), {.m = 300, .n = 40, .k = 9}, false);
