@@ -200,6 +200,7 @@ TEST_CASE("matmul: every variant's unchecked path (blocks inside the matrix, ful
   // blocks take the unchecked copies in full steps, the others and the last step the
   // masked ones; every layout (each operand contiguous along k or not)
   for (const ops::MatmulVariant& v : ops::matmul_variants()) {
+    if (v.engine == ops::MatmulEngine::Wgmma) continue;  // no interpreter model: test_matmul_wgmma.cpp
     const bool simt = v.engine == ops::MatmulEngine::Simt || v.engine == ops::MatmulEngine::SimtDb;
     for (MatLayout la : {MatLayout::RowMajor, MatLayout::ColMajor})
       for (MatLayout lb : {MatLayout::RowMajor, MatLayout::ColMajor}) {
