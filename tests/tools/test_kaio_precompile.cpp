@@ -155,3 +155,30 @@ TEST_CASE("kaio-precompile --tune tunes the manifest's matmul shapes once", "[to
   const auto ls = kaio::test::run_command("'" + kaio::test::cache_tool_exe() + "' --cache-dir '" + cache.str() + "' tune ls");
   CHECK_THAT(ls.out, Contains("1 tuning entries"));
 }
+
+TEST_CASE("kaio-precompile for sm_90 compiles the wgmma variants for sm_90a, and kaio-cache ls shows it", "[tools][precompile][wgmma]") {
+  TempDir cache, files;
+  const std::string manifest =
+      write_manifest(files, R"({"matmul": [{"in": "bf16", "out": "bf16", "layouts": ["row/col"], "shapes": [[256, 256, 256]]}]})");
+  const auto r = precompile(cache, {"-m", manifest, "--arch", "sm_90", "-j", "2", "-v"});
+  INFO(r.describe());
+  REQUIRE(r.code == 0);
+  const Summary s = summary(r.out);
+  CHECK(s.failed == 0);
+  CHECK(s.compiled == s.kernels);
+  // the wgmma variants' lines name sm_90a, the others sm_90
+  CHECK(std::regex_search(r.out, std::regex(R"(compiled  matmul\(wgmma_128x256x64_s4, [^)]*\)  sm_90a)")));
+  CHECK(std::regex_search(r.out, std::regex(R"(compiled  matmul\(mma_cp_128x128x32_w64x64_s4, [^)]*\)  sm_90\n)")));
+  const std::string tool = kaio::test::beside_exe(KAIO_CACHE_TOOL_REL);
+  const auto ls_a = run_child({tool, "--cache-dir", cache.str(), "ls", "--arch", "sm_90a"}, {}, 60);
+  INFO(ls_a.describe());
+  REQUIRE(ls_a.code == 0);
+  CHECK_THAT(ls_a.out, Contains("matmul_wgmma_128x256x64_s4_bf16_bf16_rc") && Contains("sm_90a") && !Contains("mma_cp"));
+  const auto ls = run_child({tool, "--cache-dir", cache.str(), "ls", "--arch", "sm_90"}, {}, 60);
+  REQUIRE(ls.code == 0);
+  CHECK_THAT(ls.out, Contains("mma_cp_128x128x32") && !Contains("wgmma"));
+  // sm_80 has no wgmma variant at all
+  const auto l80 = precompile(cache, {"-m", manifest, "--arch", "sm_80", "--list"});
+  REQUIRE(l80.code == 0);
+  CHECK_THAT(l80.out, Contains("mma_cp_") && !Contains("wgmma"));
+}
