@@ -16,6 +16,7 @@
 #include "kaio/ops/matmul.h"
 #include "../ir/mma_kernels.h"
 #include "../support.h"
+#include "matmul_support.h"
 
 using namespace kaio;
 using Catch::Matchers::Contains;
@@ -24,26 +25,10 @@ using ops::MatmulProblem;
 
 namespace {
 
-std::mt19937& rng() {
-  static std::mt19937 r(std::random_device{}());
-  return r;
-}
-
-template <class T>
-std::vector<T> random_vec(size_t n) {
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<T> v(n);
-  for (auto& x : v) x = T(u(rng()));
-  return v;
-}
-
-template <class T>
-double as_double(T x) { return static_cast<double>(static_cast<float>(x)); }
-
-// Element (i, j) of a matrix stored with `layout` and leading dimension ld.
-size_t at(MatLayout layout, uint32_t ld, uint32_t i, uint32_t j) {
-  return layout == MatLayout::RowMajor ? size_t(i) * ld + j : size_t(j) * ld + i;
-}
+using test::matmul::as_double;
+using test::matmul::at;
+using test::matmul::random_vec;
+using test::matmul::rng;
 
 // Checks C against float64: |C - ref| <= tol_terms * sum |terms| + tol_out * |ref|.
 template <class In, class Out>

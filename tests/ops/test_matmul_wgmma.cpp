@@ -18,6 +18,7 @@
 #include "kaio/ops/matmul.h"
 #include "../ir/mma_kernels.h"
 #include "../support.h"
+#include "matmul_support.h"
 
 using namespace kaio;
 using Catch::Matchers::Contains;
@@ -108,23 +109,11 @@ TEST_CASE("matmul wgmma: the layouts and types each config serves, refused with 
 
 namespace {
 
-std::mt19937& rng() {
-  static std::mt19937 r(std::random_device{}());
-  return r;
-}
-
+using test::matmul::at;
+using test::matmul::random_vec;
+using test::matmul::rng;
 template <class T>
-std::vector<T> random_vec(size_t n) {
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<T> v(n);
-  for (auto& x : v) x = T(u(rng()));
-  return v;
-}
-
-template <class T>
-double dbl(T x) { return static_cast<double>(static_cast<float>(x)); }
-
-size_t at(MatLayout l, uint32_t ld, uint32_t i, uint32_t j) { return l == MatLayout::RowMajor ? size_t(i) * ld + j : size_t(j) * ld + i; }
+double dbl(T x) { return test::matmul::as_double(x); }
 
 // Runs one problem and checks C against float64 on every element (small problems) or on
 // `samples` random ones plus the four corners of every batch; the rows between strided
