@@ -202,3 +202,45 @@ TEST_CASE("hopper golden: cluster barrier, mbarrier init fence, remote arrive, m
   ir::Value x = bad.thread_idx_x();
   CHECK_THAT(test::usage_error_of([&] { bad.tma_load(tile2, 0, map2, {x}, bar2, 0, x); }).what(), Contains("cta_mask: a u16"));
 }
+
+TEST_CASE("hopper: wgmma and setmaxnreg need whole warpgroups; the verifier says so", "[ir][hopper][verifier]") {
+  // cond 0..: warp_id() == 0, warp_id() % 2 == 0, lane-dependent: split a warpgroup (refused);
+  // warp_id() / 4 == 1, warp_id() < 8, warp_id() >= 4, warp_id() >> 2 == 0, warp_id() <= 3: whole warpgroups
+  auto build = [](int cond, bool setmaxnreg) {
+    ir::KernelBuilder b("wg_roles");
+    auto da = b.param<uint64_t>("da");
+    auto out = b.param<float*>("out");
+    ir::Value w = b.warp_id();
+    ir::Value c = cond == 0   ? w == 0u
+                  : cond == 1 ? w % 2u == 0u
+                  : cond == 2 ? b.lane_id() == 0u
+                  : cond == 3 ? w / 4u == 1u
+                  : cond == 4 ? w < 8u
+                  : cond == 5 ? w >= 4u
+                  : cond == 6 ? (w >> 2u) == 0u
+                              : w <= 3u;
+    b.if_(c, [&] {
+      if (setmaxnreg) {
+        b.setmaxnreg(232, true);
+        return;
+      }
+      auto acc = b.array<float>(8, 0.0f);
+      b.wgmma_fence();
+      b.wgmma(acc, da, da, ir::Scalar::F16);
+      b.wgmma_commit_group();
+      b.wgmma_wait_group(0);
+      out[b.thread_idx_x()] = acc[0];
+    });
+    return b.build();
+  };
+  for (bool smr : {false, true})
+    for (int cond = 0; cond < 8; ++cond) {
+      INFO("condition " << cond << (smr ? " setmaxnreg" : " wgmma"));
+      if (cond < 3) {
+        UsageError e = test::usage_error_of([&] { build(cond, smr); });
+        CHECK_THAT(e.what(), Contains(cond == 2 ? "whole warps" : "whole warpgroups"));
+      } else {
+        CHECK_NOTHROW(build(cond, smr));
+      }
+    }
+}
