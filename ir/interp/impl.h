@@ -43,6 +43,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -308,6 +309,9 @@ ExecFn packed_atomic_add_fn(bool bf, bool shared);
 ExecFn pick_mbarrier(const Kernel::Data& k, const Inst& i);  // mbarriers, shared addresses (memory.cpp)
 ExecFn pick_tensor(const Kernel::Data& k, const Inst& i);   // mma.sync, ldmatrix, cp.async (tensor.cpp)
 // Used by the control-flow compiler: a pure copy, a masked copy, for-loop compare and step.
+// The compiled program of a kernel, from the bounded per-kernel cache (program.cpp);
+// throws UsageError for ops the interpreter does not model.
+std::shared_ptr<const Program> program_for(const Kernel& k);
 ExecFn copy_all_fn();
 ExecFn copy_masked_fn();
 ExecFn less_fn(Scalar s);
