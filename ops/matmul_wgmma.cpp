@@ -42,27 +42,6 @@ constexpr uint32_t kGroupRows = 8;       // grouped raster: tile rows per group
 
 uint32_t elem_bytes(ir::Scalar s) { return static_cast<uint32_t>(ir::scalar_bytes(s)); }
 
-// C(row, col) and C(row, col + 1) from two accumulators, as store_c does for each: one
-// two-element vector when the launch says pairs are aligned (even ldc and batch stride,
-// C aligned to two elements, no split-K) and both columns exist, else one by one.
-void store_c_pair(ir::KernelBuilder& b, const detail::MatmulArgs& a, const MatmulConfig& c, ir::Value row, ir::Value col,
-                  ir::Value v0, ir::Value v1, ir::Value pairs) {
-  const ir::Type out = ir::Type::scalar(c.out);
-  auto conv = [&](ir::Value x) { return c.out == ir::Scalar::F32 ? x : ir::cast(x, out); };
-  b.if_(pairs != 0u && col + 1u < a.n, [&] {
-    ir::Value idx = a.base_c + ir::cast<uint64_t>(row * a.ldc + col);
-    ir::Value x0 = a.alpha * v0, x1 = a.alpha * v1;
-    b.if_(a.beta == 0.0f, [&] { ir::store_vec(a.C, idx, {conv(x0), conv(x1)}); }).else_([&] {
-      std::vector<ir::Value> old = ir::load_vec(a.C, idx, 2);
-      auto f = [&](ir::Value o) { return c.out == ir::Scalar::F32 ? o : ir::cast<float>(o); };
-      ir::store_vec(a.C, idx, {conv(ir::fma(a.beta, f(old[0]), x0)), conv(ir::fma(a.beta, f(old[1]), x1))});
-    });
-  }).else_([&] {
-    b.if_(col < a.n, [&] { detail::store_c(b, a, c, row, col, v0); });
-    b.if_(col + 1u < a.n, [&] { detail::store_c(b, a, c, row, col + 1u, v1); });
-  });
-}
-
 }  // namespace
 
 uint32_t matmul_wgmma_bk(ir::Scalar in) { return kSwizzleBytes / elem_bytes(in); }
@@ -239,7 +218,7 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
       for (uint32_t j = 0; j < v.bn / 8; ++j)
         for (int r = 0; r < 4; r += 2) {
           ir::Value row = row0 + ir::frag_row(fc, lane, r), col = it.n0 + (ir::frag_col(fc, lane, r) + j * 8);
-          b.if_(row < a.m, [&] { store_c_pair(b, e, c, row, col, acc[4 * j + r], acc[4 * j + r + 1], pairs); });
+          b.if_(row < a.m, [&] { detail::store_c_vec(b, e, c, pairs != 0u, row, col, {acc[4 * j + r], acc[4 * j + r + 1]}); });
         }
     });
   });

@@ -138,8 +138,7 @@ const Device& device() {
     jit::driver::check(api.device_get_name(name, sizeof name, dev), "cuDeviceGetName");
     r.name = name;
     int v = 0;
-    jit::driver::check(api.device_get_attribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "cuDeviceGetAttribute");
-    r.sms = v;
+    r.sms = jit::driver::device_sm_count();
     jit::driver::check(api.device_get_attribute(&v, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev), "cuDeviceGetAttribute");
     r.l2_bytes = uint64_t(v);
     return r;
