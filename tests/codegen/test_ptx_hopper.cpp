@@ -244,3 +244,26 @@ TEST_CASE("hopper: wgmma and setmaxnreg need whole warpgroups; the verifier says
       }
     }
 }
+
+TEST_CASE("hopper: the interpreter refuses TMA, wgmma and cluster ops by name", "[ir][hopper][interp]") {
+  std::vector<uint8_t> bytes(128, 0);
+  UsageError e = test::usage_error_of([&] {
+    ir::interpret(tma_kernel(2), {.grid = {1}, .block = {32}}, std::span<const std::byte>(reinterpret_cast<const std::byte*>(bytes.data()), 128),
+                  std::vector<float>(1));
+  });
+  CHECK(e.op() == "tma_load");
+  CHECK_THAT(e.what(), Contains("not supported by the interpreter"));
+  ir::KernelBuilder b("cluster_only");
+  b.cluster_sync();
+  e = test::usage_error_of([&] { ir::interpret(b.build(), {.grid = {1}, .block = {32}}); });
+  CHECK(e.op() == "cluster_sync");
+  ir::KernelBuilder w("wgmma_only");
+  auto d = w.param<uint64_t>("d");
+  auto acc = w.array<float>(8, 0.0f);
+  w.wgmma_fence();
+  w.wgmma(acc, d, d, ir::Scalar::F16);
+  w.wgmma_commit_group();
+  w.wgmma_wait_group(0);
+  e = test::usage_error_of([&] { ir::interpret(w.build(), {.grid = {1}, .block = {128}}, uint64_t{0}); });
+  CHECK_THAT(e.op(), Contains("wgmma"));
+}
