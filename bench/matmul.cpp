@@ -212,6 +212,7 @@ struct Row {  // one line of the summary
   double tflops = 0, cublas = 0;
 };
 std::vector<Row> summary;
+std::string only_variant;  // --variant: rows whose name contains it (profiling one kernel)
 
 template <class T>
 DeviceBuffer<T> random_buffer(size_t n, std::mt19937& rng) {
@@ -260,6 +261,7 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
         p.split_k = split;
         const bool simt = v.engine == ops::MatmulEngine::Simt || v.engine == ops::MatmulEngine::SimtDb;
         if (!v.can_implement(p, sm) || (tf32 && simt)) continue;
+        if (!only_variant.empty() && std::string(v.name).find(only_variant) == std::string::npos) continue;
         double ms = time_ms(s, sets, [&](int i) {
           ops::matmul(v, A[i].device_address(), B[i].device_address(), C[i].device_address(), p, &s);
         });
@@ -293,18 +295,32 @@ int main(int argc, char** argv) {
   bool quick = false;
   std::string loop_stats_arch;
   std::vector<std::string> dtypes;
+  std::vector<Shape> only_shapes;
   const char* usage =
-      "usage: matmul [--quick] [--dtype f32|tf32|f16|bf16]... | --loop-stats [ARCH]\n"
+      "usage: matmul [--quick] [--dtype f32|tf32|f16|bf16]... [--shape MxNxK]... [--variant TEXT]\n"
+      "       matmul --loop-stats [ARCH]\n"
       "  TFLOP/s of every matmul variant beside cuBLAS at the same precision (needs a GPU).\n"
       "  --quick  1024^3, 4096^3 and 16x4096x4096 only (under a minute on an H100)\n"
       "  --dtype  one input type (repeatable; default all four: f32 on SIMT, tf32, f16, bf16\n"
       "           on tensor cores, each with its own output type: f32, f32, f16, bf16)\n"
+      "  --shape  only this shape (repeatable), e.g. 4096x4096x128\n"
+      "  --variant  only the variants whose name contains TEXT (cuBLAS still runs)\n"
       "  --loop-stats  no GPU needed: the k-loop's PTX instruction counts and the registers of\n"
       "           every declared kernel for ARCH (default sm_90)\n";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--quick") quick = true;
     else if (arg == "--dtype" && i + 1 < argc) dtypes.push_back(argv[++i]);
+    else if (arg == "--variant" && i + 1 < argc) only_variant = argv[++i];
+    else if (arg == "--shape" && i + 1 < argc) {
+      Shape sh{};
+      char tail = 0;
+      if (std::sscanf(argv[++i], "%ux%ux%u%c", &sh.m, &sh.n, &sh.k, &tail) != 3 || !sh.m || !sh.n || !sh.k) {
+        std::fprintf(stderr, "matmul: --shape '%s' is not MxNxK (three positive integers)\n", argv[i]);
+        return 2;
+      }
+      only_shapes.push_back(sh);
+    }
     else if (arg == "--loop-stats") loop_stats_arch = i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "sm_90";
     else if (arg == "--help" || arg == "-h") {
       std::printf("%s", usage);
@@ -329,6 +345,7 @@ int main(int argc, char** argv) {
                                {1, 4096, 4096},    {16, 4096, 4096},    {128, 11008, 4096}, {4096, 4096, 128},
                                {1000, 1000, 1000}};
   if (quick) shapes = {{1024, 1024, 1024}, {4096, 4096, 4096}, {16, 4096, 4096}};
+  if (!only_shapes.empty()) shapes = only_shapes;
   jit::Stream s;
   Cublas cublas;
   const bool have_cublas = cublas.load(s.handle());

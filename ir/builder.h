@@ -325,7 +325,9 @@ class KernelBuilder {
   // the barriers: fence.mbarrier_init.release.cluster (then cluster_sync).
   void fence_mbarrier_init();
   // Arrives on the mbarrier at bar[index] in the shared memory of the cluster's CTA of rank
-  // cta_rank (u32; mapa + mbarrier.arrive.release.cluster).
+  // cta_rank (u32; mapa + mbarrier.arrive.shared::cluster). The arrive releases at CTA scope:
+  // it signals "done with this buffer" and publishes none of this thread's writes to the peer
+  // (one that must see them needs a cluster-scope fence first).
   template <Operand I, Operand R>
   void mbarrier_arrive_cluster(Value bar, const I& index, const R& cta_rank) {
     AnyOperand r = make_operand(cta_rank);

@@ -61,10 +61,12 @@ struct MatmulVariant {
   MatmulEngine engine;
   uint32_t bm, bn, bk;  // the block tile
   uint32_t tm, tn;      // Simt: accumulators per thread (TM x TN); Mma*: the warp tile (TM x TN);
-                        // Wgmma: a consumer warpgroup's tile (64 x BN)
+                        // Wgmma: a consumer warpgroup's tile (TM x BN, TM 64 or 128)
   uint32_t stages = 1;  // MmaAsync: shared-memory stages of the cp.async pipeline (2..4); Wgmma: 2..8
   uint32_t max_registers = 0;  // register cap per thread (PTX .maxnreg, in the kernel's key); 0: none
   uint32_t cluster = 1; // Wgmma: CTAs of a cluster along m (1 or 2); they share each B tile by TMA multicast
+  bool pingpong = false; // Wgmma: two consumer warpgroups take alternate tiles (TM == BM), so that one's
+                         // epilogue runs under the other's MMAs; otherwise BM / TM consumers share each tile
   uint32_t threads() const;
   // Whether the variant serves the problem on sm_<sm>; if not, *why says what is missing.
   bool can_implement(const MatmulProblem& p, int sm, std::string* why = nullptr) const;

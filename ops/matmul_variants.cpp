@@ -15,7 +15,8 @@ namespace kaio::ops {
 
 namespace {
 
-// name, engine, BM, BN, BK, TM, TN (Simt: per thread; Mma: per warp), stages, register cap.
+// name, engine, BM, BN, BK, TM, TN (Simt: per thread; Mma: per warp; Wgmma: per consumer
+// warpgroup), stages, register cap, cluster, ping-pong consumers.
 // The caps bring a row's registers (nvJitLink's report, sm_90) to the next occupancy step
 // without spilling (tests/ops/test_matmul.cpp checks every layout for spills).
 constexpr MatmulVariant kVariants[] = {
@@ -36,6 +37,8 @@ constexpr MatmulVariant kVariants[] = {
     {"mma_cp_64x64x32_w32x32_s4", MatmulEngine::MmaAsync, 64, 64, 32, 32, 32, 4, 96},     // 106 registers -> 96: 5 blocks per SM
     {"mma_cp_16x32x128_w16x16_s4", MatmulEngine::MmaAsync, 16, 32, 128, 16, 16, 4},  // m <= 16: no empty mma rows
     // Hopper: BK is 128 bytes of k (64 for 16-bit elements, 32 for tf32)
+    {"wgmma_pp_128x128x64_s6", MatmulEngine::Wgmma, 128, 128, 64, 128, 128, 6, 0, 1, true},
+    {"wgmma_pp_64x256x64_s5", MatmulEngine::Wgmma, 64, 256, 64, 64, 256, 5, 0, 1, true},
     {"wgmma_128x256x64_s4_c2", MatmulEngine::Wgmma, 128, 256, 64, 64, 256, 4, 0, 2},
     {"wgmma_128x256x64_s4", MatmulEngine::Wgmma, 128, 256, 64, 64, 256, 4},
     {"wgmma_128x128x64_s6", MatmulEngine::Wgmma, 128, 128, 64, 64, 128, 6},
@@ -54,7 +57,7 @@ const char* layout_name(MatLayout l) { return l == MatLayout::RowMajor ? "row" :
 bool simt(MatmulEngine e) { return e == MatmulEngine::Simt || e == MatmulEngine::SimtDb; }
 
 uint32_t MatmulVariant::threads() const {
-  if (engine == MatmulEngine::Wgmma) return 128 * (bm / 64 + 1);  // the producer and the consumer warpgroups
+  if (engine == MatmulEngine::Wgmma) return 128 * ((pingpong ? 2 : bm / tm) + 1);  // the producer and the consumer warpgroups
   return simt(engine) ? (bm / tm) * (bn / tn) : (bm / tm) * (bn / tn) * 32;
 }
 

@@ -28,6 +28,7 @@
 // Edges: the tensor maps zero-fill everything outside A and B, so partial tiles compute
 // with zeros; the epilogue stores only rows < m and columns < n, two neighbours at a time.
 #include <string>
+#include <vector>
 
 #include "kaio/ir/layouts.h"
 #include "kaio/ir/mma_layout.h"
@@ -64,7 +65,10 @@ MatmulTmaBox matmul_wgmma_box(const MatmulVariant& v, ir::Scalar in, bool a, boo
 ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   const ir::Scalar in = c.in;
   const uint32_t es = elem_bytes(in), BK = matmul_wgmma_bk(in), S = v.stages;
-  const uint32_t consumers = v.bm / 64, threads = v.threads();
+  // Consumers: BM / TM warpgroups sharing each tile, or two taking alternate tiles (ping-pong).
+  const uint32_t consumers = v.pingpong ? 2 : v.bm / v.tm, threads = v.threads();
+  const uint32_t per_stage = v.pingpong ? 1 : consumers;  // consumer warpgroups reading each stage
+  const uint32_t halves = v.tm / 64;                       // m64 wgmma row blocks of a consumer's tile
   const bool tf32 = in == ir::Scalar::F32;
   const uint32_t k_inst = tf32 ? 8 : 16, k_inst_bytes = k_inst * es;  // 32 bytes of k per wgmma
   const bool a_k = c.a == MatLayout::RowMajor, b_k = c.b == MatLayout::ColMajor;  // K-major operands
@@ -73,9 +77,11 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   const uint32_t box_bytes = per_row * BK * es;                                   // one MN-major box (8 KiB)
   if (S < 2 || S > 8) throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": 2 to 8 stages");
   const uint32_t CX = v.cluster;
-  if (v.bm % 64 || v.bm > 256 || v.bn % per_row || v.bn > 256 || v.bk != 64 || (CX != 1 && CX != 2) || (v.bn / per_row) % CX)
+  if (v.bm % 64 || v.bm > 256 || v.bn % per_row || v.bn > 256 || v.bk != 64 || (CX != 1 && CX != 2) || (v.bn / per_row) % CX ||
+      v.tm % 64 || v.bm % v.tm || v.tm * v.bn > 128 * 256 || (v.pingpong && (v.tm != v.bm || CX != 1)))
     throw UsageError("matmul", "matmul", std::string("variant ") + v.name +
-                                             ": BM a multiple of 64, BN of 64, up to 256; BK 64; clusters of 1 or 2");
+                                             ": BM a multiple of 64, BN of 64, up to 256; BK 64; clusters of 1 or 2; "
+                                             "TM x BN at most 128 x 256 per consumer; ping-pong with TM == BM and no cluster");
 
   ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
                       (a_k ? "_r" : "_c") + (b_k ? "c" : "r"));
@@ -127,7 +133,7 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   b.if_(tid == 0u, [&] {
     for (uint32_t s = 0; s < S; ++s) {
       b.mbarrier_init(bars, bar0 + s, 1u);                       // the producer's expect_tx arrival
-      b.mbarrier_init(bars, bar0 + S + s, consumers * 4u * CX);  // each consumer warp of each CTA of the cluster
+      b.mbarrier_init(bars, bar0 + S + s, per_stage * 4u * CX);  // each consumer warp reading it, in each CTA of the cluster
     }
     if (CX > 1) b.fence_mbarrier_init();  // the peers' multicasts and arrivals may use them
     b.fence_proxy_async();                 // the initialised barriers are visible to the TMA unit
@@ -173,16 +179,20 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
       });
     });
   }).else_([&] {  // ---- consumer warpgroups
-    ir::Value wg = warp / 4u - 1u;  // this consumer's 64 rows of the tile
+    ir::Value wg = warp / 4u - 1u;  // this consumer's rows of the tile (shared tiles) or its turn (ping-pong)
+    ir::Value row_wg = v.pingpong ? b.constant<uint32_t>(0u) : wg * v.tm;
     const ir::WgmmaSwizzle sw = ir::WgmmaSwizzle::B128;
-    // Descriptors of stage 0, k 0; each (stage, k) adds its byte offset / 16 to the start field.
-    ir::Value desc_a = a_k ? b.wgmma_descriptor(smem, wg * (64 * kSwizzleBytes / es), sw, 16, 1024)
-                           : b.wgmma_descriptor(smem, wg * (box_bytes / es), sw, box_bytes, 1024);
+    // Descriptors of stage 0, k 0 (first 64 rows); each (stage, k, row block) adds its byte
+    // offset / 16 to the start field.
+    ir::Value desc_a = a_k ? b.wgmma_descriptor(smem, row_wg * (kSwizzleBytes / es), sw, 16, 1024)
+                           : b.wgmma_descriptor(smem, row_wg / 64u * (box_bytes / es), sw, box_bytes, 1024);
     ir::Value desc_b = b_k ? b.wgmma_descriptor(smem, b_off, sw, 16, 1024) : b.wgmma_descriptor(smem, b_off, sw, box_bytes, 1024);
     const uint32_t a_k_step = a_k ? k_inst_bytes : k_inst / 8 * 1024;  // bytes per wgmma along k
     const uint32_t b_k_step = b_k ? k_inst_bytes : k_inst / 8 * 1024;
+    const uint32_t a_half = a_k ? 64 * kSwizzleBytes : box_bytes;       // bytes between m64 row blocks of A
     const ir::FragLayout& fc = ir::mma_shape(ir::MmaKind::F16).c;
-    auto acc = b.array<float>(v.bn / 2, 0.0f);
+    std::vector<ir::RegArray> acc;
+    for (uint32_t h = 0; h < halves; ++h) acc.push_back(b.array<float>(v.bn / 2, 0.0f));
     auto release = [&](ir::Value s) {  // on this CTA's and every peer's empty[s]: their multicasts write here
       b.if_(lane == 0u, [&] {
         if (CX == 1) b.mbarrier_arrive(bars, bar0 + S + s);
@@ -190,10 +200,27 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
           for (uint32_t r = 0; r < CX; ++r) b.mbarrier_arrive_cluster(bars, bar0 + S + s, b.constant<uint32_t>(r));
       });
     };
+    // Ping-pong: consumer wg takes the block's items 2i + wg; the ring holds every item's
+    // k-steps in order, so each consumer starts at its partner's item's steps and skips them
+    // after each of its own. The ring also orders the two: one's MMAs, then the other's,
+    // while the first stores its tile.
     auto step = b.var<uint32_t>(0u);
-    b.for_(b.block_idx_x(), work, b.grid_dim_x(), [&](ir::Value w) {
+    ir::Value first = b.block_idx_x(), stride = b.grid_dim_x();
+    if (v.pingpong) {
+      b.if_(wg == 1u, [&] { step = item(first).steps; });
+      first = first + wg * stride;
+      stride = stride * 2u;
+    }
+    b.for_(first, work, stride, [&](ir::Value w) {
       const Item it = item(w);
-      for (uint32_t r = 0; r < v.bn / 2; ++r) acc[r] = 0.0f;
+      for (auto& a_h : acc)
+        for (uint32_t r = 0; r < v.bn / 2; ++r) a_h[r] = 0.0f;
+      // Ping-pong order (named barriers 1 and 2 of both consumers): a consumer starts its
+      // MMAs once its partner has issued those of the item before. Without it, a consumer
+      // could wait on a stage's full barrier two phases ahead, which parity cannot tell apart.
+      if (v.pingpong) {
+        b.if_(wg == 0u, [&] { b.if_(w != first, [&] { b.barrier(2, 256); }); }).else_([&] { b.barrier(1, 256); });
+      }
       b.for_(0u, it.steps, [&](ir::Value t) {
         ir::Value g = step;
         ir::Value s = g % S;
@@ -201,25 +228,38 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
         ir::Value da = desc_a + ir::cast<uint64_t>(s * (a_stage / 16)), db = desc_b + ir::cast<uint64_t>(s * (b_stage / 16));
         b.wgmma_fence();
         for (uint32_t ki = 0; ki < BK / k_inst; ++ki)
-          b.wgmma(acc, da + b.constant<uint64_t>(ki * a_k_step / 16), db + b.constant<uint64_t>(ki * b_k_step / 16), in, !a_k, !b_k);
+          for (uint32_t h = 0; h < halves; ++h)
+            b.wgmma(acc[h], da + b.constant<uint64_t>((ki * a_k_step + h * a_half) / 16), db + b.constant<uint64_t>(ki * b_k_step / 16),
+                    in, !a_k, !b_k);
         b.wgmma_commit_group();
         b.wgmma_wait_group(1);  // the previous step's group is done: its stage is free
         b.if_(t > 0u, [&] { release((g + (S - 1)) % S); });
         step = g + 1u;
       });
+      if (v.pingpong) {  // the partner's next item may start its MMAs (under this one's last groups and epilogue)
+        b.if_(w + stride / 2u < work, [&] {
+          b.if_(wg == 0u, [&] { b.barrier_arrive(1, 256); }).else_([&] { b.barrier_arrive(2, 256); });
+        });
+      }
       b.wgmma_wait_group(0);
       ir::Value last = step;
       b.if_(it.steps > 0u, [&] { release((last + (S - 1)) % S); });  // the producer may refill it during the epilogue
+      if (v.pingpong) {
+        ir::Value next = w + stride / 2u;  // the partner's item, loaded into the ring before this consumer's next
+        b.if_(next < work, [&] { step = step + item(next).steps; });
+      }
       // Epilogue: the accumulator of m64nN has the m16n8 C layout per warp (16 rows each)
       // and per 8 columns; registers 2i and 2i + 1 are neighbours in a row.
       detail::MatmulArgs e = a;
       e.base_c = ir::cast<uint64_t>(it.batch) * stride_c;
-      ir::Value row0 = it.m0 + wg * 64u + (warp % 4u) * 16u;
-      for (uint32_t j = 0; j < v.bn / 8; ++j)
-        for (int r = 0; r < 4; r += 2) {
-          ir::Value row = row0 + ir::frag_row(fc, lane, r), col = it.n0 + (ir::frag_col(fc, lane, r) + j * 8);
-          b.if_(row < a.m, [&] { detail::store_c_vec(b, e, c, pairs != 0u, row, col, {acc[4 * j + r], acc[4 * j + r + 1]}); });
-        }
+      for (uint32_t h = 0; h < halves; ++h) {
+        ir::Value row0 = it.m0 + row_wg + (h * 64u) + (warp % 4u) * 16u;
+        for (uint32_t j = 0; j < v.bn / 8; ++j)
+          for (int r = 0; r < 4; r += 2) {
+            ir::Value row = row0 + ir::frag_row(fc, lane, r), col = it.n0 + (ir::frag_col(fc, lane, r) + j * 8);
+            b.if_(row < a.m, [&] { detail::store_c_vec(b, e, c, pairs != 0u, row, col, {acc[h][4 * j + r], acc[h][4 * j + r + 1]}); });
+          }
+      }
     });
   });
   if (CX > 1) b.cluster_sync();  // no CTA leaves while a peer may still arrive on its barriers

@@ -170,7 +170,8 @@ uint64_t matmul_table_hash() {
     for (const MatmulVariant& v : ops::matmul_variants())
       s += std::string(v.name) + ":" + std::to_string(int(v.engine)) + ":" + std::to_string(v.bm) + "," +
            std::to_string(v.bn) + "," + std::to_string(v.bk) + "," + std::to_string(v.tm) + "," + std::to_string(v.tn) +
-           "," + std::to_string(v.stages) + ",r" + std::to_string(v.max_registers) + ";";  // a cap changes the kernel
+           "," + std::to_string(v.stages) + ",r" + std::to_string(v.max_registers) + ",c" + std::to_string(v.cluster) +
+           (v.pingpong ? ",pp" : "") + ";";  // a cap, a cluster or a schedule changes the kernel
     return XXH3_64bits(s.data(), s.size());
   }();
   return h;

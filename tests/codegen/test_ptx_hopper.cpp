@@ -192,7 +192,7 @@ TEST_CASE("hopper golden: cluster barrier, mbarrier init fence, remote arrive, m
   CHECK_THAT(t[0], Contains("complete_tx::bytes.multicast::cluster [%r") && Contains("], %rs"));
   const auto m = lines_with(ptx, "mapa.shared::cluster.u32 %r");
   REQUIRE(m.size() == 1);
-  CHECK(lines_with(ptx, "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r").size() == 1);
+  CHECK(lines_with(ptx, "mbarrier.arrive.shared::cluster.b64 _, [%r").size() == 1);
   CHECK(jit::link_ptx(ptx, "sm_90", k.name()).cubin.size() > 4);
   CHECK_THAT(test::usage_error_of([&] { (void)codegen::emit_ptx(k, {"sm_80", 9, 0}); }).what(), Contains("sm_90"));
   ir::KernelBuilder bad("bad_mask");
