@@ -38,6 +38,8 @@ using namespace kaio;
 namespace {
 
 // ---- cuBLAS, loaded at run time ----
+bool b_col = false;  // --b-col: B column-major (K-major), for kaio and cuBLAS alike
+
 struct Cublas {
   using Create = int (*)(void**);
   using SetStream = int (*)(void*, void*);
@@ -61,8 +63,10 @@ struct Cublas {
           uint64_t c) const {
     auto type = [](ir::Scalar s) { return s == ir::Scalar::F16 ? 2 : s == ir::Scalar::BF16 ? 14 : 0; };
     const float alpha = 1.0f, beta = 0.0f;
-    constexpr int kOpN = 0, kCompute32F = 68, kCompute32FFastTf32 = 77, kDefaultAlgo = -1;
-    return gemm(handle, kOpN, kOpN, int(n), int(m), int(k), &alpha, reinterpret_cast<void*>(b), type(in), int(n),
+    constexpr int kOpN = 0, kOpT = 1, kCompute32F = 68, kCompute32FFastTf32 = 77, kDefaultAlgo = -1;
+    // Row-major C = A B is column-major C^T = B^T A^T; a column-major B is B^T read transposed.
+    return gemm(handle, b_col ? kOpT : kOpN, kOpN, int(n), int(m), int(k), &alpha, reinterpret_cast<void*>(b), type(in),
+                int(b_col ? k : n),
                 reinterpret_cast<void*>(a), type(in), int(k), &beta, reinterpret_cast<void*>(c), type(out), int(n),
                 tf32 ? kCompute32FFastTf32 : kCompute32F, kDefaultAlgo);
   }
@@ -257,6 +261,7 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
     for (const ops::MatmulVariant& v : ops::matmul_variants())
       for (uint32_t split : splits) {
         ops::MatmulProblem p{.m = sh.m, .n = sh.n, .k = sh.k, .in = in, .out = out};
+        if (b_col) p.b = ops::MatLayout::ColMajor;
         p.tf32 = tf32;
         p.split_k = split;
         const bool simt = v.engine == ops::MatmulEngine::Simt || v.engine == ops::MatmulEngine::SimtDb;
@@ -297,7 +302,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> dtypes;
   std::vector<Shape> only_shapes;
   const char* usage =
-      "usage: matmul [--quick] [--dtype f32|tf32|f16|bf16]... [--shape MxNxK]... [--variant TEXT]\n"
+      "usage: matmul [--quick] [--dtype f32|tf32|f16|bf16]... [--shape MxNxK]... [--variant TEXT] [--b-col]\n"
       "       matmul --loop-stats [ARCH]\n"
       "  TFLOP/s of every matmul variant beside cuBLAS at the same precision (needs a GPU).\n"
       "  --quick  1024^3, 4096^3 and 16x4096x4096 only (under a minute on an H100)\n"
@@ -305,6 +310,7 @@ int main(int argc, char** argv) {
       "           on tensor cores, each with its own output type: f32, f32, f16, bf16)\n"
       "  --shape  only this shape (repeatable), e.g. 4096x4096x128\n"
       "  --variant  only the variants whose name contains TEXT (cuBLAS still runs)\n"
+      "  --b-col  B column-major (K-major) instead of row-major, for kaio and cuBLAS\n"
       "  --loop-stats  no GPU needed: the k-loop's PTX instruction counts and the registers of\n"
       "           every declared kernel for ARCH (default sm_90)\n";
   for (int i = 1; i < argc; ++i) {
@@ -312,6 +318,7 @@ int main(int argc, char** argv) {
     if (arg == "--quick") quick = true;
     else if (arg == "--dtype" && i + 1 < argc) dtypes.push_back(argv[++i]);
     else if (arg == "--variant" && i + 1 < argc) only_variant = argv[++i];
+    else if (arg == "--b-col") b_col = true;
     else if (arg == "--shape" && i + 1 < argc) {
       Shape sh{};
       char tail = 0;

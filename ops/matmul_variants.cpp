@@ -37,7 +37,10 @@ constexpr MatmulVariant kVariants[] = {
     {"mma_cp_64x64x32_w32x32_s4", MatmulEngine::MmaAsync, 64, 64, 32, 32, 32, 4, 96},     // 106 registers -> 96: 5 blocks per SM
     {"mma_cp_16x32x128_w16x16_s4", MatmulEngine::MmaAsync, 16, 32, 128, 16, 16, 4},  // m <= 16: no empty mma rows
     // Hopper: BK is 128 bytes of k (64 for 16-bit elements, 32 for tf32)
+    {"wgmma_256x128x64_s4_c2", MatmulEngine::Wgmma, 256, 128, 64, 128, 128, 4, 0, 2},
+    {"wgmma_256x128x64_s4", MatmulEngine::Wgmma, 256, 128, 64, 128, 128, 4},
     {"wgmma_pp_128x128x64_s6", MatmulEngine::Wgmma, 128, 128, 64, 128, 128, 6, 0, 1, true},
+    {"wgmma_pp_128x128x64_s6_c2", MatmulEngine::Wgmma, 128, 128, 64, 128, 128, 6, 0, 2, true},
     {"wgmma_pp_64x256x64_s5", MatmulEngine::Wgmma, 64, 256, 64, 64, 256, 5, 0, 1, true},
     {"wgmma_128x256x64_s4_c2", MatmulEngine::Wgmma, 128, 256, 64, 64, 256, 4, 0, 2},
     {"wgmma_128x256x64_s4", MatmulEngine::Wgmma, 128, 256, 64, 64, 256, 4},

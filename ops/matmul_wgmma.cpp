@@ -78,10 +78,10 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   if (S < 2 || S > 8) throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": 2 to 8 stages");
   const uint32_t CX = v.cluster;
   if (v.bm % 64 || v.bm > 256 || v.bn % per_row || v.bn > 256 || v.bk != 64 || (CX != 1 && CX != 2) || (v.bn / per_row) % CX ||
-      v.tm % 64 || v.bm % v.tm || v.tm * v.bn > 128 * 256 || (v.pingpong && (v.tm != v.bm || CX != 1)))
+      v.tm % 64 || v.bm % v.tm || v.tm * v.bn > 128 * 256 || (v.pingpong && v.tm != v.bm))
     throw UsageError("matmul", "matmul", std::string("variant ") + v.name +
                                              ": BM a multiple of 64, BN of 64, up to 256; BK 64; clusters of 1 or 2; "
-                                             "TM x BN at most 128 x 256 per consumer; ping-pong with TM == BM and no cluster");
+                                             "TM x BN at most 128 x 256 per consumer; ping-pong with TM == BM");
 
   ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
                       (a_k ? "_r" : "_c") + (b_k ? "c" : "r"));
