@@ -39,6 +39,8 @@ constexpr MatmulVariant kVariants[] = {
     // Hopper: BK is 128 bytes of k (64 for 16-bit elements, 32 for tf32)
     {"wgmma_256x128x64_s4_c2", MatmulEngine::Wgmma, 256, 128, 64, 128, 128, 4, 0, 2},
     {"wgmma_256x128x64_s4", MatmulEngine::Wgmma, 256, 128, 64, 128, 128, 4},
+    {"wgmma_128x192x64_s5", MatmulEngine::Wgmma, 128, 192, 64, 64, 192, 5},
+    {"wgmma_pp_128x128x64_s7", MatmulEngine::Wgmma, 128, 128, 64, 128, 128, 7, 0, 1, true},
     {"wgmma_pp_128x128x64_s6", MatmulEngine::Wgmma, 128, 128, 64, 128, 128, 6, 0, 1, true},
     {"wgmma_pp_128x128x64_s6_c2", MatmulEngine::Wgmma, 128, 128, 64, 128, 128, 6, 0, 2, true},
     {"wgmma_pp_64x256x64_s5", MatmulEngine::Wgmma, 64, 256, 64, 64, 256, 5, 0, 1, true},
