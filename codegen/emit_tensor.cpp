@@ -72,6 +72,16 @@ void emit_tma_load(Emitter& e, const ir::Inst& i) {
         (multicast ? ", " + e.reg(i.args[end]) : ""));
 }
 
+// The TMA store: one thread writes the box from shared memory (bulk async-group completion).
+void emit_tma_store(Emitter& e, const ir::Inst& i) {
+  const size_t rank = i.attr.count;
+  std::string coords;
+  for (size_t k = 1; k <= rank; ++k) coords += (k > 1 ? ", " : "") + e.reg(i.args[k]);
+  std::string src = element_address(e, i.args[rank + 1], i.args[rank + 2]);
+  e.ins("cp.async.bulk.tensor." + std::to_string(rank) + "d.global.shared::cta.tile.bulk_group [" + e.reg(i.args[0]) + ", {" +
+        coords + "}], [" + src + "]");
+}
+
 }  // namespace
 
 void emit_tensor(Emitter& e, const ir::Inst& i) {
@@ -82,6 +92,11 @@ void emit_tensor(Emitter& e, const ir::Inst& i) {
     case Op::CpAsyncCommit: return e.ins("cp.async.commit_group");
     case Op::CpAsyncWait: return e.ins("cp.async.wait_group " + std::to_string(i.attr.count));
     case Op::TmaLoad: return emit_tma_load(e, i);
+    case Op::TmaStore: return emit_tma_store(e, i);
+    case Op::BulkCommit: return e.ins("cp.async.bulk.commit_group");
+    case Op::BulkWait:
+      return e.ins(std::string("cp.async.bulk.wait_group") + (i.attr.scope == ir::FenceScope::Cta ? ".read " : " ") +
+                   std::to_string(i.attr.count));
     default: e.no_emitter(i);
   }
 }

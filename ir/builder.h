@@ -315,6 +315,22 @@ class KernelBuilder {
   }
   void tma_load(Value dst, const AnyOperand& dst_index, Value map, const std::vector<Value>& coords, Value bar,
                 const AnyOperand& bar_index, Value cta_mask);
+  // The TMA store (cp.async.bulk.tensor ... global.shared::cta): the box at `coords` of
+  // `map` is written from shared memory at src[src_index] (128-byte aligned, in the map's
+  // swizzled layout); elements outside the tensor are not written. Issued by one thread,
+  // asynchronously: the shared source must not change until bulk_wait_group(n, true) says
+  // it has been read. Shared memory written by the threads needs fence_proxy_async() (and a
+  // barrier) before the issuing thread stores it.
+  template <Operand SI>
+  void tma_store(Value map, const std::vector<Value>& coords, Value src, const SI& src_index) {
+    tma_store(map, coords, src, make_operand(src_index));
+  }
+  void tma_store(Value map, const std::vector<Value>& coords, Value src, const AnyOperand& src_index);
+  // cp.async.bulk.commit_group: closes this thread's group of TMA stores issued since the
+  // last commit. bulk_wait_group: waits until at most `pending` of its groups are in flight;
+  // read_only: only until their shared sources have been read (.read), not their writes done.
+  void bulk_commit_group();
+  void bulk_wait_group(uint32_t pending, bool read_only);
 
   // ---- thread-block clusters (sm_90; launched with LaunchConfig::cluster) ----
   // Every thread of every CTA of the cluster arrives and waits (barrier.cluster, release /
@@ -442,6 +458,7 @@ class KernelBuilder {
   void require_types(const OpDef& d, Type t) const;
   bool const_value(uint32_t id, uint64_t& out) const;
   void check_mbarrier(const char* op, Value bar);
+  bool is_tensor_map(Value map);  // a tensor_map_param: 128 bytes by value, 64-byte aligned
   void named_barrier(Op op, uint32_t id, uint32_t threads);
   void mbarrier_op(Op op, Value bar, const AnyOperand& index, const AnyOperand* count);
   Value warp_reduce(Op op, Value v);

@@ -52,6 +52,16 @@ Value KernelBuilder::wgmma_descriptor(Value ptr, const AnyOperand& index, WgmmaS
 
 Value KernelBuilder::tensor_map_param(const std::string& name) { return param_bytes(name, Scalar::U8, 128, 64); }
 
+bool KernelBuilder::is_tensor_map(Value map) {
+  const Type mt = map.type();
+  if (!mt.ptr || mt.space != Space::Param) return false;
+  for (const auto& [id, name] : data().value_names)
+    if (id == map.id())
+      for (const Param& p : data().params)
+        if (p.name == name) return p.bytes == 128 && p.align >= 64;
+  return false;
+}
+
 void KernelBuilder::tma_load(Value dst, const AnyOperand& dst_index, Value map, const std::vector<Value>& coords, Value bar,
                              const AnyOperand& bar_index, Value cta_mask) {
   ensure_open("tma_load");
@@ -60,14 +70,7 @@ void KernelBuilder::tma_load(Value dst, const AnyOperand& dst_index, Value map, 
   check_mbarrier("tma_load", bar);
   Type dt = dst.type(), mt = map.type();
   if (!dt.is_shared_ptr() || dt.is_const) fail("tma_load", "dst: a mutable shared-memory pointer, got " + dt.str());
-  // The map must be a tensor-map parameter: a 128-byte by-value parameter, 64-byte aligned.
-  bool is_map = false;
-  if (mt.ptr && mt.space == Space::Param)
-    for (const auto& [id, name] : data().value_names)
-      if (id == map.id())
-        for (const Param& p : data().params)
-          if (p.name == name) is_map = p.bytes == 128 && p.align >= 64;
-  if (!is_map)
+  if (!is_tensor_map(map))
     fail("tma_load", "map: a tensor map parameter (b.tensor_map_param(name)), got " + mt.str() +
                          (mt.space == Space::Param ? " that is not a 128-byte, 64-aligned parameter" : ""));
   if (coords.empty() || coords.size() > 5)
@@ -88,6 +91,44 @@ void KernelBuilder::tma_load(Value dst, const AnyOperand& dst_index, Value map, 
   inst.args = {dst.id(), di.id(), map.id(), bar.id(), bi.id()};
   for (const Value& c : coords) inst.args.push_back(c.id());
   if (cta_mask.valid()) inst.args.push_back(cta_mask.id());
+}
+
+void KernelBuilder::tma_store(Value map, const std::vector<Value>& coords, Value src, const AnyOperand& src_index) {
+  ensure_open("tma_store");
+  check(src, "tma_store");
+  check(map, "tma_store");
+  if (!src.type().is_shared_ptr()) fail("tma_store", "src: a shared-memory pointer, got " + src.type().str());
+  if (!is_tensor_map(map))
+    fail("tma_store", "map: a tensor map parameter (b.tensor_map_param(name)), got " + map.type().str() +
+                          (map.type().space == Space::Param ? " that is not a 128-byte, 64-aligned parameter" : ""));
+  if (coords.empty() || coords.size() > 5)
+    fail("tma_store", "coords: one coordinate per tensor dimension, 1 to 5, got " + std::to_string(coords.size()));
+  for (const Value& c : coords) {
+    check(c, "tma_store");
+    if (!is_int(c.type()) || scalar_bytes(c.type().elem) != 4)
+      fail("tma_store", "coords are s32 or u32, got " + c.type().str());
+  }
+  Value si = index_operand(src_index);
+  Inst& inst = append(Op::TmaStore, Type{});
+  inst.attr.count = static_cast<uint32_t>(coords.size());
+  inst.args = {map.id()};
+  for (const Value& c : coords) inst.args.push_back(c.id());
+  inst.args.push_back(src.id());
+  inst.args.push_back(si.id());
+}
+
+void KernelBuilder::bulk_commit_group() {
+  ensure_open("bulk_commit_group");
+  emit(Op::BulkCommit, Type{}, {}, {}, false);
+}
+
+void KernelBuilder::bulk_wait_group(uint32_t pending, bool read_only) {
+  ensure_open("bulk_wait_group");
+  if (pending > 63) fail("bulk_wait_group", "pending: at most 63 groups may stay in flight, got " + std::to_string(pending));
+  Attrs a;
+  a.count = pending;
+  a.scope = read_only ? FenceScope::Cta : FenceScope::Gpu;  // Cta: .read, the shared sources only
+  emit(Op::BulkWait, Type{}, {}, a, false);
 }
 
 void KernelBuilder::cluster_sync() {

@@ -36,6 +36,7 @@ enum class OpRule : uint8_t {
   CpAsync,     // ptr<shared T> (mutable), index, ptr<global T>, index [, u32 source bytes]
   TmaLoad,     // ptr<shared T> (mutable), index, tensor map (ptr<param u8>), ptr<shared u64> mbarrier, index,
                // attr.count coordinates (s32), [u16 multicast CTA mask]
+  TmaStore,    // tensor map (ptr<param u8>), attr.count coordinates (s32), ptr<shared T>, index
   VarDecl,     // init : T -> nresults variables of T (a register array when nresults > 1)
   VarRead,     // var -> T
   VarWrite,    // var, value
@@ -97,12 +98,12 @@ enum : uint32_t {
   Saturate = 1 << 4,  // Cast
   High = 1 << 5,      // Unpack: the high half
   Hint = 1 << 6,      // Load/Store: the cache hint
-  Count = 1 << 7,     // SharedAlloc: elements; TmaLoad: the tensor's rank
+  Count = 1 << 7,     // SharedAlloc: elements; TmaLoad, TmaStore: the tensor's rank; waits: groups in flight
   Align = 1 << 8,     // SharedAlloc, DynamicShared: byte alignment
   Atomic = 1 << 9,    // AtomicRmw: the operation
   Id = 1 << 10,       // Barrier: the barrier number (0..15)
   Threads = 1 << 11,  // Barrier: participating threads (0: the whole block)
-  Scope = 1 << 12,    // Fence
+  Scope = 1 << 12,    // Fence; BulkWait: Cta = until the shared sources are read (.read), Gpu = writes done
   Regs = 1 << 13,     // SetMaxNReg: the register count
   Increase = 1 << 14, // SetMaxNReg: .inc (else .dec)
   Shfl = 1 << 15,     // Shfl: the mode

@@ -267,6 +267,22 @@ struct Verifier {
         results(i, false);
         break;
       }
+      case OpRule::TmaStore: {
+        const size_t rank = i.attr.count;
+        if (rank < 1 || rank > 5) fail(i, "a tensor has 1 to 5 dimensions");
+        arity(i, 3 + rank, 3 + rank);
+        Type m = arg(i, 0);
+        if (!m.ptr || m.space != Space::Param || m.elem != Scalar::U8) fail(i, "writes through a tensor map parameter, got " + m.str());
+        for (size_t a = 1; a <= rank; ++a) {
+          Type c = arg(i, a);
+          if (!c.is_int() || scalar_bytes(c.elem) != 4) fail(i, "coordinates are s32 or u32");
+        }
+        Type s = arg(i, 1 + rank);
+        if (!s.is_shared_ptr()) fail(i, "copies from shared memory");
+        if (!arg(i, 2 + rank).is_int()) fail(i, "the source index is an integer");
+        results(i, false);
+        break;
+      }
       case OpRule::Shfl:
         arity(i, 2, 2);
         same(i, arg(i, 0), i.type);

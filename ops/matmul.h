@@ -116,10 +116,11 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
 uint32_t matmul_async_shared_bytes(const MatmulVariant& v, ir::Scalar in, MatLayout a, MatLayout b);
 
 // The Wgmma engine (matmul_wgmma.cpp). Its kernels take TMA tensor maps instead of the A
-// and B pointers: params map A, map B, Out* C, u32 m, n, k, ldc, f32 alpha, beta, u64
-// stride_c, u32 splits, k_chunk, tiles_n, tiles_m; grid (tiles_m * tiles_n, 1, batch *
-// splits). Each map is 3-D (contiguous dimension, the other one, batch) with 128-byte
-// swizzling and the box below.
+// and B pointers: params map A, map B, map C, Out* C, u32 m, n, k, ldc, f32 alpha, beta,
+// u64 stride_c, u32 splits, k_chunk, tiles_n, tiles_m, work, pairs, tma_store; a persistent
+// grid of work items. Each operand map is 3-D (contiguous dimension, the other one, batch)
+// with 128-byte swizzling and the box below; with tma_store (beta == 0, no split-K, 16-byte
+// aligned C rows) C leaves through shared memory and TMA stores of 64 x 128-byte boxes.
 ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c);
 uint32_t matmul_wgmma_bk(ir::Scalar in);  // the k of a stage: 128 bytes of elements
 uint32_t matmul_wgmma_stage_bytes(const MatmulVariant& v);

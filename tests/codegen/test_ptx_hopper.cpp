@@ -267,3 +267,83 @@ TEST_CASE("hopper: the interpreter refuses TMA, wgmma and cluster ops by name", 
   e = test::usage_error_of([&] { ir::interpret(w.build(), {.grid = {1}, .block = {128}}, uint64_t{0}); });
   CHECK_THAT(e.op(), Contains("wgmma"));
 }
+
+namespace {
+ir::Kernel tma_store_kernel(uint32_t rank) {
+  ir::KernelBuilder b("tma_store" + std::to_string(rank));
+  auto map = b.tensor_map_param("map");
+  auto tile = b.shared<float>(256, 128);
+  ir::Value tid = b.thread_idx_x();
+  tile[tid] = ir::cast<float>(tid);
+  b.fence_proxy_async();
+  b.barrier();
+  b.if_(tid == 0u, [&] {
+    std::vector<ir::Value> coords;
+    for (uint32_t d = 0; d < rank; ++d) coords.push_back(b.block_idx_x() * (d + 1));
+    b.tma_store(map, coords, tile, 0);
+    b.bulk_commit_group();
+    b.bulk_wait_group(0, true);
+    b.bulk_wait_group(0, false);
+  });
+  return b.build();
+}
+}  // namespace
+
+TEST_CASE("hopper golden: TMA stores of every rank, their bulk groups and waits", "[codegen][golden][hopper]") {
+  for (uint32_t rank = 1; rank <= 5; ++rank) {
+    INFO("rank " << rank);
+    ir::Kernel k = tma_store_kernel(rank);
+    CHECK_FALSE(k.arch_specific());
+    const std::string ptx = codegen::emit_ptx(k, {"sm_90", 9, 0});
+    const auto l = lines_with(ptx, "cp.async.bulk.tensor");
+    REQUIRE(l.size() == 1);
+    INFO(l[0]);
+    CHECK_THAT(l[0], Contains("cp.async.bulk.tensor." + std::to_string(rank) + "d.global.shared::cta.tile.bulk_group [%rd"));
+    CHECK(std::count(l[0].begin(), l[0].end(), ',') == int(rank) + 1);  // [map, {c0, ..}], [src
+    CHECK(lines_with(ptx, "cp.async.bulk.commit_group;").size() == 1);
+    CHECK(lines_with(ptx, "cp.async.bulk.wait_group.read 0;").size() == 1);
+    CHECK(lines_with(ptx, "cp.async.bulk.wait_group 0;").size() == 1);
+    CHECK(jit::link_ptx(ptx, "sm_90", k.name()).cubin.size() > 4);
+    CHECK_THAT(test::usage_error_of([&] { (void)codegen::emit_ptx(k, {"sm_80", 9, 0}); }).what(), Contains("needs sm_90"));
+  }
+  // printed with its rank and the wait's scope
+  const std::string text = tma_store_kernel(2).print();
+  CHECK_THAT(text, Contains("tma_store"));
+  CHECK_THAT(text, Contains("bulk_wait_group"));
+}
+
+TEST_CASE("hopper: tma_store refuses what is not a tensor map, a bad rank, coordinates or source", "[ir][hopper][verifier]") {
+  auto attempt = [](int what) {
+    ir::KernelBuilder b("bad_tma_store");
+    auto map = b.tensor_map_param("map");
+    auto g = b.param<float*>("g");
+    auto small = b.param_bytes<uint8_t>("small", 64, 64);
+    auto tile = b.shared<float>(256, 128);
+    ir::Value x = b.thread_idx_x();
+    std::vector<ir::Value> two{x, x};
+    if (what == 0) b.tma_store(g, two, tile, 0);
+    if (what == 1) b.tma_store(small, two, tile, 0);
+    if (what == 2) b.tma_store(map, {}, tile, 0);
+    if (what == 3) b.tma_store(map, {x, x, x, x, x, x}, tile, 0);
+    if (what == 4) b.tma_store(map, {x, ir::cast<float>(x)}, tile, 0);
+    if (what == 5) b.tma_store(map, two, g, 0);
+    if (what == 6) b.bulk_wait_group(64, true);
+    return b.build();
+  };
+  const char* expect[] = {"tensor map parameter", "not a 128-byte, 64-aligned parameter", "1 to 5", "1 to 5",
+                          "s32 or u32", "shared-memory pointer", "at most 63"};
+  for (int w = 0; w < 7; ++w) {
+    INFO("case " << w);
+    UsageError e = test::usage_error_of([&] { attempt(w); });
+    CHECK(e.op() == (w == 6 ? "bulk_wait_group" : "tma_store"));
+    CHECK_THAT(e.what(), Contains(expect[w]));
+  }
+  // the interpreter refuses it by name
+  std::vector<uint8_t> bytes(128, 0);
+  UsageError e = test::usage_error_of([&] {
+    ir::interpret(tma_store_kernel(2), {.grid = {1}, .block = {32}},
+                  std::span<const std::byte>(reinterpret_cast<const std::byte*>(bytes.data()), 128));
+  });
+  CHECK(e.op() == "tma_store");
+  CHECK_THAT(e.what(), Contains("not supported by the interpreter"));
+}
