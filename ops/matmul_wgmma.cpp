@@ -4,7 +4,8 @@
 //                      B tiles into a ring of STAGES shared-memory stages; the loads
 //                      complete the stage's "full" mbarrier (transaction bytes)
 //   warpgroups 1..C    the consumers (C = BM / 64): each owns 64 rows of the BM x BN block
-//                      tile and accumulates them with wgmma m64nBNk16 (k8 for tf32) straight
+//                      tile and accumulates them with wgmma m64nBNk16 (k8 for tf32, k32 for
+//                      e4m3 / e5m2: always 32 bytes of k, so descriptors step alike) straight
 //                      from shared memory, then releases the stage on its "empty" mbarrier
 //
 // Shared tiles are written by TMA with 128-byte swizzling, the layout the wgmma
@@ -65,8 +66,8 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   const ir::Scalar in = c.in;
   const uint32_t es = elem_bytes(in), BK = matmul_wgmma_bk(in), S = v.stages;
   const uint32_t consumers = v.bm / 64, threads = v.threads();
-  const bool tf32 = in == ir::Scalar::F32;
-  const uint32_t k_inst = tf32 ? 8 : 16, k_inst_bytes = k_inst * es;  // 32 bytes of k per wgmma
+  const bool tf32 = in == ir::Scalar::F32, fp8 = es == 1;
+  const uint32_t k_inst = tf32 ? 8 : fp8 ? 32 : 16, k_inst_bytes = k_inst * es;  // 32 bytes of k per wgmma
   const bool a_k = c.a == MatLayout::RowMajor, b_k = c.b == MatLayout::ColMajor;  // K-major operands
   const uint32_t a_stage = v.bm * kSwizzleBytes, b_stage = v.bn * kSwizzleBytes;  // bytes
   const uint32_t per_row = kSwizzleBytes / es;                                    // elements in a 128-byte row
@@ -97,6 +98,14 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   auto tiles_m = b.param<uint32_t>("tiles_m");
   auto work = b.param<uint32_t>("work");    // tiles_m * tiles_n * batch * splits
   auto pairs = b.param<uint32_t>("pairs");  // 1: C(row, col) and C(row, col + 1) may be stored as one vector
+  // FP8: per-tensor scales, one f32 each in device memory (bit 0 / 1 of `scales`: A's / B's
+  // is given, else 1), read by the kernel so that scales computed on the GPU need no sync.
+  ir::Value scale_a, scale_b, scales;
+  if (fp8) {
+    scale_a = b.param<const float*>("scale_a");
+    scale_b = b.param<const float*>("scale_b");
+    scales = b.param<uint32_t>("scales");
+  }
 
   // One work item: a tile of one batch's split. Tiles are visited in groups of kGroupRows
   // tile rows, column by column (grouped raster), so that the blocks working at the same
@@ -190,6 +199,13 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
           for (uint32_t r = 0; r < CX; ++r) b.mbarrier_arrive_cluster(bars, bar0 + S + s, b.constant<uint32_t>(r));
       });
     };
+    ir::Value alpha = a.alpha;  // FP8: alpha * scale_a * scale_b, read once
+    if (fp8) {
+      auto s = b.var<float>(a.alpha);
+      b.if_((scales & 1u) != 0u, [&] { s *= ir::Value(scale_a[0u]); });
+      b.if_((scales & 2u) != 0u, [&] { s *= ir::Value(scale_b[0u]); });
+      alpha = s;
+    }
     auto step = b.var<uint32_t>(0u);
     b.for_(b.block_idx_x(), work, b.grid_dim_x(), [&](ir::Value w) {
       const Item it = item(w);
@@ -213,6 +229,7 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
       // Epilogue: the accumulator of m64nN has the m16n8 C layout per warp (16 rows each)
       // and per 8 columns; registers 2i and 2i + 1 are neighbours in a row.
       detail::MatmulArgs e = a;
+      e.alpha = alpha;
       e.base_c = ir::cast<uint64_t>(it.batch) * stride_c;
       ir::Value row0 = it.m0 + wg * 64u + (warp % 4u) * 16u;
       for (uint32_t j = 0; j < v.bn / 8; ++j)
