@@ -66,7 +66,7 @@ bool MatmulVariant::can_implement(const MatmulProblem& p, int sm, std::string* w
     if (jit::interpret_mode()) return fail(why, v + "the interpreter does not model wgmma and TMA (an sm_90 GPU runs it)");
     const bool tf32 = p.in == ir::Scalar::F32 && p.tf32, fp8 = p.in == ir::Scalar::E4M3 || p.in == ir::Scalar::E5M2;
     if (p.in != ir::Scalar::F16 && p.in != ir::Scalar::BF16 && !tf32 && !fp8)
-      return fail(why, v + "wgmma takes f16, bf16, e4m3 or e5m2 inputs (f32 with problem.tf32), not " +
+      return fail(why, v + "wgmma takes f16 or bf16 inputs, e4m3 or e5m2 too (f32 with problem.tf32), not " +
                            std::string(ir::scalar_name(p.in)));
     if ((tf32 || fp8) && (p.a != MatLayout::RowMajor || p.b != MatLayout::ColMajor))
       return fail(why, v + (fp8 ? "e4m3 / e5m2" : "tf32") +
