@@ -18,6 +18,7 @@
 #include "kaio/kaio.h"
 #include "kaio/ops/matmul.h"
 #include "kaio/ops/matmul_auto.h"
+#include "kaio/tuner/matmul_tuner.h"
 #include "../ir/mma_kernels.h"
 #include "../support.h"
 #include "matmul_support.h"
@@ -268,4 +269,18 @@ TEST_CASE("matmul fp8: large shapes on the device (sampled float64)", "[gpu][ops
     check_fp8<fp8_e5m2, float>(v, tn(16, 4096, 4096, Scalar::E5M2, Scalar::F32), {}, 600);
     check_fp8<fp8_e4m3, float>(v, tn(4096, 4096, 128, Scalar::E4M3, Scalar::F32), {0.5f, 0.5f, true, false}, 600);
   }
+}
+
+// [gpu]: the key names the device (the interpreter, or a GPU).
+TEST_CASE("matmul fp8: tuning keys name the fp8 type and count alignment in 16-element rows", "[gpu][tuner][matmul][fp8]") {
+  MatmulProblem p = tn(1000, 1000, 1008, ir::Scalar::E4M3, ir::Scalar::BF16);
+  const std::string k = tuner::matmul_key(p);
+  CHECK_THAT(k, Contains("matmul|e4m3>bf16|row/col|") && Contains("|m1024|n1024|k1024|b1|align15"));
+  p.k = 1000;  // rows of 1000 bytes: not whole 16-byte TMA rows, another bucket (f16 would keep align15)
+  CHECK_THAT(tuner::matmul_key(p), Contains("|align9"));
+  MatmulProblem h = p;
+  h.in = ir::Scalar::F16;
+  CHECK_THAT(tuner::matmul_key(h), Contains("matmul|f16>bf16|row/col|") && Contains("|align15"));
+  p.in = ir::Scalar::E5M2;
+  CHECK_THAT(tuner::matmul_key(p), Contains("matmul|e5m2>bf16|"));
 }
