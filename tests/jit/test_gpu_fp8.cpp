@@ -77,3 +77,25 @@ TEST_CASE("fp8 on the device: cvt on every code and every rounding boundary matc
   check_format<fp8_e4m3>();
   check_format<fp8_e5m2>();
 }
+
+TEST_CASE("fp8 on the device: scalar parameters of both formats, refused from other host types", "[gpu][fp8]") {
+  if (!fp8_device()) return;
+  ir::KernelBuilder b("fp8_params");
+  auto x = b.param<fp8_e4m3>("x");
+  auto y = b.param<fp8_e5m2>("y");
+  auto out = b.param<float*>("out");
+  auto raw = b.param<fp8_e5m2*>("raw");
+  out[0] = ir::cast<float>(x);
+  out[1] = ir::cast<float>(y);
+  raw[0] = y;
+  const jit::CompiledKernel k = jit::compile(b.build());
+  DeviceBuffer<float> o(std::vector<float>{-1.0f, -1.0f});
+  DeviceBuffer<fp8_e5m2> r(std::vector<fp8_e5m2>{fp8_e5m2::from_bits(0x11)});
+  k.launch({.grid = {1}, .block = {1}}, fp8_e4m3(-0.4375f), fp8_e5m2(-57344.0f), o, r);
+  const std::vector<float> h = o.to_host();
+  CHECK(h[0] == -0.4375f);
+  CHECK(h[1] == -57344.0f);
+  CHECK(r.to_host()[0].bits == 0xfb);
+  CHECK_THROWS_AS(k.launch({.grid = {1}, .block = {1}}, fp8_e5m2(1.0f), fp8_e5m2(1.0f), o, r), UsageError);
+  CHECK_THROWS_AS(k.launch({.grid = {1}, .block = {1}}, 3u, fp8_e5m2(1.0f), o, r), UsageError);
+}
