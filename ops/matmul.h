@@ -125,8 +125,8 @@ uint32_t matmul_async_shared_bytes(const MatmulVariant& v, ir::Scalar in, MatLay
 // and B pointers: params map A, map B, Out* C, u32 m, n, k, ldc, f32 alpha, beta, u64
 // stride_c, u32 splits, k_chunk, tiles_n, tiles_m, work, pairs, and for e4m3 / e5m2 inputs
 // const f32* scale_a, scale_b, u32 scales (bit 0: A's is given, bit 1: B's); grid
-// (tiles_m * tiles_n, 1, batch * splits). Each map is 3-D (contiguous dimension, the other one, batch) with 128-byte
-// swizzling and the box below.
+// (tiles_m * tiles_n, 1, batch * splits). Each map is 3-D (contiguous dimension, the other
+// one, batch) with 128-byte swizzling and the box below.
 ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c);
 uint32_t matmul_wgmma_bk(ir::Scalar in);  // the k of a stage: 128 bytes of elements
 uint32_t matmul_wgmma_stage_bytes(const MatmulVariant& v);
