@@ -3,6 +3,7 @@
 
 #include "kaio/ir/builder.h"
 #include "kaio/ir/error.h"
+#include "kaio/ir/fp8.h"
 #include "kaio/ir/half.h"
 #include "kaio/ir/layouts.h"
 #include "kaio/jit/buffer.h"

@@ -10,7 +10,10 @@
 // (spills, if any) and the SASS tensor-core (or FFMA) instruction of its cubin
 // (cuobjdump: $KAIO_CUOBJDUMP or PATH). A summary table, one row per dtype and shape,
 // comes last. --loop-stats (no GPU) prints each kernel's k-loop PTX instruction counts.
-// Usage: matmul [--quick] [--dtype f32|tf32|f16|bf16]... | --loop-stats [ARCH]
+// --dtype e4m3 / e5m2: the FP8 rows (A row-major, B column-major, bf16 out, per-tensor
+// scales) beside cuBLASLt (bench/cublaslt_fp8.h) with and without its fast accumulation,
+// each variant's largest difference from cuBLASLt's C on the same inputs.
+// Usage: matmul [--quick] [--dtype f32|tf32|f16|bf16|e4m3|e5m2]... | --loop-stats [ARCH]
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -32,6 +35,7 @@
 #include "kaio/jit/resources.h"
 #include "kaio/kaio.h"
 #include "kaio/ops/matmul.h"
+#include "cublaslt_fp8.h"
 
 using namespace kaio;
 
@@ -119,7 +123,7 @@ std::string sass_op(const jit::CompiledKernel& k) {
   size_t n;
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   pclose(p);
-  for (const char* op : {"HGMMA", "HMMA", "IMMA", "FFMA"}) {
+  for (const char* op : {"HGMMA", "QGMMA", "HMMA", "IMMA", "FFMA"}) {
     size_t at = out.find(op);
     if (at == std::string::npos) continue;
     size_t end = out.find_first_of(" \t", at);
@@ -294,6 +298,95 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
   }
 }
 
+// FP8: e4m3 (or e5m2) A row-major and B column-major (both K-major, as cuBLASLt and
+// torch._scaled_mm require), bf16 C, scales 0.5 and 2 read from device memory.
+template <class F8>
+void bench_fp8(const std::vector<Shape>& shapes, bench::CublasLtFp8* lt, const jit::Stream& s, const std::string& arch) {
+  const ir::Scalar in = ir::ScalarOf<F8>::value, out = ir::Scalar::BF16;
+  const std::string dtype = std::string(ir::scalar_name(in)) + ">bf16";
+  const int sm = codegen::parse_arch(arch).sm;
+  std::mt19937 rng(1);
+  DeviceBuffer<float> scale_buf(std::vector<float>{0.5f, 2.0f});
+  const ops::MatmulScales sc{scale_buf.device_address(), scale_buf.device_address() + 4};
+  for (const Shape& sh : shapes) {
+    const size_t set_bytes = (size_t(sh.m) * sh.k + size_t(sh.k) * sh.n) + size_t(sh.m) * sh.n * 2;
+    const int sets = set_bytes >= (64u << 20) ? 1 : static_cast<int>(std::clamp<size_t>((256u << 20) / set_bytes + 1, 1, 8));
+    std::vector<DeviceBuffer<F8>> A, B;
+    std::vector<DeviceBuffer<bfloat16>> C;
+    for (int i = 0; i < sets; ++i) {
+      A.push_back(random_buffer<F8>(size_t(sh.m) * sh.k, rng));
+      B.push_back(random_buffer<F8>(size_t(sh.k) * sh.n, rng));
+      C.emplace_back(size_t(sh.m) * sh.n);
+    }
+    const double flop = 2.0 * sh.m * sh.n * sh.k;
+    std::vector<bfloat16> ref;  // cuBLASLt's C of set 0 (default accumulation)
+    double lt_best = 0;
+    for (bool fast : {false, true}) {
+      if (!lt) break;
+      const char* name = fast ? "cuBLASLt (fast accum)" : "cuBLASLt";
+      int st = lt->prepare(in, in, sh.m, sh.n, sh.k, sc.a, sc.b, fast, s.handle());
+      if (!st) st = lt->run(A[0].device_address(), B[0].device_address(), C[0].device_address());
+      if (st) {
+        std::printf("%-9s %5u x %5u x %5u  %-32s refused: %s\n", dtype.c_str(), sh.m, sh.n, sh.k, name,
+                    bench::CublasLtFp8::status_name(st).c_str());
+        continue;
+      }
+      s.synchronize();  // the stream does not block: copies wait for it only so
+      if (!fast) ref = C[0].to_host();
+      const double ms = time_ms(s, sets, [&](int i) {
+        lt->run(A[i].device_address(), B[i].device_address(), C[i].device_address());
+      });
+      lt_best = std::max(lt_best, flop / ms / 1e9);
+      std::printf("%-9s %5u x %5u x %5u  %-32s %8.2f TFLOP/s  %7.3f ms\n", dtype.c_str(), sh.m, sh.n, sh.k, name,
+                  flop / ms / 1e9, ms);
+    }
+    double best = 0;
+    std::string best_name = "-";
+    for (const ops::MatmulVariant& v : ops::matmul_variants()) {
+      const ops::MatmulProblem p{.m = sh.m, .n = sh.n, .k = sh.k, .in = in, .out = out, .a = ops::MatLayout::RowMajor,
+                                 .b = ops::MatLayout::ColMajor};
+      if (!v.can_implement(p, sm)) continue;
+      const double ms = time_ms(s, sets, [&](int i) {
+        ops::matmul(v, A[i].device_address(), B[i].device_address(), C[i].device_address(), p, &s, sc);
+      });
+      // the largest difference from cuBLASLt's C, relative to its largest |C|
+      std::string diff = "";
+      if (!ref.empty()) {
+        s.synchronize();
+        C[0].fill_bytes(0xff);  // NaN: an element the variant leaves out cannot pass
+        ops::matmul(v, A[0].device_address(), B[0].device_address(), C[0].device_address(), p, &s, sc);
+        s.synchronize();
+        const std::vector<bfloat16> c = C[0].to_host();
+        double worst = 0, mag = 0;
+        for (size_t i = 0; i < c.size(); ++i) {
+          mag = std::max(mag, double(std::abs(float(ref[i]))));
+          const double d = std::abs(double(float(c[i])) - double(float(ref[i])));
+          worst = std::isnan(d) ? 1e30 : std::max(worst, d);
+        }
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "diff %.1e", worst / std::max(mag, 1e-30));
+        diff = buf;
+      }
+      const double tf = flop / ms / 1e9;
+      const ops::MatmulConfig cfg{static_cast<uint32_t>(&v - ops::matmul_variants().data()), in, out, p.a, p.b};
+      const jit::Resources res = ops::matmul_family().get(cfg).resources();
+      std::string regs = std::to_string(res.registers) + " regs";
+      if (res.spill_stores) regs += " SPILLS " + std::to_string(res.spill_stores) + " B";
+      std::printf("%-9s %5u x %5u x %5u  %-32s %8.2f TFLOP/s  %7.3f ms  %-8s %-14s %s\n", dtype.c_str(), sh.m, sh.n, sh.k,
+                  v.name, tf, ms, regs.c_str(), sass_op(ops::matmul_family().get(cfg)).c_str(), diff.c_str());
+      if (tf > best) {
+        best = tf;
+        best_name = v.name;
+      }
+    }
+    std::printf("%-9s %5u x %5u x %5u  best %s: %.0f%% of the faster cuBLASLt\n\n", dtype.c_str(), sh.m, sh.n, sh.k,
+                best_name.c_str(), lt_best > 0 ? 100.0 * best / lt_best : 0.0);
+    std::fflush(stdout);
+    summary.push_back({dtype, std::to_string(sh.m) + "x" + std::to_string(sh.n) + "x" + std::to_string(sh.k), best_name, best,
+                       lt_best});
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -302,12 +395,13 @@ int main(int argc, char** argv) {
   std::vector<std::string> dtypes;
   std::vector<Shape> only_shapes;
   const char* usage =
-      "usage: matmul [--quick] [--dtype f32|tf32|f16|bf16]... [--shape MxNxK]... [--variant TEXT] [--b-col]\n"
-      "       matmul --loop-stats [ARCH]\n"
+      "usage: matmul [--quick] [--dtype f32|tf32|f16|bf16|e4m3|e5m2]... [--shape MxNxK]... [--variant TEXT]\n"
+      "              [--b-col] | --loop-stats [ARCH]\n"
       "  TFLOP/s of every matmul variant beside cuBLAS at the same precision (needs a GPU).\n"
       "  --quick  1024^3, 4096^3 and 16x4096x4096 only (under a minute on an H100)\n"
       "  --dtype  one input type (repeatable; default all four: f32 on SIMT, tf32, f16, bf16\n"
-      "           on tensor cores, each with its own output type: f32, f32, f16, bf16)\n"
+      "           on tensor cores, each with its own output type: f32, f32, f16, bf16);\n"
+      "           e4m3 / e5m2: FP8 in, bf16 out, beside cuBLASLt (f32 compute, scales)\n"
       "  --shape  only this shape (repeatable), e.g. 4096x4096x128\n"
       "  --variant  only the variants whose name contains TEXT (cuBLAS still runs)\n"
       "  --b-col  B column-major (K-major) instead of row-major, for kaio and cuBLAS\n"
@@ -338,8 +432,8 @@ int main(int argc, char** argv) {
     }
   }
   for (const std::string& d : dtypes)
-    if (d != "f32" && d != "tf32" && d != "f16" && d != "bf16") {
-      std::fprintf(stderr, "matmul: --dtype '%s' is not one of f32, tf32, f16, bf16\n", d.c_str());
+    if (d != "f32" && d != "tf32" && d != "f16" && d != "bf16" && d != "e4m3" && d != "e5m2") {
+      std::fprintf(stderr, "matmul: --dtype '%s' is not one of f32, tf32, f16, bf16, e4m3, e5m2\n", d.c_str());
       return 2;
     }
   if (!loop_stats_arch.empty()) return print_loop_stats(loop_stats_arch);
@@ -378,11 +472,22 @@ int main(int argc, char** argv) {
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   std::printf("%-6s %-21s %-32s %15s\n", "dtype", "m x n x k", "variant", "throughput");
+  bench::CublasLtFp8 lt;  // opened for the first FP8 dtype; released before the stream
+  int have_lt = -1;
   for (const std::string& d : dtypes) {
     if (d == "f32") bench_dtype<float, float>(shapes, have_cublas ? &cublas : nullptr, s, arch);
     if (d == "tf32") bench_dtype<float, float>(shapes, have_cublas ? &cublas : nullptr, s, arch, true);
     if (d == "f16") bench_dtype<half, half>(shapes, have_cublas ? &cublas : nullptr, s, arch);
     if (d == "bf16") bench_dtype<bfloat16, bfloat16>(shapes, have_cublas ? &cublas : nullptr, s, arch);
+    if (d == "e4m3" || d == "e5m2") {
+      if (have_lt < 0 && !(have_lt = lt.load())) std::printf("cuBLASLt: %s; its rows are left out\n", lt.why().c_str());
+      // FP8 shapes: the cubes, the skinny ones (m >= 16: 16-byte rows), 1000 x 1000 x 1008 (k: whole 16-byte rows)
+      std::vector<Shape> f8 = {{1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096}, {8192, 8192, 8192},
+                               {16, 4096, 4096},   {128, 11008, 4096}, {4096, 4096, 128},  {1000, 1000, 1008}};
+      if (quick) f8 = {{1024, 1024, 1024}, {4096, 4096, 4096}, {16, 4096, 4096}};
+      if (d == "e4m3") bench_fp8<fp8_e4m3>(f8, have_lt ? &lt : nullptr, s, arch);
+      else bench_fp8<fp8_e5m2>(f8, have_lt ? &lt : nullptr, s, arch);
+    }
   }
   std::printf("\nsummary (%s)\n| dtype | shape | best variant | TFLOP/s | cuBLAS | ratio |\n|---|---|---|---|---|---|\n",
               arch.c_str());

@@ -7,7 +7,9 @@
 // candidates were timed / failed. Then the per-call host cost of matmul_auto's
 // hot path beside ops::matmul with the same variant and a raw launch of its loaded kernel,
 // and a stored-choice lookup in a fresh in-process map (zero timed runs).
-// Usage: tune [--quick] [--dtype f32|tf32|f16|bf16]... [--shape MxNxK]...  (uses the kernel cache; set
+// e4m3 / e5m2: A row-major, B column-major, bf16 out, k rounded up to 16 (1000^3 runs as
+// 1000x1000x1008).
+// Usage: tune [--quick] [--dtype f32|tf32|f16|bf16|e4m3|e5m2]... [--shape MxNxK]...  (uses the kernel cache; set
 // KAIO_CACHE_DIR to a scratch folder to leave yours alone)
 #include <chrono>
 #include <cstdio>
@@ -70,12 +72,17 @@ int main(int argc, char** argv) {
     for (const std::string& dt : dtypes) {
       for (const Shape& s : shapes) {
         ops::MatmulProblem p{.m = s.m, .n = s.n, .k = s.k};
-        if (dt == "f32") p.in = ir::Scalar::F32;
+        if (dt == "e4m3" || dt == "e5m2") {  // FP8: K-major A and B, bf16 out; k in whole 16-byte rows
+          p.in = dt == "e4m3" ? ir::Scalar::E4M3 : ir::Scalar::E5M2;
+          p.out = ir::Scalar::BF16;
+          p.b = ops::MatLayout::ColMajor;
+          p.k = (p.k + 15) / 16 * 16;
+        } else if (dt == "f32") p.in = ir::Scalar::F32;
         else if (dt == "tf32") p.tf32 = true;
         else if (dt == "f16") p.in = ir::Scalar::F16;
         else if (dt == "bf16") p.in = ir::Scalar::BF16;
         else {
-          std::fprintf(stderr, "tune: --dtype %s is not f32, tf32, f16 or bf16\n", dt.c_str());
+          std::fprintf(stderr, "tune: --dtype %s is not f32, tf32, f16, bf16, e4m3 or e5m2\n", dt.c_str());
           return 1;
         }
         // Cold: this process has compiled nothing yet for the bucket (the disk cache may hold
@@ -101,7 +108,7 @@ int main(int argc, char** argv) {
         }
         const double flops = 2.0 * s.m * s.n * s.k;
         char shape[32], margin[16] = "-";
-        std::snprintf(shape, sizeof shape, "%ux%ux%u", s.m, s.n, s.k);
+        std::snprintf(shape, sizeof shape, "%ux%ux%u", p.m, p.n, p.k);
         if (auto mg = r.runner_up_margin()) std::snprintf(margin, sizeof margin, "+%.1f%%", *mg * 100);
         std::printf("%-5s %-17s %8.2f %8.2f  %-30s %9.4f %8.1f  %-30s %7s %3zu/%zu\n", dt.c_str(), shape,
                     cold.record.tune_seconds, r.tune_seconds, warm.variant->name, best ? best->median_ms : 0.0,

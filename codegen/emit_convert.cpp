@@ -28,6 +28,64 @@ std::string rnd_int(Rounding r) {  // for integer results from floats
   }
 }
 
+// An f64 rounded to odd into f32 (truncate, then set the last bit if anything was lost):
+// f32 has more than 2 bits beyond 16-bit (and 8-bit) precision, so a final rounding to
+// f16/bf16/fp8 is then correct for both rn and rz.
+std::string f64_to_f32_odd(Emitter& e, const std::string& src) {
+  std::string f = e.fresh(RegClass::F32);
+  std::string back = e.fresh(RegClass::F64), bits = e.fresh(RegClass::B32), p = e.fresh(RegClass::Pred);
+  e.ins("cvt.rz.f32.f64 " + f + ", " + src);
+  e.ins("cvt.f64.f32 " + back + ", " + f);
+  e.ins("setp.neu.f64 " + p + ", " + back + ", " + src);
+  e.ins("mov.b32 " + bits + ", " + f);
+  e.ins("@" + p + " or.b32 " + bits + ", " + bits + ", 1");
+  e.ins("mov.b32 " + f + ", " + bits);
+  return f;
+}
+
+// fp8 <-> float through sm_89's packed conversions (the only ones PTX has). From fp8:
+// cvt.rn.f16x2.{e4m3x2,e5m2x2} widens the register's two bytes to two f16 (exact); the
+// low one is the value, widened further exactly. To fp8: cvt.rn.satfinite.{e4m3x2,e5m2x2}
+// from f32 (hi, lo) with hi = 0, or from an f16x2 pair {x, +0}: the result's high byte is
+// the code of +0, 0, as the fp8 register representation wants.
+void emit_fp8_convert(Emitter& e, const ir::Inst& i) {
+  const Scalar from = e.type(i.args[0]).elem, to = i.type.elem;
+  const bool from8 = ir::scalar_bytes(from) == 1, to8 = ir::scalar_bytes(to) == 1;
+  if (e.sm() < 89)
+    e.unsupported(i, std::string("conversion ") + ir::scalar_name(from) + " -> " + ir::scalar_name(to) +
+                         " (cvt with e4m3x2 / e5m2x2 needs sm_89)");
+  const std::string d = e.reg(i.result);
+  std::string h;  // the source as f16, when it is one (or an fp8 widened to one)
+  std::string f;  // the source as f32, when it is one
+  if (from8) {
+    std::string pair = e.fresh(RegClass::B32), hi = e.fresh(RegClass::H16);
+    h = e.fresh(RegClass::H16);
+    e.ins(std::string("cvt.rn.f16x2.") + ir::scalar_name(from) + "x2 " + pair + ", " + e.reg(i.args[0]));
+    e.ins("mov.b32 {" + h + ", " + hi + "}, " + pair);
+    if (!to8) {
+      if (to == Scalar::F16) return e.ins("mov.b16 " + d + ", " + h);
+      f = e.fresh(RegClass::F32);
+      e.ins("cvt.f32.f16 " + f + ", " + h);
+      if (to == Scalar::F32) return e.ins("mov.f32 " + d + ", " + f);
+      if (to == Scalar::F64) return e.ins("cvt.f64.f32 " + d + ", " + f);
+      return e.narrow_from_f32(f, to, d);  // bf16: exact
+    }
+  } else if (from == Scalar::F16) {
+    h = e.reg(i.args[0]);
+  } else if (from == Scalar::F64) {
+    f = f64_to_f32_odd(e, e.reg(i.args[0]));
+  } else {
+    f = e.widen_to_f32(i.args[0]);  // f32, or bf16 exactly
+  }
+  const std::string x2 = std::string(ir::scalar_name(to)) + "x2";
+  if (!h.empty()) {
+    std::string pair = e.fresh(RegClass::B32);
+    e.ins("cvt.u32.u16 " + pair + ", " + h);  // {x, +0}
+    return e.ins("cvt.rn.satfinite." + x2 + ".f16x2 " + d + ", " + pair);
+  }
+  e.ins("cvt.rn.satfinite." + x2 + ".f32 " + d + ", " + fmt_f32(0.0f) + ", " + f);
+}
+
 }  // namespace
 
 void emit_convert_plain(Emitter& e, const ir::Inst& i, bool sat);
@@ -57,6 +115,7 @@ void emit_convert(Emitter& e, const ir::Inst& i) {
 
 void emit_convert_plain(Emitter& e, const ir::Inst& i, bool sat) {
   Scalar from = e.type(i.args[0]).elem, to = i.type.elem;
+  if (e.type(i.args[0]).is_fp8() || i.type.is_fp8()) return emit_fp8_convert(e, i);
   Rounding r = i.attr.rounding;
   const std::string d = e.reg(i.result);
   const std::string& src = e.reg(i.args[0]);
@@ -117,20 +176,7 @@ void emit_convert_plain(Emitter& e, const ir::Inst& i, bool sat) {
     return e.narrow_from_f32(f, to, d, r == Rounding::Rz ? "rz" : "rn");
   }
   if (is_half(to)) {
-    std::string f = src;
-    if (from == Scalar::F64) {
-      // Round to odd into f32 (truncate, then set the last bit if anything was lost):
-      // f32 has more than 2 bits beyond 16-bit precision, so the final rounding to
-      // f16/bf16 is then correct for both rn and rz.
-      f = e.fresh(RegClass::F32);
-      std::string back = e.fresh(RegClass::F64), bits = e.fresh(RegClass::B32), p = e.fresh(RegClass::Pred);
-      e.ins("cvt.rz.f32.f64 " + f + ", " + src);
-      e.ins("cvt.f64.f32 " + back + ", " + f);
-      e.ins("setp.neu.f64 " + p + ", " + back + ", " + src);
-      e.ins("mov.b32 " + bits + ", " + f);
-      e.ins("@" + p + " or.b32 " + bits + ", " + bits + ", 1");
-      e.ins("mov.b32 " + f + ", " + bits);
-    }
+    std::string f = from == Scalar::F64 ? f64_to_f32_odd(e, src) : src;
     return e.narrow_from_f32(f, to, d, r == Rounding::Rz ? "rz" : "rn");
   }
   if (from == Scalar::F32 && to == Scalar::F64) return e.ins("cvt.f64.f32 " + d + ", " + src);

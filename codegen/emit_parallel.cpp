@@ -62,6 +62,9 @@ void emit_wgmma(Emitter& e, const ir::Inst& i) {
   if (i.attr.elem == ir::Scalar::F32)  // tf32: K = 8, both operands K-major (no transpose operands)
     return e.ins("wgmma.mma_async.sync.aligned.m64n" + n + "k8.f32.tf32.tf32 " + d + ", " + da + ", " + db + ", " + scale_d +
                  ", 1, 1");
+  if (ir::scalar_bytes(i.attr.elem) == 1)  // e4m3 / e5m2: K = 32 (32 bytes, as k16 of f16), both K-major
+    return e.ins("wgmma.mma_async.sync.aligned.m64n" + n + "k32.f32." + ir::scalar_name(i.attr.elem) + "." +
+                 ir::scalar_name(i.attr.elem_b) + " " + d + ", " + da + ", " + db + ", " + scale_d + ", 1, 1");
   const char* t = i.attr.elem == ir::Scalar::BF16 ? "bf16" : "f16";
   e.ins("wgmma.mma_async.sync.aligned.m64n" + n + "k16.f32." + t + "." + t + " " + d + ", " + da + ", " + db + ", " +
         scale_d + ", 1, 1, " + std::to_string(i.attr.trans & 1) + ", " + std::to_string((i.attr.trans >> 1) & 1));

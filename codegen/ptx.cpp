@@ -64,6 +64,7 @@ RegClass reg_class(Scalar s) {
   switch (s) {
     case Scalar::Pred: return RegClass::Pred;
     case Scalar::S8: case Scalar::U8: case Scalar::S16: case Scalar::U16: return RegClass::B16;
+    case Scalar::E4M3: case Scalar::E5M2: return RegClass::B16;  // the code in the low byte, the high byte 0
     case Scalar::F16: case Scalar::BF16: return RegClass::H16;
     case Scalar::S32: case Scalar::U32: case Scalar::F16x2: case Scalar::BF16x2: return RegClass::B32;
     case Scalar::S64: case Scalar::U64: return RegClass::B64;
@@ -88,6 +89,7 @@ const char* arith_type(Scalar s) {
     case Scalar::F64: return "f64";
     case Scalar::F16x2: return "f16x2";
     case Scalar::BF16x2: return "bf16x2";
+    case Scalar::E4M3: case Scalar::E5M2: return "b16";  // moved, never computed on
   }
   return "?";
 }
@@ -97,6 +99,7 @@ const char* mem_type(Scalar s) {
     case Scalar::Pred: return "u8";
     case Scalar::S8: return "s8";
     case Scalar::U8: return "u8";
+    case Scalar::E4M3: case Scalar::E5M2: return "u8";  // zero-extended into its 16-bit register
     case Scalar::F16: case Scalar::BF16: return "b16";
     case Scalar::F16x2: case Scalar::BF16x2: return "b32";
     default: return arith_type(s);
@@ -121,6 +124,9 @@ std::string fmt_imm(Type t, uint64_t bits) {
     case Scalar::U64: return std::to_string(bits);
     case Scalar::F16: case Scalar::BF16:
       std::snprintf(buf, sizeof buf, "0x%04X", static_cast<unsigned>(bits & 0xffff));
+      return buf;
+    case Scalar::E4M3: case Scalar::E5M2:
+      std::snprintf(buf, sizeof buf, "0x%04X", static_cast<unsigned>(bits & 0xff));
       return buf;
     case Scalar::F16x2: case Scalar::BF16x2:
       std::snprintf(buf, sizeof buf, "0x%08X", static_cast<unsigned>(bits & 0xffffffffu));

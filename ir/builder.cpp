@@ -230,6 +230,10 @@ uint64_t literal_bits(const KernelBuilder& b, Type t, const Literal& lit, const 
       uint64_t h = kaio::bfloat16(static_cast<float>(d)).bits;
       return h | (h << 16);
     }
+    // fp8 literals round once from the double, as the host types do (e4m3 saturates,
+    // e5m2 overflows to infinity).
+    case Scalar::E4M3: return kaio::detail::f64_to_fp8_bits(d, false, true);
+    case Scalar::E5M2: return kaio::detail::f64_to_fp8_bits(d, true, false);
     default: b.fail(op, "unsupported literal type " + t.str());
   }
 }
@@ -329,6 +333,7 @@ void KernelBuilder::require_types(const OpDef& d, Type t) const {
   else if (t.is_int() && (d.types & TC::F32)) hint = "; use ir::cast<float>()";
   else if (t.is_packed()) hint = "; unpack the halves first";
   else if (t.is_pred() && (d.types & TC::Int)) hint = "; use && || !";
+  else if (t.is_fp8()) hint = "; " + t.str() + " is a storage type: convert it first (ir::cast<float>(x))";
   fail(d.name, std::string(d.name) + " is defined on " + describe_classes(d.types) + ", not " + t.str() + hint);
 }
 
@@ -389,6 +394,22 @@ Value KernelBuilder::cast(Value v, Type to, Rounding r) {
     fail("cast", "packed pairs convert through ir::pack2 / ir::unpack_lo / ir::unpack_hi, not cast (" + from.str() +
                      " -> " + to.str() + ")");
   if (from == to) return v;
+  if (from.is_fp8() || to.is_fp8()) {
+    // fp8 is a storage type: it converts from and to the float types (and the other fp8
+    // format) only. Widening is exact; narrowing to fp8 is cvt.rn.satfinite, the one form
+    // PTX has: to nearest even, saturating to the largest finite value.
+    const Type other = from.is_fp8() ? to : from;
+    if (!other.is_float() && !other.is_fp8())
+      fail("cast", "e4m3 and e5m2 convert to and from f16, bf16, f32 and f64 only, not " + from.str() + " -> " + to.str() +
+                       "; convert integers through f32");
+    if (to.is_fp8() && r != Rounding::Default && r != Rounding::Rn)
+      fail("cast", "conversion to " + to.str() + " rounds to nearest even only (cvt.rn.satfinite), not " + rounding_name(r));
+    if (!to.is_fp8() && r != Rounding::Default)
+      fail("cast", "conversion " + from.str() + " -> " + to.str() + " is exact; no rounding mode applies");
+    Attrs at;
+    at.rounding = to.is_fp8() ? Rounding::Rn : Rounding::Default;
+    return emit(Op::Cast, to, {v}, at);
+  }
   bool ff = from.is_float(), tf = to.is_float();
   auto no_rounding = [&] {
     if (r != Rounding::Default)
@@ -426,6 +447,9 @@ Value KernelBuilder::cast_sat(Value v, Type to, Rounding r) {
   check(v, "cast_sat");
   if (v.type().is_pred() || to.is_pred() || v.type().ptr || to.ptr)
     fail("cast_sat", "saturating conversions are between numeric types, not " + v.type().str() + " -> " + to.str());
+  if (v.type().is_fp8() || to.is_fp8())
+    fail("cast_sat", "no saturating conversion involves " + std::string(v.type().is_fp8() ? v.type().str() : to.str()) +
+                         " (conversions to fp8 always saturate to its finite range); use ir::cast");
   if (v.type() == to && !to.is_float()) return v;  // an integer is already in its own range
   // cast() emits nothing for identical types, so a same-type float clamp is emitted here.
   Value c = v.type() == to ? emit(Op::Cast, to, {v}) : cast(v, to, r);

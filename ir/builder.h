@@ -66,7 +66,9 @@ concept ExprHandle = std::same_as<std::remove_cvref_t<T>, Value> ||
 template <class T>
 concept LiteralLike = std::is_arithmetic_v<std::remove_cvref_t<T>> ||
                       std::same_as<std::remove_cvref_t<T>, kaio::half> ||
-                      std::same_as<std::remove_cvref_t<T>, kaio::bfloat16>;
+                      std::same_as<std::remove_cvref_t<T>, kaio::bfloat16> ||
+                      std::same_as<std::remove_cvref_t<T>, kaio::fp8_e4m3> ||
+                      std::same_as<std::remove_cvref_t<T>, kaio::fp8_e5m2>;
 template <class T>
 concept Operand = ExprHandle<T> || LiteralLike<T>;
 
@@ -155,8 +157,9 @@ template <class T>
 Literal make_literal(const T& v) {
   using D = std::remove_cvref_t<T>;
   if constexpr (std::same_as<D, bool>) return Literal{Literal::Bool, v ? 1 : 0, v ? 1u : 0u, v ? 1.0 : 0.0};
-  else if constexpr (std::same_as<D, kaio::half> || std::same_as<D, kaio::bfloat16>)
-    return Literal{Literal::Float, 0, 0, static_cast<double>(static_cast<float>(v))};
+  else if constexpr (std::same_as<D, kaio::half> || std::same_as<D, kaio::bfloat16> || std::same_as<D, kaio::fp8_e4m3> ||
+                     std::same_as<D, kaio::fp8_e5m2>)
+    return Literal{Literal::Float, 0, 0, static_cast<double>(static_cast<float>(v))};  // exact
   else if constexpr (std::is_floating_point_v<D>) return Literal{Literal::Float, 0, 0, static_cast<double>(v)};
   else if constexpr (std::is_signed_v<D>) return Literal{Literal::Int, static_cast<int64_t>(v), 0, 0};
   else return Literal{Literal::UInt, 0, static_cast<uint64_t>(v), 0};
@@ -283,10 +286,13 @@ class KernelBuilder {
   // Warpgroup MMA (sm_90a): acc (N/2 f32 registers) += A (64xK) * B (KxN), A and B in
   // shared memory described by u64 matrix descriptors (wgmma_descriptor). `in` f16 or bf16
   // (K = 16; each operand K-major, or MN-major when a_mn_major / b_mn_major) or f32 as tf32
-  // (K = 8, both K-major). Asynchronous: acc may not be touched until wgmma_wait_group
+  // (K = 8, both K-major) or e4m3 / e5m2 (K = 32, both K-major: the transposing forms
+  // take 16-bit elements only). Asynchronous: acc may not be touched until wgmma_wait_group
   // covers the committed group.
   void wgmma_fence();
   void wgmma(const RegArray& acc, Value desc_a, Value desc_b, Scalar in, bool a_mn_major = false, bool b_mn_major = false);
+  // FP8 with A and B of different formats (e4m3 x e5m2, e5m2 x e4m3); K-major operands.
+  void wgmma(const RegArray& acc, Value desc_a, Value desc_b, Scalar a_type, Scalar b_type);
   // The wgmma matrix descriptor (u64) of the operand tile that starts at ptr[index] in
   // shared memory: start address, leading and stride byte offsets (multiples of 16 below
   // 256 KiB) and the swizzle mode the tile was written with (TMA's swizzle of the same
@@ -459,6 +465,7 @@ class KernelBuilder {
   bool const_value(uint32_t id, uint64_t& out) const;
   void check_mbarrier(const char* op, Value bar);
   bool is_tensor_map(Value map);  // a tensor_map_param: 128 bytes by value, 64-byte aligned
+  void wgmma_form(const RegArray& acc, Value desc_a, Value desc_b, Scalar in, Scalar in_b, bool a_mn_major, bool b_mn_major);
   void named_barrier(Op op, uint32_t id, uint32_t threads);
   void mbarrier_op(Op op, Value bar, const AnyOperand& index, const AnyOperand* count);
   Value warp_reduce(Op op, Value v);

@@ -11,22 +11,39 @@ bool is_int(Type t) { return !t.ptr && t.is_int(); }
 }  // namespace
 
 void KernelBuilder::wgmma(const RegArray& acc, Value desc_a, Value desc_b, Scalar in, bool a_mn_major, bool b_mn_major) {
+  wgmma_form(acc, desc_a, desc_b, in, in, a_mn_major, b_mn_major);
+}
+
+void KernelBuilder::wgmma(const RegArray& acc, Value desc_a, Value desc_b, Scalar a_type, Scalar b_type) {
+  wgmma_form(acc, desc_a, desc_b, a_type, b_type, false, false);
+}
+
+void KernelBuilder::wgmma_form(const RegArray& acc, Value desc_a, Value desc_b, Scalar in, Scalar in_b, bool a_mn_major,
+                               bool b_mn_major) {
   ensure_open("wgmma");
   check(desc_a, "wgmma");
   check(desc_b, "wgmma");
   const uint32_t n = static_cast<uint32_t>(acc.size()) * 2;
+  const bool fp8 = in == Scalar::E4M3 || in == Scalar::E5M2;
+  const std::string k = std::to_string(32 / scalar_bytes(in));
   if (!(acc.type() == Type::scalar(Scalar::F32)) || n < 8 || n > 256 || n % 8)
-    fail("wgmma", "the accumulator is an f32 register array of N/2 values for m64nNk16, N in 8..256 in steps of 8; got " +
-                      std::to_string(acc.size()) + " values of " + acc.type().str());
-  if (in != Scalar::F16 && in != Scalar::BF16 && in != Scalar::F32)
-    fail("wgmma", std::string("A and B are f16, bf16 or f32 (as tf32), not ") + scalar_name(in));
+    fail("wgmma", "the accumulator is an f32 register array of N/2 values for m64nNk" + k +
+                      ", N in 8..256 in steps of 8; got " + std::to_string(acc.size()) + " values of " + acc.type().str());
+  if (in != Scalar::F16 && in != Scalar::BF16 && in != Scalar::F32 && !fp8)
+    fail("wgmma", std::string("A and B are f16, bf16, f32 (as tf32), e4m3 or e5m2, not ") + scalar_name(in));
+  if (in_b != in && !(fp8 && (in_b == Scalar::E4M3 || in_b == Scalar::E5M2)))
+    fail("wgmma", std::string("A and B have one type, except e4m3 with e5m2; got ") + scalar_name(in) + " and " +
+                      scalar_name(in_b));
   if (in == Scalar::F32 && (a_mn_major || b_mn_major))
     fail("wgmma", "tf32 operands are K-major only (the transposing forms take 16-bit elements)");
+  if (fp8 && (a_mn_major || b_mn_major))
+    fail("wgmma", std::string(scalar_name(in)) + " operands are K-major only (the transposing forms take 16-bit elements)");
   for (Value d : {desc_a, desc_b})
     if (!(d.type() == Type::scalar(Scalar::U64))) fail("wgmma", "matrix descriptors are u64, got " + d.type().str());
   Inst& inst = append(Op::WgmmaMma, Type{});
   inst.attr.shape = static_cast<uint16_t>(n);
   inst.attr.elem = in;
+  inst.attr.elem_b = in_b;
   inst.attr.trans = static_cast<uint8_t>((a_mn_major ? 1 : 0) | (b_mn_major ? 2 : 0));
   for (uint32_t k = 0; k < acc.size(); ++k) inst.args.push_back(acc.first_id() + k);
   inst.args.push_back(desc_a.id());

@@ -73,6 +73,7 @@ struct Encoder {
         case std::countr_zero(uint32_t{Attr::Elem}): u8(static_cast<uint8_t>(a.elem)); break;
         case std::countr_zero(uint32_t{Attr::Mma}): u8(static_cast<uint8_t>(a.mma)); break;
         case std::countr_zero(uint32_t{Attr::Trans}): u8(a.trans); break;
+        case std::countr_zero(uint32_t{Attr::ElemB}): u8(static_cast<uint8_t>(a.elem_b)); break;
         default: KAIO_ASSERT(false, "an attribute bit without an encoding");
       }
     }

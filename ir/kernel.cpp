@@ -43,6 +43,7 @@ uint16_t type_class(Type t) {
     case Scalar::F32: return TC::F32;
     case Scalar::F64: return TC::F64;
     case Scalar::F16x2: case Scalar::BF16x2: return TC::Packed;
+    case Scalar::E4M3: case Scalar::E5M2: return TC::Fp8;
   }
   return 0;
 }
@@ -58,6 +59,7 @@ std::string describe_classes(uint16_t m) {
   if (m & TC::F32) parts[n++] = "f32";
   if (m & TC::F64) parts[n++] = "f64";
   if (m & TC::Packed) parts[n++] = "f16x2/bf16x2";
+  if (m & TC::Fp8) parts[n++] = "e4m3/e5m2";
   std::string s;
   for (int i = 0; i < n; ++i) s += (i == 0 ? "" : i + 1 == n ? " or " : ", ") + parts[i];
   return s;

@@ -55,6 +55,7 @@ enum : uint16_t {
   F32 = 1 << 4,
   F64 = 1 << 5,
   Packed = 1 << 6,  // f16x2, bf16x2
+  Fp8 = 1 << 7,     // e4m3, e5m2: storage types, no op computes on them (convert first)
   Int = SInt | UInt,
   Float32 = Half | F32,  // computed in f32: no f64 form
   Float = Half | F32 | F64,
@@ -116,6 +117,7 @@ enum : uint32_t {
   Elem = 1 << 22,     // tensor-core ops: the A/B element type
   Mma = 1 << 23,      // MmaSync: the instruction shape and types (MmaKind, mma_layout.h)
   Trans = 1 << 24,    // Ldmatrix: .trans (1); wgmma: bit 0 A, bit 1 B are MN-major (transposed)
+  ElemB = 1 << 25,    // wgmma: the B element type (Elem is A's; they differ only for e4m3 x e5m2)
 };
 }  // namespace Attr
 
@@ -173,7 +175,7 @@ enum class WgmmaSwizzle : uint8_t { None = 0, B128 = 1, B64 = 2, B32 = 3 };
 inline constexpr uint32_t kNoValue = 0xffffffffu;
 
 // The attribute values of one instruction; which of them an op uses is in its OpDef.
-// Narrow fields (48 bytes in all) keep instructions small; the builder checks each value's
+// Narrow fields (56 bytes in all) keep instructions small; the builder checks each value's
 // range before it stores it (ids 0..15, threads <= 1024, regs <= 256, widths <= 32,
 // alignments <= 4096, shapes <= 256), and the encoding writes them at their full width.
 struct Attrs {
@@ -189,6 +191,7 @@ struct Attrs {
   uint8_t id = 0;
   uint8_t width = 32;
   Scalar elem = Scalar::F16;
+  Scalar elem_b = Scalar::F16;
   MmaKind mma = MmaKind::F16;
   SpecialReg sreg = SpecialReg::TidX;
   Rounding rounding = Rounding::Default;

@@ -26,6 +26,9 @@ std::string format_constant(Type t, uint64_t bits) {
     case Scalar::F32:
       std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(detail::bits_f32(uint32_t(bits))));
       return buf;
+    case Scalar::E4M3: case Scalar::E5M2:
+      std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(detail::fp8_bits_to_f32(uint8_t(bits), t.elem == Scalar::E5M2)));
+      return buf;
     case Scalar::F16x2:
       return "(" + format_constant(Type::scalar(Scalar::F16), bits & 0xffff) + ", " +
              format_constant(Type::scalar(Scalar::F16), (bits >> 16) & 0xffff) + ")";
@@ -111,8 +114,9 @@ struct Printer {
     if (m & Attr::Bits) s += " " + format_constant(i.type, a.bits);
     if (m & Attr::Sreg) s += std::string(" ") + sreg_name(a.sreg);
     if (m & Attr::Count) s += " " + std::to_string(a.count);
-    if (m & Attr::Shape) s += " m64n" + std::to_string(a.shape) + (a.elem == Scalar::F32 ? "k8" : "k16");
+    if (m & Attr::Shape) s += " m64n" + std::to_string(a.shape) + "k" + std::to_string(32 / scalar_bytes(a.elem));
     if (m & Attr::Elem) s += std::string(" ") + scalar_name(a.elem);
+    if ((m & Attr::ElemB) && a.elem_b != a.elem) s += std::string(" ") + scalar_name(a.elem_b);
     if (m & Attr::Mma) s += std::string(" ") + mma_shape(a.mma).name;
     return s;
   }

@@ -7,7 +7,7 @@ bool Type::is_float() const {
                   elem == Scalar::F64);
 }
 
-bool Type::is_int() const { return !ptr && !is_float() && !is_packed() && elem != Scalar::Pred; }
+bool Type::is_int() const { return !ptr && !is_float() && !is_packed() && !is_fp8() && elem != Scalar::Pred; }
 
 bool Type::is_signed() const {
   if (ptr) return false;
@@ -21,7 +21,7 @@ bool Type::is_signed() const {
 
 int scalar_bytes(Scalar s) {
   switch (s) {
-    case Scalar::Pred: case Scalar::S8: case Scalar::U8: return 1;
+    case Scalar::Pred: case Scalar::S8: case Scalar::U8: case Scalar::E4M3: case Scalar::E5M2: return 1;
     case Scalar::S16: case Scalar::U16: case Scalar::F16: case Scalar::BF16: return 2;
     case Scalar::S32: case Scalar::U32: case Scalar::F32: case Scalar::F16x2: case Scalar::BF16x2: return 4;
     case Scalar::S64: case Scalar::U64: case Scalar::F64: return 8;
@@ -48,6 +48,8 @@ const char* scalar_name(Scalar s) {
     case Scalar::F64: return "f64";
     case Scalar::F16x2: return "f16x2";
     case Scalar::BF16x2: return "bf16x2";
+    case Scalar::E4M3: return "e4m3";
+    case Scalar::E5M2: return "e5m2";
   }
   return "?";
 }

@@ -5,12 +5,15 @@
 #include <string>
 #include <type_traits>
 
+#include "kaio/ir/fp8.h"
 #include "kaio/ir/half.h"
 
 namespace kaio::ir {
 
 // F16x2 / BF16x2: two halves packed in 32 bits (low half first), computed pairwise.
-enum class Scalar : uint8_t { Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64, F16x2, BF16x2 };
+// E4M3 / E5M2: 8-bit floats (ir/fp8.h), storage types: loaded, stored, moved and converted
+// (ir::cast), never computed on. Appended so that older scalar numbers stay.
+enum class Scalar : uint8_t { Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64, F16x2, BF16x2, E4M3, E5M2 };
 
 // Where a pointer points: global memory (kernel parameters), the block's shared memory, or
 // a by-value kernel parameter (read-only; a generic address made with cvta.param).
@@ -28,8 +31,9 @@ struct Type {
   bool operator==(const Type&) const = default;
 
   bool is_pred() const { return !ptr && elem == Scalar::Pred; }
-  bool is_float() const;  // f16 bf16 f32 f64 scalars
+  bool is_float() const;  // f16 bf16 f32 f64 scalars (not the fp8 storage types)
   bool is_int() const;    // signed or unsigned integer scalars
+  bool is_fp8() const { return !ptr && (elem == Scalar::E4M3 || elem == Scalar::E5M2); }
   bool is_signed() const; // signed integers and floats
   bool is_packed() const { return !ptr && (elem == Scalar::F16x2 || elem == Scalar::BF16x2); }
   bool is_shared_ptr() const { return ptr && space == Space::Shared; }
@@ -62,6 +66,8 @@ KAIO_SCALAR_OF(float, F32)
 KAIO_SCALAR_OF(double, F64)
 KAIO_SCALAR_OF(kaio::half2, F16x2)
 KAIO_SCALAR_OF(kaio::bfloat162, BF16x2)
+KAIO_SCALAR_OF(kaio::fp8_e4m3, E4M3)
+KAIO_SCALAR_OF(kaio::fp8_e5m2, E5M2)
 #undef KAIO_SCALAR_OF
 
 template <class T>

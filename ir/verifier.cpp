@@ -72,7 +72,8 @@ struct Verifier {
     if ((i.result != kNoValue) != want) fail(i, want ? "must define a result" : "defines no result");
   }
   void classes(const Inst& i, const OpDef& d, Type t) {
-    if (d.types && !(type_class(t) & d.types)) fail(i, "not defined on " + t.str());
+    if (d.types && !(type_class(t) & d.types))
+      fail(i, "not defined on " + t.str() + (t.is_fp8() ? " (a storage type: convert it first)" : ""));
   }
   Type pointer(const Inst& i, bool mutable_) {
     Type p = arg(i, 0);
@@ -132,10 +133,15 @@ struct Verifier {
         same(i, arg(i, 1), i.type);
         same(i, arg(i, 2), i.type);
         break;
-      case OpRule::Convert:
+      case OpRule::Convert: {
         arity(i, 1, 1);
-        if (arg(i, 0).ptr || i.type.ptr) fail(i, "converts scalars only");
+        const Type from = arg(i, 0);
+        if (from.ptr || i.type.ptr) fail(i, "converts scalars only");
+        if ((from.is_fp8() || i.type.is_fp8()) &&
+            (!(from.is_float() || from.is_fp8()) || !(i.type.is_float() || i.type.is_fp8()) || i.attr.saturate))
+          fail(i, "e4m3 and e5m2 convert to and from the float types only, without saturation");
         break;
+      }
       case OpRule::Pack:
         arity(i, 2, 2);
         same(i, arg(i, 0), arg(i, 1));
@@ -197,9 +203,13 @@ struct Verifier {
           if (!(use(i, i.args[a], true) == Type::scalar(Scalar::F32))) fail(i, "the accumulator is f32 variables");
         for (size_t a = nacc; a < nacc + 2; ++a)
           if (!(arg(i, a) == Type::scalar(Scalar::U64))) fail(i, "the A and B descriptors are u64");
-        if (i.attr.elem != Scalar::F16 && i.attr.elem != Scalar::BF16 && i.attr.elem != Scalar::F32)
-          fail(i, "A and B are f16, bf16 or f32 (tf32)");
-        if (i.attr.trans > 3 || (i.attr.elem == Scalar::F32 && i.attr.trans)) fail(i, "tf32 operands are K-major only");
+        const Scalar ea = i.attr.elem, eb = i.attr.elem_b;
+        const bool fp8 = (ea == Scalar::E4M3 || ea == Scalar::E5M2) && (eb == Scalar::E4M3 || eb == Scalar::E5M2);
+        if (ea != Scalar::F16 && ea != Scalar::BF16 && ea != Scalar::F32 && !fp8)
+          fail(i, "A and B are f16, bf16, f32 (tf32), e4m3 or e5m2");
+        if (ea != eb && !fp8) fail(i, "A and B have one type, except e4m3 with e5m2");
+        if (i.attr.trans > 3 || (ea == Scalar::F32 && i.attr.trans)) fail(i, "tf32 operands are K-major only");
+        if (fp8 && i.attr.trans) fail(i, "8-bit (e4m3, e5m2) operands are K-major only");
         results(i, false);
         break;
       }

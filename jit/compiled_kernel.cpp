@@ -71,6 +71,7 @@ std::string arg_desc(const detail::Arg& a) {
     case detail::Arg::F16: return "a kaio::half";
     case detail::Arg::BF16: return "a kaio::bfloat16";
     case detail::Arg::Bytes: return "a by-value blob of " + std::to_string(a.i) + " bytes";
+    case detail::Arg::Fp8: return std::string("a kaio::fp8_") + ir::scalar_name(a.elem);
   }
   return "?";
 }
@@ -115,6 +116,11 @@ bool pack(const detail::Arg& a, const ir::Param& p, uint64_t& slot, std::string&
       return true;
     case ir::Scalar::BF16:
       if (a.kind != Arg::BF16) return false;
+      slot = a.u;
+      return true;
+    case ir::Scalar::E4M3:
+    case ir::Scalar::E5M2:
+      if (a.kind != Arg::Fp8 || a.elem != t.elem) return false;
       slot = a.u;
       return true;
     default:

@@ -47,8 +47,8 @@ struct KernelState;
 
 // One launch argument before it is matched against the kernel's parameter.
 struct Arg {
-  enum Kind : uint8_t { Pointer, Int, UInt, Bool, F32, F64, F16, BF16, Bytes } kind;
-  ir::Scalar elem = ir::Scalar::Pred;  // pointee for Pointer
+  enum Kind : uint8_t { Pointer, Int, UInt, Bool, F32, F64, F16, BF16, Bytes, Fp8 } kind;
+  ir::Scalar elem = ir::Scalar::Pred;  // pointee for Pointer; e4m3 or e5m2 for Fp8
   int64_t i = 0;   // also: the size of a Bytes blob
   uint64_t u = 0;  // also: pointer address, raw f16/bf16/f32/f64 bits, host address of a Bytes blob
   double d = 0;
@@ -71,6 +71,8 @@ inline Arg make_arg(double v) {
 }
 inline Arg make_arg(kaio::half v) { return Arg{Arg::F16, {}, 0, v.bits, static_cast<float>(v)}; }
 inline Arg make_arg(kaio::bfloat16 v) { return Arg{Arg::BF16, {}, 0, v.bits, static_cast<float>(v)}; }
+inline Arg make_arg(kaio::fp8_e4m3 v) { return Arg{Arg::Fp8, ir::Scalar::E4M3, 0, v.bits, static_cast<float>(v)}; }
+inline Arg make_arg(kaio::fp8_e5m2 v) { return Arg{Arg::Fp8, ir::Scalar::E5M2, 0, v.bits, static_cast<float>(v)}; }
 Arg make_arg(const TensorMap& m);  // a 128-byte by-value parameter (jit/tensor_map.h)
 template <std::integral T>
   requires(!std::same_as<T, bool>)

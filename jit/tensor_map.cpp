@@ -21,6 +21,7 @@ namespace {
 bool tma_type(ir::Scalar s, CUtensorMapDataType& t) {
   switch (s) {
     case ir::Scalar::U8: t = CU_TENSOR_MAP_DATA_TYPE_UINT8; return true;
+    case ir::Scalar::E4M3: case ir::Scalar::E5M2: t = CU_TENSOR_MAP_DATA_TYPE_UINT8; return true;  // bytes to TMA
     case ir::Scalar::U16: t = CU_TENSOR_MAP_DATA_TYPE_UINT16; return true;
     case ir::Scalar::U32: t = CU_TENSOR_MAP_DATA_TYPE_UINT32; return true;
     case ir::Scalar::S32: t = CU_TENSOR_MAP_DATA_TYPE_INT32; return true;

@@ -14,8 +14,9 @@
 //                   batch strides whole 16-byte vectors, 16-byte aligned pointers)
 //             Wgmma  Hopper (sm_90a, an sm_90 device): a TMA producer warpgroup and BM / 64
 //                   wgmma consumer warpgroups of 64 x BN, STAGES-deep mbarrier ring; f16 /
-//                   bf16 (either layout) or tf32 (A row-major, B column-major); rows
-//                   16-byte aligned as for MmaAsync (matmul_wgmma.cpp)
+//                   bf16 (either layout), tf32 or e4m3 / e5m2 with per-tensor scales (A
+//                   row-major, B column-major); rows 16-byte aligned as for MmaAsync
+//                   (matmul_wgmma.cpp)
 //   problem   m, n, k; the input type (f32 for Simt; f16 / bf16 for Mma) and the output type
 //             (f32; f16 / bf16 too for Mma, rounded once); layouts; lda / ldb / ldc (0:
 //             packed); batch and element strides between batches (0: packed)
@@ -102,10 +103,17 @@ uint32_t matmul_k_chunk(const MatmulProblem& p);
 // (ceil(n / 256), m, batch), 256 threads.
 ir::Kernel matmul_scale_kernel();
 
+// Per-tensor scales of FP8 (e4m3 / e5m2) inputs: the device addresses of one f32 each (0:
+// 1.0). The kernel reads them, so that scales computed on the GPU need no host sync:
+// C = alpha * scale_a * scale_b * A * B + beta * C.
+struct MatmulScales {
+  uint64_t a = 0, b = 0;
+};
+
 // C = alpha * A * B + beta * C with one variant, on device pointers. UsageError (op
 // "matmul") when the variant cannot serve the problem on this device, naming the reason.
 void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const MatmulProblem& p,
-            const jit::Stream* stream = nullptr);
+            const jit::Stream* stream = nullptr, const MatmulScales& scales = {});
 
 // Builders of the engines (matmul_simt.cpp, matmul_simt_db.cpp, matmul_mma.cpp, matmul_mma_async.cpp).
 ir::Kernel build_matmul_simt(const MatmulVariant& v, const MatmulConfig& c);
@@ -117,10 +125,12 @@ uint32_t matmul_async_shared_bytes(const MatmulVariant& v, ir::Scalar in, MatLay
 
 // The Wgmma engine (matmul_wgmma.cpp). Its kernels take TMA tensor maps instead of the A
 // and B pointers: params map A, map B, map C, Out* C, u32 m, n, k, ldc, f32 alpha, beta,
-// u64 stride_c, u32 splits, k_chunk, tiles_n, tiles_m, work, pairs, tma_store; a persistent
-// grid of work items. Each operand map is 3-D (contiguous dimension, the other one, batch)
-// with 128-byte swizzling and the box below; with tma_store (beta == 0, no split-K, 16-byte
-// aligned C rows) C leaves through shared memory and TMA stores of 64 x 128-byte boxes.
+// u64 stride_c, u32 splits, k_chunk, tiles_n, tiles_m, work, pairs, tma_store, and for
+// e4m3 / e5m2 inputs const f32* scale_a, scale_b, u32 scales (bit 0: A's is given, bit 1:
+// B's); a persistent grid of work items. Each operand map is 3-D (contiguous dimension, the
+// other one, batch) with 128-byte swizzling and the box below; with tma_store (beta == 0,
+// no split-K, 16-byte aligned C rows) C leaves through shared memory and TMA stores of
+// 64 x 128-byte boxes.
 ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c);
 uint32_t matmul_wgmma_bk(ir::Scalar in);  // the k of a stage: 128 bytes of elements
 uint32_t matmul_wgmma_stage_bytes(const MatmulVariant& v);

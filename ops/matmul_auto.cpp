@@ -30,8 +30,9 @@ Bucket bucket_of(const MatmulProblem& p) {
   // The alignment can_implement depends on, with the packed leading dimensions filled in.
   const uint64_t lda = p.lda ? p.lda : (ar ? p.k : p.m), ldb = p.ldb ? p.ldb : (br ? p.n : p.k);
   const uint64_t sa = p.stride_a ? p.stride_a : lda * (ar ? p.m : p.k), sb = p.stride_b ? p.stride_b : ldb * (br ? p.k : p.n);
-  const uint32_t align = (p.ptr_align % 16 == 0) | (lda % 8 == 0) << 1 | (ldb % 8 == 0) << 2 |
-                         (p.batch <= 1 || (sa % 8 == 0 && sb % 8 == 0)) << 3;
+  const uint64_t q = ir::scalar_bytes(p.in) == 1 ? 16 : 8;  // 16-byte rows: 16 fp8 elements, 8 otherwise
+  const uint32_t align = (p.ptr_align % 16 == 0) | (lda % q == 0) << 1 | (ldb % q == 0) << 2 |
+                         (p.batch <= 1 || (sa % q == 0 && sb % q == 0)) << 3;
   return {lg(p.m) | lg(p.n) << 8 | lg(p.k) << 16 | lg(p.batch) << 24,
           uint32_t(p.in) | uint32_t(p.out) << 8 | uint32_t(p.a) << 16 | uint32_t(p.b) << 17 | uint32_t(p.tf32) << 18 |
               align << 20};
@@ -87,9 +88,10 @@ const MatmulVariant& lookup(const MatmulProblem& p, const jit::Stream* stream) {
 
 const MatmulVariant& matmul_auto_variant(const MatmulProblem& p, const jit::Stream* stream) { return lookup(p, stream); }
 
-void matmul_auto(uint64_t a, uint64_t b, uint64_t c, const MatmulProblem& p, const jit::Stream* stream) {
+void matmul_auto(uint64_t a, uint64_t b, uint64_t c, const MatmulProblem& p, const jit::Stream* stream,
+                 const MatmulScales& scales) {
   if (p.m == 0 || p.n == 0) return;
-  matmul(lookup(p, stream), a, b, c, p, stream);
+  matmul(lookup(p, stream), a, b, c, p, stream, scales);
 }
 
 void matmul_auto_reset() {

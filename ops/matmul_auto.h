@@ -13,17 +13,19 @@
 
 namespace kaio::ops {
 
-void matmul_auto(uint64_t a, uint64_t b, uint64_t c, const MatmulProblem& p, const jit::Stream* stream = nullptr);
+// `scales`: FP8 inputs' per-tensor scales (ops/matmul.h), device addresses of one f32 each.
+void matmul_auto(uint64_t a, uint64_t b, uint64_t c, const MatmulProblem& p, const jit::Stream* stream = nullptr,
+                 const MatmulScales& scales = {});
 
 template <class TA, class TB, class TC>
 void matmul_auto(jit::DevicePtr<TA> a, jit::DevicePtr<TB> b, jit::DevicePtr<TC> c, const MatmulProblem& p,
-                 const jit::Stream* stream = nullptr) {
-  matmul_auto(a.address, b.address, c.address, p, stream);
+                 const jit::Stream* stream = nullptr, const MatmulScales& scales = {}) {
+  matmul_auto(a.address, b.address, c.address, p, stream, scales);
 }
 template <class TA, class TB, class TC>
 void matmul_auto(const jit::DeviceBuffer<TA>& a, const jit::DeviceBuffer<TB>& b, jit::DeviceBuffer<TC>& c,
-                 const MatmulProblem& p, const jit::Stream* stream = nullptr) {
-  matmul_auto(a.device_address(), b.device_address(), c.device_address(), p, stream);
+                 const MatmulProblem& p, const jit::Stream* stream = nullptr, const MatmulScales& scales = {}) {
+  matmul_auto(a.device_address(), b.device_address(), c.device_address(), p, stream, scales);
 }
 
 // The variant matmul_auto uses for p (choosing it as a call would: tunes on a first call).

@@ -69,12 +69,17 @@ bool MatmulVariant::can_implement(const MatmulProblem& p, int sm, std::string* w
     if (sm != 90)
       return fail(why, v + "wgmma and TMA run on sm_90 devices (compiled for sm_90a), the device is sm_" + std::to_string(sm));
     if (jit::interpret_mode()) return fail(why, v + "the interpreter does not model wgmma and TMA (an sm_90 GPU runs it)");
-    const bool tf32 = p.in == ir::Scalar::F32 && p.tf32;
-    if (p.in != ir::Scalar::F16 && p.in != ir::Scalar::BF16 && !tf32)
-      return fail(why, v + "wgmma takes f16 or bf16 inputs (f32 with problem.tf32), not " + std::string(ir::scalar_name(p.in)));
-    if (tf32 && (p.a != MatLayout::RowMajor || p.b != MatLayout::ColMajor))
-      return fail(why, v + "tf32 wgmma reads K-major operands only: A row-major and B column-major");
-    if (p.out != ir::Scalar::F32 && p.out != p.in)
+    const bool tf32 = p.in == ir::Scalar::F32 && p.tf32, fp8 = p.in == ir::Scalar::E4M3 || p.in == ir::Scalar::E5M2;
+    if (p.in != ir::Scalar::F16 && p.in != ir::Scalar::BF16 && !tf32 && !fp8)
+      return fail(why, v + "wgmma takes f16 or bf16 inputs, e4m3 or e5m2 too (f32 with problem.tf32), not " +
+                           std::string(ir::scalar_name(p.in)));
+    if ((tf32 || fp8) && (p.a != MatLayout::RowMajor || p.b != MatLayout::ColMajor))
+      return fail(why, v + (fp8 ? "e4m3 / e5m2" : "tf32") +
+                           " wgmma reads K-major operands only: A row-major and B column-major (the transposing forms "
+                           "take 16-bit elements)");
+    if (fp8 && p.out != ir::Scalar::F32 && p.out != ir::Scalar::F16 && p.out != ir::Scalar::BF16)
+      return fail(why, v + "the output of e4m3 / e5m2 inputs is f32, f16 or bf16, not " + std::string(ir::scalar_name(p.out)));
+    if (!fp8 && p.out != ir::Scalar::F32 && p.out != p.in)
       return fail(why, v + "the output is f32 or the input type, not " + std::string(ir::scalar_name(p.out)));
   } else if (simt(engine)) {
     if (p.in != ir::Scalar::F32 || p.out != ir::Scalar::F32)
@@ -143,8 +148,10 @@ ir::Kernel matmul_kernel(const MatmulConfig& c) {
   p.tf32 = true;  // a config with f32 inputs on a tensor-core engine is the tf32 kernel
   std::string why;
   if (v.engine != MatmulEngine::Wgmma && !v.can_implement(p, 80, &why)) throw UsageError("matmul", "matmul", why);
-  if (v.engine == MatmulEngine::Wgmma && c.in == ir::Scalar::F32 && (c.a != MatLayout::RowMajor || c.b != MatLayout::ColMajor))
-    throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": tf32 wgmma reads A row-major and B column-major only");
+  if (v.engine == MatmulEngine::Wgmma && (c.in == ir::Scalar::F32 || ir::scalar_bytes(c.in) == 1) &&
+      (c.a != MatLayout::RowMajor || c.b != MatLayout::ColMajor))
+    throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": " + ir::scalar_name(c.in) +
+                                             " wgmma reads A row-major and B column-major only");
   switch (v.engine) {
     case MatmulEngine::Simt: return build_matmul_simt(v, c);
     case MatmulEngine::SimtDb: return build_matmul_simt_db(v, c);
@@ -165,6 +172,9 @@ jit::Family<MatmulConfig>& matmul_family() {
         declared.push_back({i, ir::Scalar::F16, ir::Scalar::F32});
         declared.push_back({i, ir::Scalar::BF16, ir::Scalar::F32});
         if (kVariants[i].can_implement({.tf32 = true}, 80)) declared.push_back({i, ir::Scalar::F32, ir::Scalar::F32});
+        if (kVariants[i].engine == MatmulEngine::Wgmma)  // FP8: K-major operands, bf16 out (torch._scaled_mm's usual)
+          for (ir::Scalar f8 : {ir::Scalar::E4M3, ir::Scalar::E5M2})
+            declared.push_back({i, f8, ir::Scalar::BF16, MatLayout::RowMajor, MatLayout::ColMajor});
       }
     }
     return declared;
@@ -194,8 +204,8 @@ MatmulProblem matmul_resolved(const MatmulProblem& q) {
 }
 
 uint32_t matmul_k_chunk(const MatmulProblem& p) {
-  const uint32_t per = (p.k + p.split_k - 1) / std::max(p.split_k, 1u);
-  return (per + 63) / 64 * 64;  // a multiple of every BK: k steps never cross into the next chunk (TMA reads whole steps)
+  const uint32_t per = (p.k + p.split_k - 1) / std::max(p.split_k, 1u), bk = ir::scalar_bytes(p.in) == 1 ? 128 : 64;
+  return (per + bk - 1) / bk * bk;  // a multiple of every BK: k steps never cross into the next chunk (TMA reads whole steps)
 }
 
 ir::Kernel matmul_scale_kernel() {
@@ -289,7 +299,7 @@ jit::TensorMap operand_map(const MatmulVariant& v, const MatmulProblem& p, bool 
 }
 
 void matmul_wgmma_launch(const MatmulVariant& v, const MatmulConfig& cfg, uint64_t a, uint64_t b, uint64_t c,
-                         const MatmulProblem& p, const jit::Stream* stream) {
+                         const MatmulProblem& p, const jit::Stream* stream, const MatmulScales& sc) {
   using jit::detail::make_arg;
   const jit::TensorMap ma = operand_map(v, p, true, a), mb = operand_map(v, p, false, b);
   // C through shared memory and TMA stores where the map can describe it (16-byte aligned
@@ -317,7 +327,12 @@ void matmul_wgmma_launch(const MatmulVariant& v, const MatmulConfig& cfg, uint64
                                    make_arg(p.ldc),    make_arg(p.alpha),  make_arg(p.beta),
                                    make_arg(p.stride_c), make_arg(p.split_k), make_arg(matmul_k_chunk(p)),
                                    make_arg(tiles_n),  make_arg(tiles_m),  make_arg(matmul_wgmma_work(v, p)),
-                                   make_arg(pairs),    make_arg(tma_store)};
+                                   make_arg(pairs),    make_arg(tma_store),
+                                   // FP8 kernels only: the scale pointers and which of them are given
+                                   jit::detail::Arg{jit::detail::Arg::Pointer, ir::Scalar::F32, 0, sc.a, 0},
+                                   jit::detail::Arg{jit::detail::Arg::Pointer, ir::Scalar::F32, 0, sc.b, 0},
+                                   make_arg(uint32_t(sc.a != 0) | uint32_t(sc.b != 0) << 1)};
+  const size_t nargs = ir::scalar_bytes(p.in) == 1 ? std::size(args) : std::size(args) - 3;
   const jit::CompiledKernel& k = matmul_family().get(cfg);
   jit::LaunchConfig lc = matmul_launch_config(v, p, stream);
   if (v.cluster > 1) {  // a persistent grid of clusters: only as many as can be resident at once
@@ -327,13 +342,19 @@ void matmul_wgmma_launch(const MatmulVariant& v, const MatmulConfig& cfg, uint64
     if (n == 0) r.store(n = std::max(1, k.max_active_clusters(lc)), std::memory_order_relaxed);
     lc.grid.x = std::min<uint64_t>(lc.grid.x, uint64_t(n) * v.cluster);
   }
-  k.launch_packed(lc, args, std::size(args));
+  k.launch_packed(lc, args, nargs);
 }
 }  // namespace
 
-void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const MatmulProblem& q, const jit::Stream* stream) {
+void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const MatmulProblem& q, const jit::Stream* stream,
+            const MatmulScales& scales) {
   if (&v < kVariants || &v >= kVariants + std::size(kVariants))
     throw UsageError("matmul", "matmul", "the variant is not a row of matmul_variants()");
+  if ((scales.a || scales.b) && ir::scalar_bytes(q.in) != 1)
+    throw UsageError("matmul", "matmul", std::string("scales: per-tensor scales apply to e4m3 / e5m2 inputs, not ") +
+                                             ir::scalar_name(q.in) + " (fold a scale into alpha)");
+  if (scales.a % 4 || scales.b % 4)
+    throw UsageError("matmul", "matmul", "scales: the scale pointers must be 4-byte aligned f32 addresses (or 0)");
   std::string why;
   const int sm = codegen::parse_arch(jit::detail::backend().default_arch()).sm;
   if (!v.can_implement(q, sm, &why)) throw UsageError("matmul", "matmul", why);
@@ -349,7 +370,7 @@ void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const Ma
   if (p.split_k > 1)  // C = beta * C first; the blocks then add alpha * their chunk's product
     scale_family().launch(ScaleConfig{}, {.grid = {(p.n + 255) / 256, p.m, p.batch}, .block = {256}, .stream = stream},
                           jit::DevicePtr<float>{c}, p.m, p.n, p.ldc, p.stride_c, p.beta);
-  if (v.engine == MatmulEngine::Wgmma) return matmul_wgmma_launch(v, cfg, a, b, c, p, stream);
+  if (v.engine == MatmulEngine::Wgmma) return matmul_wgmma_launch(v, cfg, a, b, c, p, stream, scales);
   const Arg args[] = {Arg{Arg::Pointer, p.in, 0, a, 0},  Arg{Arg::Pointer, p.in, 0, b, 0}, Arg{Arg::Pointer, p.out, 0, c, 0},
                       make_arg(p.m),     make_arg(p.n),     make_arg(p.k),     make_arg(p.lda), make_arg(p.ldb),
                       make_arg(p.ldc),   make_arg(p.alpha), make_arg(p.beta),  make_arg(p.stride_a),

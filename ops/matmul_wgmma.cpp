@@ -4,7 +4,8 @@
 //                      B tiles into a ring of STAGES shared-memory stages; the loads
 //                      complete the stage's "full" mbarrier (transaction bytes)
 //   warpgroups 1..C    the consumers (C = BM / 64): each owns 64 rows of the BM x BN block
-//                      tile and accumulates them with wgmma m64nBNk16 (k8 for tf32) straight
+//                      tile and accumulates them with wgmma m64nBNk16 (k8 for tf32, k32 for
+//                      e4m3 / e5m2: always 32 bytes of k, so descriptors step alike) straight
 //                      from shared memory, then releases the stage on its "empty" mbarrier
 //
 // Shared tiles are written by TMA with 128-byte swizzling, the layout the wgmma
@@ -78,8 +79,8 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   const uint32_t consumers = matmul_wgmma_consumers(v), threads = v.threads();
   const uint32_t per_stage = v.pingpong ? 1 : consumers;  // consumer warpgroups reading each stage
   const uint32_t halves = v.tm / 64;                       // m64 wgmma row blocks of a consumer's tile
-  const bool tf32 = in == ir::Scalar::F32;
-  const uint32_t k_inst = tf32 ? 8 : 16, k_inst_bytes = k_inst * es;  // 32 bytes of k per wgmma
+  const bool tf32 = in == ir::Scalar::F32, fp8 = es == 1;
+  const uint32_t k_inst = tf32 ? 8 : fp8 ? 32 : 16, k_inst_bytes = k_inst * es;  // 32 bytes of k per wgmma
   const bool a_k = c.a == MatLayout::RowMajor, b_k = c.b == MatLayout::ColMajor;  // K-major operands
   const uint32_t a_stage = v.bm * kSwizzleBytes, b_stage = v.bn * kSwizzleBytes;  // bytes
   const uint32_t per_row = kSwizzleBytes / es;                                    // elements in a 128-byte row
@@ -89,11 +90,14 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   if (matmul_wgmma_shared_bytes(v) > 232448)
     throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": its stages and C buffers need " +
                                              std::to_string(matmul_wgmma_shared_bytes(v)) + " bytes of shared memory, sm_90 has 232448");
-  if (v.bm % 64 || v.bm > 256 || v.bn % per_row || v.bn > 256 || v.bk != 64 || (CX != 1 && CX != 2) || (v.bn / per_row) % CX ||
-      v.tm % 64 || v.bm % v.tm || v.tm * v.bn > 128 * 256 || (v.pingpong && v.tm != v.bm))
+  // A cluster splits the B tile between its CTAs: by rows (K-major B) or by 128-byte boxes.
+  const bool b_split = b_k ? v.bn % (8 * CX) == 0 : v.bn % per_row == 0 && (v.bn / per_row) % CX == 0;
+  if (v.bm % 64 || v.bm > 256 || v.bn % 64 || v.bn > 256 || v.bk != 64 || (CX != 1 && CX != 2) || !b_split ||
+      (!a_k && v.bm % per_row) || v.tm % 64 || v.bm % v.tm || v.tm * v.bn > 128 * 256 || (v.pingpong && v.tm != v.bm))
     throw UsageError("matmul", "matmul", std::string("variant ") + v.name +
-                                             ": BM a multiple of 64, BN of 64, up to 256; BK 64; clusters of 1 or 2; "
-                                             "TM x BN at most 128 x 256 per consumer; ping-pong with TM == BM");
+                                             ": BM and BN multiples of 64 up to 256 (and of a 128-byte row of MN-major "
+                                             "operands); BK 64; clusters of 1 or 2; TM x BN at most 128 x 256 per "
+                                             "consumer; ping-pong with TM == BM");
 
   ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
                       (a_k ? "_r" : "_c") + (b_k ? "c" : "r"));
@@ -117,6 +121,14 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   auto work = b.param<uint32_t>("work");    // tiles_m * tiles_n * batch * splits
   auto pairs = b.param<uint32_t>("pairs");  // 1: C(row, col) and C(row, col + 1) may be stored as one vector
   auto tma_store = b.param<uint32_t>("tma_store");  // 1: C through shared memory and TMA stores (beta == 0, no split)
+  // FP8: per-tensor scales, one f32 each in device memory (bit 0 / 1 of `scales`: A's / B's
+  // is given, else 1), read by the kernel so that scales computed on the GPU need no sync.
+  ir::Value scale_a, scale_b, scales;
+  if (fp8) {
+    scale_a = b.param<const float*>("scale_a");
+    scale_b = b.param<const float*>("scale_b");
+    scales = b.param<uint32_t>("scales");
+  }
 
   // One work item: a tile of one batch's split. Tiles are visited in groups of kGroupRows
   // tile rows, column by column (grouped raster), so that the blocks working at the same
@@ -216,6 +228,13 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
           for (uint32_t r = 0; r < CX; ++r) b.mbarrier_arrive_cluster(bars, bar0 + S + s, b.constant<uint32_t>(r));
       });
     };
+    ir::Value alpha = a.alpha;  // FP8: alpha * scale_a * scale_b, read once
+    if (fp8) {
+      auto s = b.var<float>(a.alpha);
+      b.if_((scales & 1u) != 0u, [&] { s *= ir::Value(scale_a[0u]); });
+      b.if_((scales & 2u) != 0u, [&] { s *= ir::Value(scale_b[0u]); });
+      alpha = s;
+    }
     // Ping-pong: consumer wg takes the block's items 2i + wg; the ring holds every item's
     // k-steps in order, so each consumer starts at its partner's item's steps and skips them
     // after each of its own. The ring also orders the two: one's MMAs, then the other's,
@@ -290,7 +309,7 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
                 ir::Value off = row * kSwizzleBytes + (((byte / 16u) ^ (row % 8u)) * 16u) + byte % 16u;
                 std::vector<ir::Value> pair;
                 for (int q = 0; q < 2; ++q) {
-                  ir::Value x = a.alpha * acc[h][4 * j + r + q];
+                  ir::Value x = alpha * acc[h][4 * j + r + q];
                   pair.push_back(c.out == ir::Scalar::F32 ? x : ir::cast(x, ir::Type::scalar(c.out)));
                 }
                 ir::store_vec(cbuf, buf + off / oes, pair);
@@ -305,6 +324,7 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
           }
       }).else_([&] {
         detail::MatmulArgs e = a;
+        e.alpha = alpha;
         e.base_c = ir::cast<uint64_t>(it.batch) * stride_c;
         for (uint32_t h = 0; h < halves; ++h) {
           ir::Value row0 = it.m0 + row_wg + (h * 64u) + (warp % 4u) * 16u;

@@ -5,7 +5,7 @@
 //
 // Manifest (README "kaio-precompile"):
 //   { "families": "all" | ["saxpy", "row_sum", ...],        every declared config of each
-//     "matmul": [ { "in": "f16", "out": "f32",               f32 | f16 | bf16
+//     "matmul": [ { "in": "f16", "out": "f32",               f32 | f16 | bf16 | e4m3 | e5m2
 //                   "tf32": false,                           f32 inputs on tensor cores
 //                   "layouts": ["row/row", "row/col"],       A/B: row | col (default row/row)
 //                   "shapes": [[4096, 4096, 4096], [16, 4096, 4096, 8]] } ] }   m, n, k[, batch]
@@ -77,7 +77,9 @@ ir::Scalar parse_type(const json& v, const std::string& where) {
   if (s == "f32") return ir::Scalar::F32;
   if (s == "f16") return ir::Scalar::F16;
   if (s == "bf16") return ir::Scalar::BF16;
-  throw Failure(where + ": '" + s + "' is not one of f32, f16, bf16");
+  if (s == "e4m3") return ir::Scalar::E4M3;  // FP8: the Wgmma rows, A row-major and B column-major
+  if (s == "e5m2") return ir::Scalar::E5M2;
+  throw Failure(where + ": '" + s + "' is not one of f32, f16, bf16, e4m3, e5m2");
 }
 
 ops::MatLayout parse_layout(const std::string& s, const std::string& where) {

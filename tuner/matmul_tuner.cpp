@@ -22,18 +22,19 @@ using ops::MatLayout;
 using ops::MatmulProblem;
 using ops::MatmulVariant;
 
-uint32_t elem_bytes(ir::Scalar s) { return s == ir::Scalar::F32 ? 4 : 2; }
+uint32_t elem_bytes(ir::Scalar s) { return static_cast<uint32_t>(ir::scalar_bytes(s)); }
 
 int device_sm() { return codegen::parse_arch(jit::detail::backend().default_arch()).sm; }
 
 // The bits can_implement looks at besides types, layouts and sizes.
 uint32_t align_bits(const MatmulProblem& q) {
   const MatmulProblem p = ops::matmul_resolved(q);
+  const uint32_t e = ir::scalar_bytes(p.in) == 1 ? 16 : 8;  // elements of a 16-byte row step (fp8: 16)
   uint32_t bits = 0;
   if (p.ptr_align % 16 == 0) bits |= 1;
-  if (p.lda % 8 == 0) bits |= 2;
-  if (p.ldb % 8 == 0) bits |= 4;
-  if (p.batch <= 1 || (p.stride_a % 8 == 0 && p.stride_b % 8 == 0)) bits |= 8;
+  if (p.lda % e == 0) bits |= 2;
+  if (p.ldb % e == 0) bits |= 4;
+  if (p.batch <= 1 || (p.stride_a % e == 0 && p.stride_b % e == 0)) bits |= 8;
   return bits;
 }
 
@@ -55,6 +56,7 @@ double element(const std::vector<uint8_t>& bytes, size_t i, ir::Scalar t) {
     std::memcpy(&h, &bytes[2 * i], 2);
     return float(h);
   }
+  if (t == ir::Scalar::E4M3 || t == ir::Scalar::E5M2) return kaio::detail::fp8_bits_to_f32(bytes[i], t == ir::Scalar::E5M2);
   bfloat16 h;
   std::memcpy(&h, &bytes[2 * i], 2);
   return float(h);
@@ -76,6 +78,8 @@ std::vector<uint8_t> random_bytes(size_t elems, ir::Scalar t, std::mt19937& rng)
     const float f = d(rng);
     if (t == ir::Scalar::F32) std::memcpy(&out[4 * i], &f, 4);
     else if (t == ir::Scalar::F16) { const half h(f); std::memcpy(&out[2 * i], &h, 2); }
+    else if (t == ir::Scalar::E4M3) out[i] = fp8_e4m3(f).bits;
+    else if (t == ir::Scalar::E5M2) out[i] = fp8_e5m2(f).bits;
     else { const bfloat16 h(f); std::memcpy(&out[2 * i], &h, 2); }
   }
   return out;

@@ -4,7 +4,7 @@
 // Key: op, input and output types, tf32, layouts, arch, device name and SM count,
 // power-of-two buckets of M, N, K and the batch count, and the alignment bits
 // can_implement depends on (16-byte pointers, lda and ldb multiples of 8 elements, batch
-// strides multiples of 8). Every problem of one bucket is served by the same variant.
+// strides multiples of 8; 16 for e4m3 / e5m2 inputs, whose 16-byte rows hold 16). Every problem of one bucket is served by the same variant.
 //
 // Timing runs on scratch buffers, never the caller's: random inputs in [-1, 1], and enough
 // copies of A, B and C (rotated run after run) that one pass over them is larger than twice
@@ -14,8 +14,8 @@
 // up to 1024 x 1024 elements with the first and last rows and columns, in the first and last
 // batch, so that it costs little host time at any size); the first candidate in
 // table order (a SIMT variant for f32) is the reference. Tolerance, relative to the
-// largest |C| of the reference: f32 1e-4, tf32 2e-2, f16/bf16 inputs with f32 output 1e-3,
-// f16 output 5e-3, bf16 output 2e-2; a non-finite value fails.
+// largest |C| of the reference: f32 1e-4, tf32 2e-2, f16/bf16/e4m3/e5m2 inputs with f32
+// output 1e-3, f16 output 5e-3, bf16 output 2e-2; a non-finite value fails.
 #pragma once
 
 #include <cstdint>

@@ -7,6 +7,8 @@
 //     rz), as the codegen does
 //   float -> float: widening is exact; narrowing rounds once by the mode (f64 -> f16/bf16
 //     through a round-to-odd f32, as the codegen does)
+//   fp8 (e4m3, e5m2) <-> float: through the exact f16; to fp8 rounds to nearest even and
+//     saturates to the largest finite value (cvt.rn.satfinite)
 //   saturating (kCastSaturate, imm bit 8): integer -> integer clamps the source value to
 //     the target's range (cvt.sat); float targets clamp to [0, 1] after the conversion, NaN
 //     -> +0 (max(x, 0) then min(x, 1), as the codegen emits); float -> integer saturates
@@ -223,6 +225,53 @@ void cast_sat_fn(Warp& w, const PInst& p) {
   for_active(w.active, [&](int l) { d[l] = cast_sat1<F, T>(a[l], r); });
 }
 
+// fp8 conversions, as the codegen's cvt pairs do them: from fp8 through its exact f16
+// (NaN: 0x7fff), then widened exactly; to fp8 from the exact (or, from f64, round-to-odd
+// f32) value, to nearest even, saturating to the largest finite value (satfinite).
+template <bool From8, bool FromE5, Scalar F, bool To8, bool ToE5, Scalar T>
+void fp8_cast_fn(Warp& w, const PInst& p) {
+  uint64_t* d = w.slot(p.dst);
+  const uint64_t* a = w.slot(p.a);
+  for_active(w.active, [&](int l) {
+    if constexpr (T == Scalar::F16) {  // fp8 -> f16: the device's f16 (NaN 0x7fff)
+      d[l] = kaio::detail::fp8_bits_to_f16_bits(static_cast<uint8_t>(a[l]), FromE5);
+      return;
+    }
+    float x;  // the source value (f64: rounded to odd, as the codegen does)
+    if constexpr (From8) x = V<Scalar::F16>::get(kaio::detail::fp8_bits_to_f16_bits(static_cast<uint8_t>(a[l]), FromE5));
+    else if constexpr (F == Scalar::F64) x = f64_to_f32_odd(V<F>::get(a[l]));
+    else x = V<F>::get(a[l]);
+    if constexpr (To8) d[l] = kaio::detail::f32_to_fp8_bits(x, ToE5, true);
+    else if constexpr (T == Scalar::F64) d[l] = V<T>::put(double(x));
+    else d[l] = V<T>::put(x);  // f32, bf16: exact
+  });
+}
+
+template <bool From8, bool FromE5, Scalar F>
+ExecFn pick_fp8_to(Scalar to) {
+  switch (to) {
+    case Scalar::E4M3: return &fp8_cast_fn<From8, FromE5, F, true, false, Scalar::U8>;
+    case Scalar::E5M2: return &fp8_cast_fn<From8, FromE5, F, true, true, Scalar::U8>;
+    case Scalar::F16: return From8 ? &fp8_cast_fn<From8, FromE5, F, false, false, Scalar::F16> : nullptr;
+    case Scalar::BF16: return &fp8_cast_fn<From8, FromE5, F, false, false, Scalar::BF16>;
+    case Scalar::F32: return &fp8_cast_fn<From8, FromE5, F, false, false, Scalar::F32>;
+    case Scalar::F64: return &fp8_cast_fn<From8, FromE5, F, false, false, Scalar::F64>;
+    default: return nullptr;
+  }
+}
+
+ExecFn pick_fp8_cast(Scalar from, Scalar to) {
+  switch (from) {
+    case Scalar::E4M3: return pick_fp8_to<true, false, Scalar::U8>(to);
+    case Scalar::E5M2: return pick_fp8_to<true, true, Scalar::U8>(to);
+    case Scalar::F16: return pick_fp8_to<false, false, Scalar::F16>(to);
+    case Scalar::BF16: return pick_fp8_to<false, false, Scalar::BF16>(to);
+    case Scalar::F32: return pick_fp8_to<false, false, Scalar::F32>(to);
+    case Scalar::F64: return pick_fp8_to<false, false, Scalar::F64>(to);
+    default: return nullptr;
+  }
+}
+
 }  // namespace
 
 uint64_t normalize(Type t, uint64_t bits) {
@@ -236,6 +285,7 @@ ExecFn pick_convert(const Kernel::Data& k, const Inst& i) {
   if (i.op != Op::Cast || i.args.empty()) return nullptr;
   Type from = k.values[i.args[0]].type, to = i.type;
   if (from.ptr || to.ptr) return nullptr;
+  if (from.is_fp8() || to.is_fp8()) return i.attr.saturate ? nullptr : pick_fp8_cast(from.elem, to.elem);
   if (i.attr.saturate) {
     if (from.is_pred() || to.is_pred()) return nullptr;
     return with_scalar(from.elem, [&]<Scalar F>() -> ExecFn {

@@ -32,7 +32,8 @@
 //
 // Registers: per warp, struct-of-arrays [slot][lane] of 64-bit words. Representation:
 // pred 0/1; signed integers sign-extended, unsigned zero-extended (8/16-bit values wrap);
-// f16/bf16/f32 as their bits (low 16/32 bits), f64 bits; pointers as addresses.
+// f16/bf16/f32 as their bits (low 16/32 bits), f64 bits; e4m3/e5m2 codes zero-extended;
+// pointers as addresses.
 //
 // Pure instructions compute all 32 lanes (their results in inactive lanes are never read:
 // SSA values are scoped to the region that defines them); instructions with effects
@@ -273,6 +274,8 @@ decltype(auto) with_scalar(Scalar s, F&& f) {
     case Scalar::F64: return f.template operator()<Scalar::F64>();
     // Packed pairs move as 32-bit words; their arithmetic is picked apart (pick_packed).
     case Scalar::F16x2: case Scalar::BF16x2: return f.template operator()<Scalar::U32>();
+    // fp8 codes move as bytes (zero-extended); conversions pick them apart (pick_convert).
+    case Scalar::E4M3: case Scalar::E5M2: return f.template operator()<Scalar::U8>();
   }
   return f.template operator()<Scalar::Pred>();
 }

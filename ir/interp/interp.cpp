@@ -482,6 +482,7 @@ std::string arg_desc(const HostArg& a) {
     case HostArg::F16: return "a kaio::half";
     case HostArg::BF16: return "a kaio::bfloat16";
     case HostArg::Bytes: return std::to_string(a.bytes) + " bytes";
+    case HostArg::Fp8: return std::string("a kaio::fp8_") + scalar_name(a.elem);
   }
   return "?";
 }
@@ -513,6 +514,7 @@ bool pack(const HostArg& a, const Param& p, uint64_t& slot, std::string& why) {
     case Scalar::F64: slot = a.u; return a.kind == HostArg::F64;
     case Scalar::F16: slot = a.u; return a.kind == HostArg::F16;
     case Scalar::BF16: slot = a.u; return a.kind == HostArg::BF16;
+    case Scalar::E4M3: case Scalar::E5M2: slot = a.u; return a.kind == HostArg::Fp8 && a.elem == t.elem;
     default: break;
   }
   if (a.kind != HostArg::Int && a.kind != HostArg::UInt) return false;

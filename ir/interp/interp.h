@@ -83,8 +83,8 @@ size_t program_cache_size();
 
 // ---- host arguments for ir::interpret ----
 struct HostArg {
-  enum Kind : uint8_t { Buffer, Bool, Int, UInt, F32, F64, F16, BF16, Bytes } kind = Int;
-  Scalar elem = Scalar::Pred;  // Buffer: element type
+  enum Kind : uint8_t { Buffer, Bool, Int, UInt, F32, F64, F16, BF16, Bytes, Fp8 } kind = Int;
+  Scalar elem = Scalar::Pred;  // Buffer: element type; Fp8: e4m3 or e5m2
   bool writable = false;       // Buffer: may the kernel store through it
   int64_t i = 0;
   uint64_t u = 0;              // Buffer: address; F*: bits
@@ -113,6 +113,8 @@ inline HostArg host_arg(float v) { return HostArg{HostArg::F32, {}, false, 0, ka
 HostArg host_arg(double v);
 inline HostArg host_arg(kaio::half v) { return HostArg{HostArg::F16, {}, false, 0, v.bits, 0}; }
 inline HostArg host_arg(kaio::bfloat16 v) { return HostArg{HostArg::BF16, {}, false, 0, v.bits, 0}; }
+inline HostArg host_arg(kaio::fp8_e4m3 v) { return HostArg{HostArg::Fp8, Scalar::E4M3, false, 0, v.bits, 0}; }
+inline HostArg host_arg(kaio::fp8_e5m2 v) { return HostArg{HostArg::Fp8, Scalar::E5M2, false, 0, v.bits, 0}; }
 template <std::integral T>
   requires(!std::same_as<T, bool>)
 HostArg host_arg(T v) {

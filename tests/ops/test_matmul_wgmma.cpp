@@ -61,7 +61,9 @@ TEST_CASE("matmul wgmma: every config emits TMA, mbarriers and wgmma, and assemb
     CHECK(res.spill_stores == 0);
     const std::string sass = test::sass_of(r.cubin);
     if (!sass.empty()) {
-      CHECK_THAT(sass, Contains("HGMMA"));
+      CHECK_THAT(sass, Contains(k.name().find("_e4m3_") != std::string::npos || k.name().find("_e5m2_") != std::string::npos
+                                    ? "QGMMA"
+                                    : "HGMMA"));
       CHECK_THAT(sass, Contains("UTMALDG"));
       CHECK(sass.find("STL") == std::string::npos);
     }
@@ -71,7 +73,7 @@ TEST_CASE("matmul wgmma: every config emits TMA, mbarriers and wgmma, and assemb
       CHECK_THAT(e.what(), Contains("sm_90a"));
     }
   }
-  CHECK(seen == int(wgmma_variants().size()) * 2);  // f16 and bf16 inputs with f32 output declared
+  CHECK(seen == int(wgmma_variants().size()) * 4);  // f16 and bf16 inputs with f32 output, e4m3 and e5m2 with bf16 declared
 }
 
 TEST_CASE("matmul wgmma: the layouts and types each config serves, refused with the reason", "[ops][matmul][wgmma]") {

@@ -182,3 +182,19 @@ TEST_CASE("kaio-precompile for sm_90 compiles the wgmma variants for sm_90a, and
   REQUIRE(l80.code == 0);
   CHECK_THAT(l80.out, Contains("mma_cp_") && !Contains("wgmma"));
 }
+
+TEST_CASE("kaio-precompile takes e4m3 / e5m2 matmul entries: the Wgmma rows, K-major operands", "[tools][precompile][fp8]") {
+  TempDir cache, files;
+  const std::string manifest = write_manifest(
+      files, R"({"matmul": [{"in": "e4m3", "out": "bf16", "layouts": ["row/col", "row/row"], "shapes": [[256, 256, 256]]},
+                            {"in": "e5m2", "out": "f32", "layouts": ["row/col"], "shapes": [[64, 64, 64]]}]})");
+  const auto r = precompile(cache, {"-m", manifest, "--arch", "sm_90", "--list"});
+  INFO(r.describe());
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Contains("matmul(wgmma_128x256x64_s4, e4m3 -> bf16, row/col)") &&
+                        Contains("matmul(wgmma_64x128x64_s8, e5m2 -> f32, row/col)") && !Contains("row/row") &&
+                        !Contains("mma_cp"));
+  const auto bad = precompile(cache, {"-m", write_manifest(files, R"({"matmul": [{"in": "e3m4"}]})"), "--list"});
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.out + bad.err, Contains("'e3m4' is not one of f32, f16, bf16, e4m3, e5m2"));
+}
