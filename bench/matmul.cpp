@@ -1,7 +1,7 @@
 // matmul: TFLOP/s of every matmul variant (ops/matmul.h) that can serve a shape, beside
 // cuBLAS at the same precision in and out (cublasGemmEx, f32 compute; loaded with dlopen
 // by this program only), and the ratio of the best variant to cuBLAS. Shapes: 1024, 2048,
-// 4096, 8192 cubes and 1x4096x4096, 16x4096x4096, 128x11008x4096, 4096x4096x128, 1000^3.
+// 4096, 8192 cubes and 1, 4, 8, 16 x 4096 x 4096, 128x11008x4096, 4096x4096x128, 1000^3.
 // f32-output shapes with a small m x n also run split-K (4 and 16 chunks).
 // Timing: CUDA events, warm-up, then the median of 5-20 calls (as many as fit in about
 // 0.1 s per variant, so the full table stays within minutes); inputs are rotated
@@ -131,6 +131,7 @@ std::string sass_op(const jit::CompiledKernel& k) {
 // (register-array copies that ptxas coalesces), by kind.
 struct LoopStats {
   int body = 0, path = 0, mma = 0, shared = 0, ldmatrix = 0, global = 0, other = 0;
+  bool found = false;  // a loop with mma / fma instructions whose path ends at its backward branch
 };
 LoopStats loop_stats(const std::string& ptx) {
   std::vector<std::string> lines;
@@ -167,12 +168,16 @@ LoopStats loop_stats(const std::string& ptx) {
     if (w > best) best = w, lo = it->second, hi = i;
   }
   LoopStats s;
+  if (best <= 0) return s;  // no loop does mma / fma (wgmma kernels: wgmma.mma_async, waits on mbarriers)
   for (size_t j = lo; j <= hi; ++j) s.body += is_ins(lines[j]);
   for (size_t i = lo, guard = 0; i <= hi && guard < 1000000; ++guard) {
     const std::string& l = lines[i];
     if (!is_ins(l)) { ++i; continue; }
     const std::string op = opcode(l), t = target(l);
-    if (i == hi) break;  // the backward branch
+    if (i == hi) {  // the backward branch
+      s.found = true;
+      break;
+    }
     if (op.rfind("mov.", 0) != 0) {
       ++s.path;
       if (op.rfind("mma.", 0) == 0 || op.rfind("fma.", 0) == 0) ++s.mma;
@@ -201,8 +206,10 @@ int print_loop_stats(const std::string& arch) {
     const std::string ptx = codegen::emit_ptx(k, {karch, 9, 0});
     const LoopStats s = loop_stats(ptx);
     const jit::Resources r = jit::parse_resources(jit::link_ptx(ptx, karch, k.name()).info_log, 0);
-    std::printf("%-52s %6d %6d %8d %6d %8d %6d %6d %5d%s\n", k.name().c_str(), s.body, s.path, s.mma, s.shared, s.ldmatrix,
-                s.global, s.other, r.registers, r.spill_stores ? " (spills)" : "");
+    auto num = [&](int v) { return s.found ? std::to_string(v) : std::string("-"); };  // "-": no k-loop it can follow
+    std::printf("%-52s %6s %6s %8s %6s %8s %6s %6s %5d%s\n", k.name().c_str(), num(s.body).c_str(), num(s.path).c_str(),
+                num(s.mma).c_str(), num(s.shared).c_str(), num(s.ldmatrix).c_str(), num(s.global).c_str(),
+                num(s.other).c_str(), r.registers, r.spill_stores ? " (spills)" : "");
   }
   return 0;
 }
@@ -326,8 +333,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::vector<Shape> shapes = {{1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096}, {8192, 8192, 8192},
-                               {1, 4096, 4096},    {16, 4096, 4096},    {128, 11008, 4096}, {4096, 4096, 128},
-                               {1000, 1000, 1000}};
+                               {1, 4096, 4096},    {4, 4096, 4096},     {8, 4096, 4096},    {16, 4096, 4096},
+                               {128, 11008, 4096}, {4096, 4096, 128},   {1000, 1000, 1000}};
   if (quick) shapes = {{1024, 1024, 1024}, {4096, 4096, 4096}, {16, 4096, 4096}};
   jit::Stream s;
   Cublas cublas;

@@ -122,11 +122,11 @@ void Gemv::rows_b() {
   };
   auto run = [&](bool avec) {  // the thread's columns lie inside n
     auto kk = b.var<uint32_t>(a.k_begin + group * rows);
-    auto off = b.var<uint64_t>(a.base_b + ir::cast<uint64_t>(Value(kk)) * ldb);
+    auto off = b.var<uint64_t>(a.base_b + ir::cast<uint64_t>(Value(kk)) * ldb + ir::cast<uint64_t>(col));  // B(kk, col)
     Value step = ldb * uint64_t(groups * rows);
     b.while_([&] { return Value(kk) + rows <= a.k; }, [&] {
       std::vector<std::vector<Value>> brows;
-      for (uint32_t u = 0; u < rows; ++u) brows.push_back(b_row(Value(off) + ldb_u[u], true));
+      for (uint32_t u = 0; u < rows; ++u) brows.push_back(B.vec(u ? Value(off) + ldb_u[u] : Value(off)));
       const auto av = a_values(kk, rows, avec);
       for (uint32_t u = 0; u < rows; ++u) fmas(brows[u], av, u);
       kk += groups * rows;
@@ -235,8 +235,8 @@ ir::Kernel build_matmul_gemv(const MatmulVariant& v, const MatmulConfig& c) {
   const std::string why = std::string("variant ") + v.name + ": ";
   if (v.tm == 0 || v.tm > 32 || v.bm == 0 || v.tn == 0 || 32 % v.tn || v.bk == 0 || v.bk % v.tn)
     throw UsageError("matmul", "matmul", why + "a Gemv row needs 1..32 warps (TM), BM > 0, TN dividing 32, BK a multiple of TN");
-  ir::KernelBuilder b(std::string("matmul_") + v.name + (c.a == MatLayout::RowMajor ? "_r" : "_c") +
-                      (c.b == MatLayout::RowMajor ? "r" : "c"));
+  ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
+                      (c.a == MatLayout::RowMajor ? "_r" : "_c") + (c.b == MatLayout::RowMajor ? "r" : "c"));
   b.launch_bounds(v.threads());
   if (v.max_registers) b.max_registers(v.max_registers);
   detail::MatmulArgs a = detail::matmul_params(b, c);
