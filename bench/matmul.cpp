@@ -10,7 +10,7 @@
 // (spills, if any) and the SASS tensor-core (or FFMA) instruction of its cubin
 // (cuobjdump: $KAIO_CUOBJDUMP or PATH). A summary table, one row per dtype and shape,
 // comes last. --loop-stats (no GPU) prints each kernel's k-loop PTX instruction counts.
-// Usage: matmul [--quick] [--dtype f32|tf32|f16|bf16]... | --loop-stats [ARCH]
+// Usage: matmul [--quick | --skinny] [--dtype f32|tf32|f16|bf16]... | --loop-stats [ARCH]
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -56,19 +56,24 @@ struct Cublas {
     if (!create || !set_stream || !gemm || create(&handle) != 0) return false;
     return set_stream(handle, stream) == 0;
   }
-  // Row-major C (m x n) = A (m x k) * B (k x n): column-major C^T = B^T A^T.
+  // Row-major C (m x n) = A (m x k) * B (k x n): column-major C^T = B^T A^T. b_col: B is
+  // column-major (an n x k row-major weight), B^T is then read transposed.
   int run(ir::Scalar in, ir::Scalar out, bool tf32, uint32_t m, uint32_t n, uint32_t k, uint64_t a, uint64_t b,
-          uint64_t c) const {
+          uint64_t c, bool b_col = false) const {
     auto type = [](ir::Scalar s) { return s == ir::Scalar::F16 ? 2 : s == ir::Scalar::BF16 ? 14 : 0; };
     const float alpha = 1.0f, beta = 0.0f;
-    constexpr int kOpN = 0, kCompute32F = 68, kCompute32FFastTf32 = 77, kDefaultAlgo = -1;
-    return gemm(handle, kOpN, kOpN, int(n), int(m), int(k), &alpha, reinterpret_cast<void*>(b), type(in), int(n),
+    constexpr int kOpN = 0, kOpT = 1, kCompute32F = 68, kCompute32FFastTf32 = 77, kDefaultAlgo = -1;
+    return gemm(handle, b_col ? kOpT : kOpN, kOpN, int(n), int(m), int(k), &alpha, reinterpret_cast<void*>(b), type(in),
+                int(b_col ? k : n),
                 reinterpret_cast<void*>(a), type(in), int(k), &beta, reinterpret_cast<void*>(c), type(out), int(n),
                 tf32 ? kCompute32FFastTf32 : kCompute32F, kDefaultAlgo);
   }
 };
 
-struct Shape { uint32_t m, n, k; };
+struct Shape {
+  uint32_t m, n, k;
+  bool b_col = false;  // B column-major (else row-major; A is row-major)
+};
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -246,12 +251,14 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
     }
     const double flop = 2.0 * sh.m * sh.n * sh.k;
     double cublas_tf = 0;
+    const char* bl = sh.b_col ? " Bcol" : "";
     if (cublas && cublas->run(in, out, tf32, sh.m, sh.n, sh.k, A[0].device_address(), B[0].device_address(),
-                              C[0].device_address()) != 0) {
+                              C[0].device_address(), sh.b_col) != 0) {
       std::printf("cuBLAS refused %u x %u x %u for %s\n", sh.m, sh.n, sh.k, ir::scalar_name(in));
     } else if (cublas) {
       double ms = time_ms(s, sets, [&](int i) {
-        cublas->run(in, out, tf32, sh.m, sh.n, sh.k, A[i].device_address(), B[i].device_address(), C[i].device_address());
+        cublas->run(in, out, tf32, sh.m, sh.n, sh.k, A[i].device_address(), B[i].device_address(), C[i].device_address(),
+                    sh.b_col);
       });
       cublas_tf = flop / ms / 1e9;
     }
@@ -263,6 +270,7 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
     for (const ops::MatmulVariant& v : ops::matmul_variants())
       for (uint32_t split : splits) {
         ops::MatmulProblem p{.m = sh.m, .n = sh.n, .k = sh.k, .in = in, .out = out};
+        p.b = sh.b_col ? ops::MatLayout::ColMajor : ops::MatLayout::RowMajor;
         p.tf32 = tf32;
         p.split_k = split;
         const bool simt = v.engine == ops::MatmulEngine::Simt || v.engine == ops::MatmulEngine::SimtDb;
@@ -271,25 +279,26 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
           ops::matmul(v, A[i].device_address(), B[i].device_address(), C[i].device_address(), p, &s);
         });
         const double tf = flop / ms / 1e9;
-        const ops::MatmulConfig cfg{static_cast<uint32_t>(&v - ops::matmul_variants().data()), in, out};
+        const ops::MatmulConfig cfg{static_cast<uint32_t>(&v - ops::matmul_variants().data()), in, out,
+                                    ops::MatLayout::RowMajor, p.b};
         std::string name = std::string(v.name) + (split > 1 ? "/split" + std::to_string(split) : "");
         const jit::Resources res = ops::matmul_family().get(cfg).resources();
         std::string regs = std::to_string(res.registers) + " regs";
         if (res.spill_stores) regs += " SPILLS " + std::to_string(res.spill_stores) + " B";
-        std::printf("%-6s %5u x %5u x %5u  %-32s %8.2f TFLOP/s  %7.3f ms  %-8s %s\n", tf32 ? "tf32" : ir::scalar_name(in),
-                    sh.m, sh.n, sh.k, name.c_str(), tf, ms, regs.c_str(),
+        std::printf("%-6s %5u x %5u x %5u%s  %-32s %8.2f TFLOP/s  %7.3f ms  %-8s %s\n", tf32 ? "tf32" : ir::scalar_name(in),
+                    sh.m, sh.n, sh.k, bl, name.c_str(), tf, ms, regs.c_str(),
                     split == 1 ? sass_op(ops::matmul_family().get(cfg)).c_str() : "");
         if (tf > best) {
           best = tf;
           best_name = name;
         }
       }
-    std::printf("%-6s %5u x %5u x %5u  %-32s %8.2f TFLOP/s  best %s: %.0f%% of cuBLAS\n\n",
+    std::printf("%-6s %5u x %5u x %5u%s  %-32s %8.2f TFLOP/s  best %s: %.0f%% of cuBLAS\n\n",
                 tf32 ? "tf32" : ir::scalar_name(in), sh.m, sh.n,
-                sh.k, "cuBLAS", cublas_tf, best_name.c_str(), cublas_tf > 0 ? 100.0 * best / cublas_tf : 0.0);
+                sh.k, bl, "cuBLAS", cublas_tf, best_name.c_str(), cublas_tf > 0 ? 100.0 * best / cublas_tf : 0.0);
     std::fflush(stdout);
     summary.push_back({tf32 ? "tf32" : ir::scalar_name(in),
-                       std::to_string(sh.m) + "x" + std::to_string(sh.n) + "x" + std::to_string(sh.k), best_name, best,
+                       std::to_string(sh.m) + "x" + std::to_string(sh.n) + "x" + std::to_string(sh.k) + bl, best_name, best,
                        cublas_tf});
   }
 }
@@ -297,13 +306,14 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, skinny = false;
   std::string loop_stats_arch;
   std::vector<std::string> dtypes;
   const char* usage =
-      "usage: matmul [--quick] [--dtype f32|tf32|f16|bf16]... | --loop-stats [ARCH]\n"
+      "usage: matmul [--quick | --skinny] [--dtype f32|tf32|f16|bf16]... | --loop-stats [ARCH]\n"
       "  TFLOP/s of every matmul variant beside cuBLAS at the same precision (needs a GPU).\n"
       "  --quick  1024^3, 4096^3 and 16x4096x4096 only (under a minute on an H100)\n"
+      "  --skinny 1, 4, 8 and 16 x 4096 x 4096 only (the GEMV shapes), B row- and column-major\n"
       "  --dtype  one input type (repeatable; default all four: f32 on SIMT, tf32, f16, bf16\n"
       "           on tensor cores, each with its own output type: f32, f32, f16, bf16)\n"
       "  --loop-stats  no GPU needed: the k-loop's PTX instruction counts and the registers of\n"
@@ -311,6 +321,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--quick") quick = true;
+    else if (arg == "--skinny") skinny = true;
     else if (arg == "--dtype" && i + 1 < argc) dtypes.push_back(argv[++i]);
     else if (arg == "--loop-stats") loop_stats_arch = i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "sm_90";
     else if (arg == "--help" || arg == "-h") {
@@ -336,6 +347,10 @@ int main(int argc, char** argv) {
                                {1, 4096, 4096},    {4, 4096, 4096},     {8, 4096, 4096},    {16, 4096, 4096},
                                {128, 11008, 4096}, {4096, 4096, 128},   {1000, 1000, 1000}};
   if (quick) shapes = {{1024, 1024, 1024}, {4096, 4096, 4096}, {16, 4096, 4096}};
+  if (skinny) {  // B row-major, then column-major (a PyTorch Linear weight)
+    shapes = {{1, 4096, 4096}, {4, 4096, 4096}, {8, 4096, 4096}, {16, 4096, 4096}};
+    for (size_t i = 0, n = shapes.size(); i < n; ++i) shapes.push_back({shapes[i].m, shapes[i].n, shapes[i].k, true});
+  }
   jit::Stream s;
   Cublas cublas;
   const bool have_cublas = cublas.load(s.handle());
