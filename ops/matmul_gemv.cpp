@@ -27,6 +27,7 @@
 //
 // Needs 16-byte aligned A and B, ldb and B's batch stride multiples of a 16-byte vector
 // (can_implement). 16-bit vectors are read through extra f16x2 / bf16x2 pointer params.
+#include <algorithm>
 #include <string>
 
 #include "kaio/ops/matmul_common.h"
@@ -44,11 +45,15 @@ uint32_t vec_of(ir::Scalar in) { return 16u / static_cast<uint32_t>(ir::scalar_b
 struct Operand {
   Value elems, pairs;  // pairs: f16x2 / bf16x2 view of the same memory (invalid for f32)
   bool f32;
-  // 4 (f32) or 8 (16-bit) values from element e on (e u64, a multiple of the vector)
-  std::vector<Value> vec(Value e) const {
+  // `width` values from element e on in one load of up to 16 bytes: 2 or 4 for f32, 2, 4 or
+  // 8 for 16-bit types (e u64, a multiple of width)
+  std::vector<Value> vec(Value e, uint32_t width) const {
     std::vector<Value> out;
-    if (f32) return ir::load_vec(elems, e, 4, ir::CacheHint::ReadOnly);
-    for (Value p : ir::load_vec(pairs, e >> uint64_t(1), 4, ir::CacheHint::ReadOnly)) {
+    if (f32) return ir::load_vec(elems, e, static_cast<int>(width), ir::CacheHint::ReadOnly);
+    std::vector<Value> ps;
+    if (width == 2) ps.push_back(ir::load(pairs, e >> uint64_t(1), ir::CacheHint::ReadOnly));
+    else ps = ir::load_vec(pairs, e >> uint64_t(1), static_cast<int>(width / 2), ir::CacheHint::ReadOnly);
+    for (Value p : ps) {
       out.push_back(ir::cast<float>(ir::unpack_lo(p)));
       out.push_back(ir::cast<float>(ir::unpack_hi(p)));
     }
@@ -74,13 +79,15 @@ struct Gemv {
   Value a_at(uint32_t r, Value kk) const {
     return c.a == MatLayout::RowMajor ? a_off[r] + ir::cast<uint64_t>(kk) : a_off[r] + ir::cast<uint64_t>(kk) * a_kstride;
   }
-  // The BM rows' A values at k = kk .. kk + count - 1 (kk a multiple of the vector when vectors).
+  // The BM rows' A values at k = kk .. kk + count - 1; vectors: loads of min(count, vector)
+  // elements (count a multiple of it, kk too).
   std::vector<std::vector<Value>> a_values(Value kk, uint32_t count, bool vectors) const {
     std::vector<std::vector<Value>> out(mr);
+    const uint32_t w = std::min(count, vec);
     for (uint32_t r = 0; r < mr; ++r) {
       if (vectors) {
-        for (uint32_t q = 0; q < count; q += vec)
-          for (Value x : A.vec(a_off[r] + ir::cast<uint64_t>(kk + q))) out[r].push_back(x);
+        for (uint32_t q = 0; q < count; q += w)
+          for (Value x : A.vec(a_off[r] + ir::cast<uint64_t>(q ? kk + q : kk), w)) out[r].push_back(x);
       } else {
         for (uint32_t u = 0; u < count; ++u) out[r].push_back(A.one(a_at(r, kk + u)));
       }
@@ -115,7 +122,7 @@ void Gemv::rows_b() {
   // The thread's columns of the B row at `row_off` (u64: base_b + kk * ldb): one vector, or
   // element by element with the columns past n clamped to n - 1 (the last block).
   auto b_row = [&](Value row_off, bool vectors) {
-    if (vectors) return B.vec(row_off + ir::cast<uint64_t>(col));
+    if (vectors) return B.vec(row_off + ir::cast<uint64_t>(col), vec);
     std::vector<Value> out;
     for (uint32_t j = 0; j < vec; ++j) out.push_back(B.one(row_off + ir::cast<uint64_t>(ir::min(col + j, a.n - 1u))));
     return out;
@@ -126,7 +133,7 @@ void Gemv::rows_b() {
     Value step = ldb * uint64_t(groups * rows);
     b.while_([&] { return Value(kk) + rows <= a.k; }, [&] {
       std::vector<std::vector<Value>> brows;
-      for (uint32_t u = 0; u < rows; ++u) brows.push_back(B.vec(u ? Value(off) + ldb_u[u] : Value(off)));
+      for (uint32_t u = 0; u < rows; ++u) brows.push_back(B.vec(u ? Value(off) + ldb_u[u] : Value(off), vec));
       const auto av = a_values(kk, rows, avec);
       for (uint32_t u = 0; u < rows; ++u) fmas(brows[u], av, u);
       kk += groups * rows;
@@ -138,8 +145,9 @@ void Gemv::rows_b() {
       fmas(brow, a_values(q, 1, false), 0);
     });
   };
-  // A as vectors where a thread's rows start on a vector of k
-  b.if_(col + vec <= a.n, [&] { with_a_vectors(rows % vec == 0, [&](bool avec) { run(avec); }); }).else_([&] {
+  // A as vectors of min(BK, vector) elements (a thread's rows start on one; 16-bit: pairs at least)
+  const bool a_vectors = rows >= 2 && (rows % vec == 0 || vec % rows == 0);
+  b.if_(col + vec <= a.n, [&] { with_a_vectors(a_vectors, [&](bool avec) { run(avec); }); }).else_([&] {
     // the last block's vector that crosses n: one row at a time, element by element (a
     // step of BK rows here would keep BK x vector addresses live for ptxas)
     b.if_(col < a.n, [&] {
@@ -191,7 +199,7 @@ void Gemv::cols_b() {
     std::vector<std::vector<std::vector<Value>>> bv(count), av(count);
     for (uint32_t u = 0; u < count; ++u) {
       Value kk = kk0 + (lane_k + u * 32 * vec);
-      for (uint32_t j = 0; j < cw; ++j) bv[u].push_back(B.vec(b_off[j] + ir::cast<uint64_t>(kk)));
+      for (uint32_t j = 0; j < cw; ++j) bv[u].push_back(B.vec(b_off[j] + ir::cast<uint64_t>(kk), vec));
       av[u] = a_values(kk, vec, avec);
     }
     for (uint32_t u = 0; u < count; ++u)
