@@ -123,7 +123,10 @@ void run(const ops::MatmulVariant& v, const MatmulProblem& q, bool launch) {
       args.push_back(pairs_of(a));
       args.push_back(pairs_of(b));
     }
-    ir::interp::interpret_packed(ops::matmul_kernel(cfg), {.grid = lc.grid, .block = lc.block}, args.data(), args.size());
+    // the engine's builder (matmul_kernel gives the same kernel for a row of the table; this
+    // also takes rows that are not in it)
+    ir::interp::interpret_packed(ops::build_matmul_gemv(v, cfg), {.grid = lc.grid, .block = lc.block}, args.data(),
+                                 args.size());
   } else {
     DeviceBuffer<In> da(a), db(b);
     DeviceBuffer<Out> dc(c0);
@@ -192,6 +195,33 @@ TEST_CASE("matmul gemv: the last block's columns past n and a k that fills no st
       MatmulProblem p{.m = std::max(1u, v->bm - 1), .n = v->tn * 8 + 3, .k = 9, .in = ir::Scalar::BF16, .b = lb, .beta = 0.5f};
       p.ldb = round_up(lb == MatLayout::RowMajor ? p.n : p.k, 8);
       run<bfloat16, float>(*v, p, false);
+      p.in = ir::Scalar::F32;
+      run<float, float>(*v, p, false);
+    }
+}
+
+TEST_CASE("matmul gemv: rows of other shapes (one warp, one thread per row, 32 columns a warp, 2-row steps) compute the same", "[ops][matmul][gemv][interp]") {
+  // not in the table: the builder is general in BM, TM, TN and BK. 2-row steps read 16-bit A
+  // as single pairs; TN = 32 leaves no k groups within a warp (no shuffles); TM = 1 no
+  // shared-memory sum across warps
+  static constexpr ops::MatmulVariant kRows[] = {{"test_m2_w1_n1_k2", ops::MatmulEngine::Gemv, 2, 0, 2, 1, 1},
+                                                 {"test_m3_w2_n32_k32", ops::MatmulEngine::Gemv, 3, 0, 32, 2, 32}};
+  static constexpr Shape kShapes[] = {{2, 37, 75}, {3, 70, 300}};
+  for (const ops::MatmulVariant& v : kRows) {
+    run_shapes<float, float>(v, kShapes, false);
+    run_shapes<half, float>(v, kShapes, false);
+    run_shapes<bfloat16, bfloat16>(v, kShapes, false);
+  }
+}
+
+TEST_CASE("matmul gemv: A read as vectors in one batch and element by element in another", "[ops][matmul][gemv][interp]") {
+  // lda a multiple of the vector, A's batch stride odd: batch 0's rows start on vectors,
+  // batch 1's do not (the check is per block)
+  for (const ops::MatmulVariant* v : gemv_variants())
+    for (MatLayout lb : {MatLayout::RowMajor, MatLayout::ColMajor}) {
+      MatmulProblem p{.m = v->bm, .n = 40, .k = 96, .in = ir::Scalar::F16, .b = lb, .lda = 104, .batch = 2};
+      p.stride_a = uint64_t(p.lda) * p.m + 1;
+      run<half, float>(*v, p, false);
       p.in = ir::Scalar::F32;
       run<float, float>(*v, p, false);
     }
