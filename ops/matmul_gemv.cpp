@@ -20,8 +20,8 @@
 //
 // The k split: within the block as above, and across blocks with problem.split_k (f32
 // output, atomic adds, as the other engines). A is read through the L1 (ld.global.nc): as
-// 16-byte vectors along k where A is row-major and its rows start 16-byte aligned, else
-// element by element. Rows of A past m and columns past n are clamped to the last valid
+// vectors along k of up to 16 bytes where A is row-major and this batch's rows start on a
+// 16-byte vector (checked per block), else element by element. Rows of A past m and columns past n are clamped to the last valid
 // one (no masks in the loop) and never stored. The last k rows that do not fill a step are
 // done one at a time.
 //
