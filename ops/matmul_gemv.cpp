@@ -161,24 +161,24 @@ void Gemv::rows_b() {
   // columns), then the warps' partial sums through shared memory.
   for (uint32_t d = tpr; d < 32; d *= 2)
     for (uint32_t i = 0; i < mr * vec; ++i) acc[i] = acc[i] + ir::shfl_xor(acc[i], d);
-  const uint32_t per_warp = mr * bn;  // the block's outputs
-  Value red = b.shared<float>(warps * per_warp);
+  const uint32_t outs = mr * bn;  // the block's outputs: each warp's partial sums of them,
+  Value red = b.shared<float>(warps * outs);  // warp w's at w * outs (row r, column j at r * bn + j)
   Value lane = b.lane_id(), warp = b.warp_id();
   b.if_(lane < tpr, [&] {
     for (uint32_t r = 0; r < mr; ++r)
-      for (uint32_t j = 0; j < vec; ++j) red[warp * per_warp + (lane * vec + (r * bn + j))] = acc[r * vec + j];
+      for (uint32_t j = 0; j < vec; ++j) red[warp * outs + (lane * vec + (r * bn + j))] = acc[r * vec + j];
   });
   b.barrier();
-  for (uint32_t q = 0; q * threads < per_warp; ++q) {
+  for (uint32_t q = 0; q * threads < outs; ++q) {  // thread t sums outputs t, t + threads, ...
     Value e = tid + q * threads;
     auto out = [&] {
       Value sum = red[e];
-      for (uint32_t w = 1; w < warps; ++w) sum = sum + red[e + w * per_warp];
+      for (uint32_t w = 1; w < warps; ++w) sum = sum + red[e + w * outs];
       Value row = m0 + e / bn, cc = n0 + e % bn;
       b.if_(row < a.m && cc < a.n, [&] { detail::store_c(b, a, c, row, cc, sum); });
     };
-    if ((q + 1) * threads <= per_warp) out();
-    else b.if_(e < per_warp, out);
+    if ((q + 1) * threads <= outs) out();
+    else b.if_(e < outs, out);
   }
 }
 
