@@ -1,8 +1,8 @@
 // The GEMV matmul engine (m <= BM): every row in the interpreter at small odd shapes
 // (1x1x1, 1x33x65, 3x129x70, 8x257x1000) for every layout and input/output type against
 // float64, with A read as vectors and element by element, alpha/beta, batches with gaps,
-// split-K; every kernel assembled for sm_80 and sm_90 without local memory; can_implement's
-// refusals; [gpu]: ops::matmul at 1x4096x4096, 4x11008x4096 and edge shapes (small odd
+// split-K, and rows of other shapes than the table's; every row, input type and layout
+// assembled for sm_90 (row/row for sm_80) without local memory; can_implement's refusals; [gpu]: ops::matmul at 1x4096x4096, 4x11008x4096 and edge shapes (small odd
 // ones in the interpreter). C is poisoned (NaN) wherever beta == 0, random otherwise; the
 // elements between C's rows and batches must come back untouched, bit for bit.
 #include <catch2/catch.hpp>
