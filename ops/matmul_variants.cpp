@@ -45,6 +45,7 @@ constexpr MatmulVariant kVariants[] = {
     {"gemv_m1_w8_n4_k8", MatmulEngine::Gemv, 1, 0, 8, 8, 4},
     {"gemv_m1_w8_n8_k8", MatmulEngine::Gemv, 1, 0, 8, 8, 8},   // B row-major: 128-byte row segments
     {"gemv_m1_w8_n2_k8", MatmulEngine::Gemv, 1, 0, 8, 8, 2},   // B col-major: 16 columns a block, more blocks
+    {"gemv_m1_w16_n4_k8", MatmulEngine::Gemv, 1, 0, 8, 16, 4}, // 512 threads: 16-bit B row-major, 128 blocks at n = 4096
     {"gemv_m4_w8_n4_k4", MatmulEngine::Gemv, 4, 0, 4, 8, 4},
     {"gemv_m8_w8_n4_k4", MatmulEngine::Gemv, 8, 0, 4, 8, 4},
 };
