@@ -1,7 +1,7 @@
 // matmul: TFLOP/s of every matmul variant (ops/matmul.h) that can serve a shape, beside
 // cuBLAS at the same precision in and out (cublasGemmEx, f32 compute; loaded with dlopen
 // by this program only), and the ratio of the best variant to cuBLAS. Shapes: 1024, 2048,
-// 4096, 8192 cubes and 1x4096x4096, 16x4096x4096, 128x11008x4096, 4096x4096x128, 1000^3.
+// 4096, 8192 cubes and 1, 4, 8, 16 x 4096 x 4096, 128x11008x4096, 4096x4096x128, 1000^3.
 // f32-output shapes with a small m x n also run split-K (4 and 16 chunks).
 // Timing: CUDA events, warm-up, then the median of 5-20 calls (as many as fit in about
 // 0.1 s per variant, so the full table stays within minutes); inputs are rotated
@@ -13,7 +13,7 @@
 // --dtype e4m3 / e5m2: the FP8 rows (A row-major, B column-major, bf16 out, per-tensor
 // scales) beside cuBLASLt (bench/cublaslt_fp8.h) with and without its fast accumulation,
 // each variant's largest difference from cuBLASLt's C on the same inputs.
-// Usage: matmul [--quick] [--dtype f32|tf32|f16|bf16|e4m3|e5m2]... | --loop-stats [ARCH]
+// Usage: matmul [--quick | --skinny] [--dtype f32|tf32|f16|bf16|e4m3|e5m2]... [--shape MxNxK]... [--b-col] | --loop-stats [ARCH]
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -42,8 +42,6 @@ using namespace kaio;
 namespace {
 
 // ---- cuBLAS, loaded at run time ----
-bool b_col = false;  // --b-col: B column-major (K-major), for kaio and cuBLAS alike
-
 struct Cublas {
   using Create = int (*)(void**);
   using SetStream = int (*)(void*, void*);
@@ -62,13 +60,13 @@ struct Cublas {
     if (!create || !set_stream || !gemm || create(&handle) != 0) return false;
     return set_stream(handle, stream) == 0;
   }
-  // Row-major C (m x n) = A (m x k) * B (k x n): column-major C^T = B^T A^T.
+  // Row-major C (m x n) = A (m x k) * B (k x n): column-major C^T = B^T A^T. b_col: B is
+  // column-major (an n x k row-major weight), B^T is then read transposed.
   int run(ir::Scalar in, ir::Scalar out, bool tf32, uint32_t m, uint32_t n, uint32_t k, uint64_t a, uint64_t b,
-          uint64_t c) const {
+          uint64_t c, bool b_col = false) const {
     auto type = [](ir::Scalar s) { return s == ir::Scalar::F16 ? 2 : s == ir::Scalar::BF16 ? 14 : 0; };
     const float alpha = 1.0f, beta = 0.0f;
     constexpr int kOpN = 0, kOpT = 1, kCompute32F = 68, kCompute32FFastTf32 = 77, kDefaultAlgo = -1;
-    // Row-major C = A B is column-major C^T = B^T A^T; a column-major B is B^T read transposed.
     return gemm(handle, b_col ? kOpT : kOpN, kOpN, int(n), int(m), int(k), &alpha, reinterpret_cast<void*>(b), type(in),
                 int(b_col ? k : n),
                 reinterpret_cast<void*>(a), type(in), int(k), &beta, reinterpret_cast<void*>(c), type(out), int(n),
@@ -76,7 +74,10 @@ struct Cublas {
   }
 };
 
-struct Shape { uint32_t m, n, k; };
+struct Shape {
+  uint32_t m, n, k;
+  bool b_col = false;  // B column-major (else row-major; A is row-major)
+};
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -139,6 +140,7 @@ std::string sass_op(const jit::CompiledKernel& k) {
 // (register-array copies that ptxas coalesces), by kind.
 struct LoopStats {
   int body = 0, path = 0, mma = 0, shared = 0, ldmatrix = 0, global = 0, other = 0;
+  bool found = false;  // a loop with mma / fma instructions whose path ends at its backward branch
 };
 LoopStats loop_stats(const std::string& ptx) {
   std::vector<std::string> lines;
@@ -175,12 +177,16 @@ LoopStats loop_stats(const std::string& ptx) {
     if (w > best) best = w, lo = it->second, hi = i;
   }
   LoopStats s;
+  if (best <= 0) return s;  // no loop does mma / fma (wgmma kernels: wgmma.mma_async, waits on mbarriers)
   for (size_t j = lo; j <= hi; ++j) s.body += is_ins(lines[j]);
   for (size_t i = lo, guard = 0; i <= hi && guard < 1000000; ++guard) {
     const std::string& l = lines[i];
     if (!is_ins(l)) { ++i; continue; }
     const std::string op = opcode(l), t = target(l);
-    if (i == hi) break;  // the backward branch
+    if (i == hi) {  // the backward branch
+      s.found = true;
+      break;
+    }
     if (op.rfind("mov.", 0) != 0) {
       ++s.path;
       if (op.rfind("mma.", 0) == 0 || op.rfind("fma.", 0) == 0) ++s.mma;
@@ -209,8 +215,10 @@ int print_loop_stats(const std::string& arch) {
     const std::string ptx = codegen::emit_ptx(k, {karch, 9, 0});
     const LoopStats s = loop_stats(ptx);
     const jit::Resources r = jit::parse_resources(jit::link_ptx(ptx, karch, k.name()).info_log, 0);
-    std::printf("%-52s %6d %6d %8d %6d %8d %6d %6d %5d%s\n", k.name().c_str(), s.body, s.path, s.mma, s.shared, s.ldmatrix,
-                s.global, s.other, r.registers, r.spill_stores ? " (spills)" : "");
+    auto num = [&](int v) { return s.found ? std::to_string(v) : std::string("-"); };  // "-": no k-loop it can follow
+    std::printf("%-52s %6s %6s %8s %6s %8s %6s %6s %5d%s\n", k.name().c_str(), num(s.body).c_str(), num(s.path).c_str(),
+                num(s.mma).c_str(), num(s.shared).c_str(), num(s.ldmatrix).c_str(), num(s.global).c_str(),
+                num(s.other).c_str(), r.registers, r.spill_stores ? " (spills)" : "");
   }
   return 0;
 }
@@ -248,12 +256,14 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
     }
     const double flop = 2.0 * sh.m * sh.n * sh.k;
     double cublas_tf = 0;
+    const char* bl = sh.b_col ? " Bcol" : "";
     if (cublas && cublas->run(in, out, tf32, sh.m, sh.n, sh.k, A[0].device_address(), B[0].device_address(),
-                              C[0].device_address()) != 0) {
+                              C[0].device_address(), sh.b_col) != 0) {
       std::printf("cuBLAS refused %u x %u x %u for %s\n", sh.m, sh.n, sh.k, ir::scalar_name(in));
     } else if (cublas) {
       double ms = time_ms(s, sets, [&](int i) {
-        cublas->run(in, out, tf32, sh.m, sh.n, sh.k, A[i].device_address(), B[i].device_address(), C[i].device_address());
+        cublas->run(in, out, tf32, sh.m, sh.n, sh.k, A[i].device_address(), B[i].device_address(), C[i].device_address(),
+                    sh.b_col);
       });
       cublas_tf = flop / ms / 1e9;
     }
@@ -265,7 +275,7 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
     for (const ops::MatmulVariant& v : ops::matmul_variants())
       for (uint32_t split : splits) {
         ops::MatmulProblem p{.m = sh.m, .n = sh.n, .k = sh.k, .in = in, .out = out};
-        if (b_col) p.b = ops::MatLayout::ColMajor;
+        p.b = sh.b_col ? ops::MatLayout::ColMajor : ops::MatLayout::RowMajor;
         p.tf32 = tf32;
         p.split_k = split;
         const bool simt = v.engine == ops::MatmulEngine::Simt || v.engine == ops::MatmulEngine::SimtDb;
@@ -275,25 +285,26 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
           ops::matmul(v, A[i].device_address(), B[i].device_address(), C[i].device_address(), p, &s);
         });
         const double tf = flop / ms / 1e9;
-        const ops::MatmulConfig cfg{static_cast<uint32_t>(&v - ops::matmul_variants().data()), in, out};
+        const ops::MatmulConfig cfg{static_cast<uint32_t>(&v - ops::matmul_variants().data()), in, out,
+                                    ops::MatLayout::RowMajor, p.b};
         std::string name = std::string(v.name) + (split > 1 ? "/split" + std::to_string(split) : "");
         const jit::Resources res = ops::matmul_family().get(cfg).resources();
         std::string regs = std::to_string(res.registers) + " regs";
         if (res.spill_stores) regs += " SPILLS " + std::to_string(res.spill_stores) + " B";
-        std::printf("%-6s %5u x %5u x %5u  %-32s %8.2f TFLOP/s  %7.3f ms  %-8s %s\n", tf32 ? "tf32" : ir::scalar_name(in),
-                    sh.m, sh.n, sh.k, name.c_str(), tf, ms, regs.c_str(),
+        std::printf("%-6s %5u x %5u x %5u%s  %-32s %8.2f TFLOP/s  %7.3f ms  %-8s %s\n", tf32 ? "tf32" : ir::scalar_name(in),
+                    sh.m, sh.n, sh.k, bl, name.c_str(), tf, ms, regs.c_str(),
                     split == 1 ? sass_op(ops::matmul_family().get(cfg)).c_str() : "");
         if (tf > best) {
           best = tf;
           best_name = name;
         }
       }
-    std::printf("%-6s %5u x %5u x %5u  %-32s %8.2f TFLOP/s  best %s: %.0f%% of cuBLAS\n\n",
+    std::printf("%-6s %5u x %5u x %5u%s  %-32s %8.2f TFLOP/s  best %s: %.0f%% of cuBLAS\n\n",
                 tf32 ? "tf32" : ir::scalar_name(in), sh.m, sh.n,
-                sh.k, "cuBLAS", cublas_tf, best_name.c_str(), cublas_tf > 0 ? 100.0 * best / cublas_tf : 0.0);
+                sh.k, bl, "cuBLAS", cublas_tf, best_name.c_str(), cublas_tf > 0 ? 100.0 * best / cublas_tf : 0.0);
     std::fflush(stdout);
     summary.push_back({tf32 ? "tf32" : ir::scalar_name(in),
-                       std::to_string(sh.m) + "x" + std::to_string(sh.n) + "x" + std::to_string(sh.k), best_name, best,
+                       std::to_string(sh.m) + "x" + std::to_string(sh.n) + "x" + std::to_string(sh.k) + bl, best_name, best,
                        cublas_tf});
   }
 }
@@ -390,15 +401,17 @@ void bench_fp8(const std::vector<Shape>& shapes, bench::CublasLtFp8* lt, const j
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, skinny = false;
   std::string loop_stats_arch;
   std::vector<std::string> dtypes;
   std::vector<Shape> only_shapes;
+  bool all_b_col = false;  // --b-col: B column-major (K-major) in every shape
   const char* usage =
-      "usage: matmul [--quick] [--dtype f32|tf32|f16|bf16|e4m3|e5m2]... [--shape MxNxK]... [--variant TEXT]\n"
-      "              [--b-col] | --loop-stats [ARCH]\n"
+      "usage: matmul [--quick | --skinny] [--dtype f32|tf32|f16|bf16|e4m3|e5m2]... [--shape MxNxK]...\n"
+      "              [--variant TEXT] [--b-col] | --loop-stats [ARCH]\n"
       "  TFLOP/s of every matmul variant beside cuBLAS at the same precision (needs a GPU).\n"
       "  --quick  1024^3, 4096^3 and 16x4096x4096 only (under a minute on an H100)\n"
+      "  --skinny 1, 4, 8 and 16 x 4096 x 4096 only (the GEMV shapes), B row- and column-major\n"
       "  --dtype  one input type (repeatable; default all four: f32 on SIMT, tf32, f16, bf16\n"
       "           on tensor cores, each with its own output type: f32, f32, f16, bf16);\n"
       "           e4m3 / e5m2: FP8 in, bf16 out, beside cuBLASLt (f32 compute, scales)\n"
@@ -410,9 +423,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--quick") quick = true;
+    else if (arg == "--skinny") skinny = true;
     else if (arg == "--dtype" && i + 1 < argc) dtypes.push_back(argv[++i]);
     else if (arg == "--variant" && i + 1 < argc) only_variant = argv[++i];
-    else if (arg == "--b-col") b_col = true;
+    else if (arg == "--b-col") all_b_col = true;
     else if (arg == "--shape" && i + 1 < argc) {
       Shape sh{};
       char tail = 0;
@@ -443,10 +457,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::vector<Shape> shapes = {{1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096}, {8192, 8192, 8192},
-                               {1, 4096, 4096},    {16, 4096, 4096},    {128, 11008, 4096}, {4096, 4096, 128},
-                               {1000, 1000, 1000}};
+                               {1, 4096, 4096},    {4, 4096, 4096},     {8, 4096, 4096},    {16, 4096, 4096},
+                               {128, 11008, 4096}, {4096, 4096, 128},   {1000, 1000, 1000}};
   if (quick) shapes = {{1024, 1024, 1024}, {4096, 4096, 4096}, {16, 4096, 4096}};
+  if (skinny) {  // B row-major, then column-major (a PyTorch Linear weight)
+    shapes = {{1, 4096, 4096}, {4, 4096, 4096}, {8, 4096, 4096}, {16, 4096, 4096}};
+    for (size_t i = 0, n = shapes.size(); i < n; ++i) shapes.push_back({shapes[i].m, shapes[i].n, shapes[i].k, true});
+  }
   if (!only_shapes.empty()) shapes = only_shapes;
+  if (all_b_col)
+    for (Shape& sh : shapes) sh.b_col = true;
   jit::Stream s;
   Cublas cublas;
   const bool have_cublas = cublas.load(s.handle());

@@ -12,11 +12,17 @@
 //             MmaAsync  as Mma (tf32 too), the tiles brought in by cp.async through a ring
 //                   of 2-4 shared stages (needs 16-byte aligned rows: leading dimensions and
 //                   batch strides whole 16-byte vectors, 16-byte aligned pointers)
-//             Wgmma  Hopper (sm_90a, an sm_90 device): a TMA producer warpgroup and BM / 64
-//                   wgmma consumer warpgroups of 64 x BN, STAGES-deep mbarrier ring; f16 /
+//             Wgmma  Hopper (sm_90a, an sm_90 device): a TMA producer warpgroup and BM / TM
+//                   wgmma consumer warpgroups of TM x BN (or two taking alternate tiles:
+//                   ping-pong), STAGES-deep mbarrier ring, C out through TMA stores; f16 /
 //                   bf16 (either layout), tf32 or e4m3 / e5m2 with per-tensor scales (A
 //                   row-major, B column-major); rows 16-byte aligned as for MmaAsync
 //                   (matmul_wgmma.cpp)
+//             Gemv  m <= BM (1..8 rows of A): B streamed once, each element used for all m
+//                   rows; f32 / f16 / bf16 in, f32 accumulate; 16-byte loads of B along n
+//                   (row-major: k split over the block's threads, summed in shared memory)
+//                   or along k (col-major: a warp per TN columns, shuffle sums); ldb and B's
+//                   batch stride whole 16-byte vectors (matmul_gemv.cpp)
 //   problem   m, n, k; the input type (f32 for Simt; f16 / bf16 for Mma) and the output type
 //             (f32; f16 / bf16 too for Mma, rounded once); layouts; lda / ldb / ldc (0:
 //             packed); batch and element strides between batches (0: packed)
@@ -54,7 +60,7 @@ struct MatmulProblem {
                             // added into C atomically (f32 output; for small m x n with a large k)
 };
 
-enum class MatmulEngine : uint8_t { Simt, SimtDb, Mma, MmaAsync, Wgmma };
+enum class MatmulEngine : uint8_t { Simt, SimtDb, Mma, MmaAsync, Wgmma, Gemv };
 
 // One row of the variant table.
 struct MatmulVariant {
@@ -62,7 +68,8 @@ struct MatmulVariant {
   MatmulEngine engine;
   uint32_t bm, bn, bk;  // the block tile
   uint32_t tm, tn;      // Simt: accumulators per thread (TM x TN); Mma*: the warp tile (TM x TN);
-                        // Wgmma: a consumer warpgroup's tile (TM x BN, TM 64 or 128)
+                        // Wgmma: a consumer warpgroup's tile (TM x BN, TM 64 or 128); Gemv: TM warps, TN threads
+                        // along n (B row-major) or columns per warp (B col-major)
   uint32_t stages = 1;  // MmaAsync: shared-memory stages of the cp.async pipeline (2..4); Wgmma: 2..8
   uint32_t max_registers = 0;  // register cap per thread (PTX .maxnreg, in the kernel's key); 0: none
   uint32_t cluster = 1; // Wgmma: CTAs of a cluster along m (1 or 2); they share each B tile by TMA multicast
@@ -140,5 +147,16 @@ struct MatmulTmaBox {
   uint32_t count;         // boxes side by side along the contiguous dimension per stage
 };
 MatmulTmaBox matmul_wgmma_box(const MatmulVariant& v, ir::Scalar in, bool a, bool k_major);
+
+// The Gemv engine (matmul_gemv.cpp): BM = the most rows of A it serves, BK = 16-byte loads
+// of B per thread and step (B row-major: k rows; col-major: BK / TN vectors per column), BN
+// unused. Params as matmul_kernel's, then for f16 /
+// bf16 inputs the A and B addresses again as f16x2 / bf16x2 pointers (the 16-byte loads);
+// grid (ceil(n / block columns), ceil(m / BM), batch * splits), 32 * TM threads.
+ir::Kernel build_matmul_gemv(const MatmulVariant& v, const MatmulConfig& c);
+bool matmul_gemv_can_implement(const MatmulVariant& v, const MatmulProblem& p, std::string* why);
+jit::LaunchConfig matmul_gemv_launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream);
+void matmul_gemv_launch(const MatmulVariant& v, const MatmulConfig& cfg, uint64_t a, uint64_t b, uint64_t c,
+                        const MatmulProblem& p, const jit::Stream* stream);
 
 }  // namespace kaio::ops

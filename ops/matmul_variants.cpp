@@ -45,6 +45,14 @@ constexpr MatmulVariant kVariants[] = {
     {"wgmma_128x256x64_s4", MatmulEngine::Wgmma, 128, 256, 64, 64, 256, 4},
     {"wgmma_128x128x64_s6", MatmulEngine::Wgmma, 128, 128, 64, 64, 128, 6},
     {"wgmma_64x128x64_s8", MatmulEngine::Wgmma, 64, 128, 64, 64, 128, 8},
+    // GEMV, m <= BM: TM warps, TN threads along n (B row-major) or columns per warp (B
+    // column-major), BK 16-byte loads of B per thread and step
+    {"gemv_m1_w8_n4_k8", MatmulEngine::Gemv, 1, 0, 8, 8, 4},
+    {"gemv_m1_w8_n8_k8", MatmulEngine::Gemv, 1, 0, 8, 8, 8},   // B row-major: 128-byte row segments
+    {"gemv_m1_w8_n2_k8", MatmulEngine::Gemv, 1, 0, 8, 8, 2},   // B col-major: 16 columns a block, more blocks
+    {"gemv_m1_w16_n4_k8", MatmulEngine::Gemv, 1, 0, 8, 16, 4}, // 512 threads: 16-bit B row-major, 128 blocks at n = 4096
+    {"gemv_m4_w8_n4_k4", MatmulEngine::Gemv, 4, 0, 4, 8, 4},
+    {"gemv_m8_w8_n4_k4", MatmulEngine::Gemv, 8, 0, 4, 8, 4},
 };
 
 bool fail(std::string* why, const std::string& msg) {
@@ -60,6 +68,7 @@ bool simt(MatmulEngine e) { return e == MatmulEngine::Simt || e == MatmulEngine:
 
 uint32_t MatmulVariant::threads() const {
   if (engine == MatmulEngine::Wgmma) return 128 * ((pingpong ? 2 : bm / tm) + 1);  // the producer and the consumer warpgroups
+  if (engine == MatmulEngine::Gemv) return 32 * tm;
   return simt(engine) ? (bm / tm) * (bn / tn) : (bm / tm) * (bn / tn) * 32;
 }
 
@@ -81,6 +90,8 @@ bool MatmulVariant::can_implement(const MatmulProblem& p, int sm, std::string* w
       return fail(why, v + "the output of e4m3 / e5m2 inputs is f32, f16 or bf16, not " + std::string(ir::scalar_name(p.out)));
     if (!fp8 && p.out != ir::Scalar::F32 && p.out != p.in)
       return fail(why, v + "the output is f32 or the input type, not " + std::string(ir::scalar_name(p.out)));
+  } else if (engine == MatmulEngine::Gemv) {
+    if (!matmul_gemv_can_implement(*this, p, why)) return false;
   } else if (simt(engine)) {
     if (p.in != ir::Scalar::F32 || p.out != ir::Scalar::F32)
       return fail(why, v + "SIMT computes f32 x f32 -> f32, not " + ir::scalar_name(p.in) + " -> " + ir::scalar_name(p.out));
@@ -158,6 +169,7 @@ ir::Kernel matmul_kernel(const MatmulConfig& c) {
     case MatmulEngine::Mma: return build_matmul_mma(v, c);
     case MatmulEngine::MmaAsync: return build_matmul_mma_async(v, c);
     case MatmulEngine::Wgmma: return build_matmul_wgmma(v, c);
+    case MatmulEngine::Gemv: return build_matmul_gemv(v, c);
   }
   throw UsageError("matmul", "matmul", "unknown engine");
 }
@@ -270,6 +282,7 @@ jit::LaunchConfig matmul_launch_config(const MatmulVariant& v, const MatmulProbl
             .shared_bytes = matmul_wgmma_shared_bytes(v),
             .stream = stream,
             .cluster = {v.cluster, 1, 1}};
+  if (v.engine == MatmulEngine::Gemv) return matmul_gemv_launch_config(v, p, stream);
   const uint32_t smem = v.engine == MatmulEngine::MmaAsync ? matmul_async_shared_bytes(v, p.in, p.a, p.b) : 0;
   return {.grid = {(p.n + v.bn - 1) / v.bn, (p.m + v.bm - 1) / v.bm, p.batch * p.split_k},
           .block = {v.threads()},
@@ -371,6 +384,7 @@ void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const Ma
     scale_family().launch(ScaleConfig{}, {.grid = {(p.n + 255) / 256, p.m, p.batch}, .block = {256}, .stream = stream},
                           jit::DevicePtr<float>{c}, p.m, p.n, p.ldc, p.stride_c, p.beta);
   if (v.engine == MatmulEngine::Wgmma) return matmul_wgmma_launch(v, cfg, a, b, c, p, stream, scales);
+  if (v.engine == MatmulEngine::Gemv) return matmul_gemv_launch(v, cfg, a, b, c, p, stream);
   const Arg args[] = {Arg{Arg::Pointer, p.in, 0, a, 0},  Arg{Arg::Pointer, p.in, 0, b, 0}, Arg{Arg::Pointer, p.out, 0, c, 0},
                       make_arg(p.m),     make_arg(p.n),     make_arg(p.k),     make_arg(p.lda), make_arg(p.ldb),
                       make_arg(p.ldc),   make_arg(p.alpha), make_arg(p.beta),  make_arg(p.stride_a),

@@ -159,6 +159,7 @@ void run_variant(const ops::MatmulVariant& v, bool launch, std::span<const Shape
 void run_all(bool launch, std::span<const Shape> shapes, bool full) {
   for (const ops::MatmulVariant& v : ops::matmul_variants()) {
     if (v.engine == ops::MatmulEngine::Wgmma) continue;  // no interpreter model: test_matmul_wgmma.cpp
+    if (v.engine == ops::MatmulEngine::Gemv) continue;   // m <= 8 only: test_matmul_gemv.cpp
     if (v.engine == ops::MatmulEngine::Simt || v.engine == ops::MatmulEngine::SimtDb) {
       run_variant<float, float>(v, launch, shapes);
     } else {
@@ -186,6 +187,7 @@ TEST_CASE("matmul: every variant's unchecked path (blocks inside the matrix, ful
   // masked ones; every layout (each operand contiguous along k or not)
   for (const ops::MatmulVariant& v : ops::matmul_variants()) {
     if (v.engine == ops::MatmulEngine::Wgmma) continue;  // no interpreter model: test_matmul_wgmma.cpp
+    if (v.engine == ops::MatmulEngine::Gemv) continue;   // m <= 8 only: test_matmul_gemv.cpp
     const bool simt = v.engine == ops::MatmulEngine::Simt || v.engine == ops::MatmulEngine::SimtDb;
     for (MatLayout la : {MatLayout::RowMajor, MatLayout::ColMajor})
       for (MatLayout lb : {MatLayout::RowMajor, MatLayout::ColMajor}) {
@@ -242,7 +244,7 @@ TEST_CASE("matmul: the cp.async epilogue stores column pairs where C allows, sin
 
 TEST_CASE("matmul: every declared config assembles for sm_80 and sm_90 without local memory", "[ops][matmul][nvjitlink]") {
   jit::Family<ops::MatmulConfig>& f = ops::matmul_family();
-  REQUIRE(f.config_count() == 63);
+  REQUIRE(f.config_count() == 81);  // 63 + the Gemv rows' 18
   for (size_t i = 0; i < f.config_count(); ++i) {
     ir::Kernel k = f.declared_kernel(i);
     if (k.arch_specific()) continue;  // the wgmma variants: sm_90a only (test_matmul_wgmma.cpp)
