@@ -37,19 +37,8 @@ void check_result(const MatmulProblem& p, const std::vector<In>& a, const std::v
   for (uint32_t z = 0; z < p.batch; ++z)
     for (uint32_t i = 0; i < p.m; ++i)
       for (uint32_t j = 0; j < p.n; ++j) {
-        double ref = 0, mag = 0;
-        for (uint32_t k = 0; k < p.k; ++k) {
-          double t = as_double(a[z * p.stride_a + at(p.a, p.lda, i, k)]) * as_double(b[z * p.stride_b + at(p.b, p.ldb, k, j)]);
-          ref += t;
-          mag += std::abs(t);
-        }
+        const auto [ref, mag] = test::matmul::reference_at(p, a, b, c0, z, i, j, p.alpha);
         const size_t ci = z * p.stride_c + size_t(i) * p.ldc + j;
-        ref *= p.alpha;
-        mag *= std::abs(p.alpha);
-        if (p.beta != 0.0f) {
-          ref += double(p.beta) * as_double(c0[ci]);
-          mag += std::abs(double(p.beta) * as_double(c0[ci]));
-        }
         INFO("batch " << z << " C[" << i << "][" << j << "] = " << as_double(c[ci]) << ", float64 " << ref);
         // f16 results below 2^-14 are subnormal: absolute rounding error up to 2^-25
         const double tiny = std::is_same_v<Out, half> ? 0x1p-25 : 1e-30;

@@ -30,14 +30,8 @@ using ops::MatmulProblem;
 
 namespace {
 
-std::vector<const ops::MatmulVariant*> wgmma_rows() {
-  std::vector<const ops::MatmulVariant*> out;
-  for (const ops::MatmulVariant& v : ops::matmul_variants())
-    if (v.engine == ops::MatmulEngine::Wgmma) out.push_back(&v);
-  return out;
-}
-
-uint32_t index_of(const ops::MatmulVariant& v) { return static_cast<uint32_t>(&v - ops::matmul_variants().data()); }
+std::vector<const ops::MatmulVariant*> wgmma_rows() { return test::matmul::rows_of(ops::MatmulEngine::Wgmma); }
+using test::matmul::index_of;
 
 }  // namespace
 
@@ -185,16 +179,8 @@ void check_fp8(const ops::MatmulVariant* v, MatmulProblem q, Scales s, size_t sa
   const double scale = double(p.alpha) * (s.pass_a ? s.a : 1.0) * (s.pass_b ? s.b : 1.0);
   const double out = std::is_same_v<Out, half> ? 0x1p-11 : std::is_same_v<Out, bfloat16> ? 0x1p-8 : 0;
   auto check = [&](uint32_t z, uint32_t i, uint32_t j) {
-    double ref = 0, mag = 0;
-    for (uint32_t k = 0; k < p.k; ++k) {
-      const double t = dbl(a[z * p.stride_a + at(p.a, p.lda, i, k)]) * dbl(b[z * p.stride_b + at(p.b, p.ldb, k, j)]);
-      ref += t;
-      mag += std::abs(t);
-    }
+    const auto [ref, mag] = test::matmul::reference_at(p, a, b, c0, z, i, j, scale);
     const size_t ci = z * p.stride_c + size_t(i) * p.ldc + j;
-    const double old = p.beta == 0.0f ? 0.0 : dbl(c0[ci]);
-    ref = scale * ref + p.beta * old;
-    mag = std::abs(scale) * mag + std::abs(p.beta * old);
     INFO("batch " << z << " C[" << i << "][" << j << "] = " << dbl(c[ci]) << ", float64 " << ref);
     REQUIRE(std::abs(dbl(c[ci]) - ref) <= 1e-3 * mag + out * std::abs(ref) + 1e-6);
   };

@@ -30,14 +30,8 @@ using test::matmul::as_double;
 using test::matmul::at;
 using test::matmul::random_vec;
 
-std::vector<const ops::MatmulVariant*> gemv_variants() {
-  std::vector<const ops::MatmulVariant*> out;
-  for (const ops::MatmulVariant& v : ops::matmul_variants())
-    if (v.engine == ops::MatmulEngine::Gemv) out.push_back(&v);
-  return out;
-}
-
-uint32_t index_of(const ops::MatmulVariant& v) { return static_cast<uint32_t>(&v - ops::matmul_variants().data()); }
+std::vector<const ops::MatmulVariant*> gemv_variants() { return test::matmul::rows_of(ops::MatmulEngine::Gemv); }
+using test::matmul::index_of;
 uint32_t round_up(uint32_t x, uint32_t a) { return (x + a - 1) / a * a; }
 
 template <class T>
@@ -54,19 +48,8 @@ void check(const MatmulProblem& p, const std::vector<In>& a, const std::vector<I
   for (uint32_t z = 0; z < p.batch; ++z)
     for (uint32_t i = 0; i < p.m; ++i)
       for (uint32_t j = 0; j < p.n; ++j) {
-        double ref = 0, mag = 0;
-        for (uint32_t k = 0; k < p.k; ++k) {
-          const double t = as_double(a[z * p.stride_a + at(p.a, p.lda, i, k)]) * as_double(b[z * p.stride_b + at(p.b, p.ldb, k, j)]);
-          ref += t;
-          mag += std::abs(t);
-        }
+        const auto [ref, mag] = test::matmul::reference_at(p, a, b, c0, z, i, j, p.alpha);
         const size_t ci = z * p.stride_c + size_t(i) * p.ldc + j;
-        ref *= p.alpha;
-        mag *= std::abs(p.alpha);
-        if (p.beta != 0.0f) {
-          ref += double(p.beta) * as_double(c0[ci]);
-          mag += std::abs(double(p.beta) * as_double(c0[ci]));
-        }
         INFO("batch " << z << " C[" << i << "][" << j << "] = " << as_double(c[ci]) << ", float64 " << ref);
         REQUIRE(std::abs(as_double(c[ci]) - ref) <= terms * mag + out * std::abs(ref) + tiny);
       }

@@ -27,12 +27,7 @@ using ops::MatmulProblem;
 
 namespace {
 
-std::vector<const ops::MatmulVariant*> wgmma_variants() {
-  std::vector<const ops::MatmulVariant*> out;
-  for (const ops::MatmulVariant& v : ops::matmul_variants())
-    if (v.engine == ops::MatmulEngine::Wgmma) out.push_back(&v);
-  return out;
-}
+std::vector<const ops::MatmulVariant*> wgmma_variants() { return test::matmul::rows_of(ops::MatmulEngine::Wgmma); }
 
 int device_sm() { return codegen::parse_arch(jit::detail::backend().default_arch()).sm; }
 
@@ -137,15 +132,8 @@ void check_wgmma(const ops::MatmulVariant& v, MatmulProblem q, size_t samples) {
   const double rel = tf32 ? 0x1p-9 : double(p.k + 8) * 0x1p-22;
   const double out = std::is_same_v<Out, half> ? 0x1p-11 : std::is_same_v<Out, bfloat16> ? 0x1p-8 : 0;
   auto check = [&](uint32_t z, uint32_t i, uint32_t j) {
-    double ref = 0, mag = 0;
-    for (uint32_t k = 0; k < p.k; ++k) {
-      const double t = dbl(a[z * p.stride_a + at(p.a, p.lda, i, k)]) * dbl(b[z * p.stride_b + at(p.b, p.ldb, k, j)]);
-      ref += t;
-      mag += std::abs(t);
-    }
+    const auto [ref, mag] = test::matmul::reference_at(p, a, b, c0, z, i, j, p.alpha);
     const size_t ci = z * p.stride_c + size_t(i) * p.ldc + j;
-    ref = p.alpha * ref + p.beta * dbl(c0[ci]);
-    mag = std::abs(p.alpha) * mag + std::abs(p.beta * dbl(c0[ci]));
     INFO("batch " << z << " C[" << i << "][" << j << "] = " << dbl(c[ci]) << ", float64 " << ref);
     REQUIRE(std::abs(dbl(c[ci]) - ref) <= rel * mag + out * std::abs(ref) + 0x1p-24);
   };
