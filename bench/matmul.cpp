@@ -238,6 +238,27 @@ DeviceBuffer<T> random_buffer(size_t n, std::mt19937& rng) {
   return DeviceBuffer<T>(h);
 }
 
+// The operand sets the timed runs rotate through: one set when it is at least 64 MB (more
+// than L2 holds), else as many as make 256 MB (at most 8), so caches do not flatter.
+template <class In, class Out>
+struct Operands {
+  std::vector<DeviceBuffer<In>> A, B;
+  std::vector<DeviceBuffer<Out>> C;
+};
+
+template <class In, class Out>
+Operands<In, Out> make_operands(const Shape& sh, std::mt19937& rng) {
+  const size_t set_bytes = (size_t(sh.m) * sh.k + size_t(sh.k) * sh.n) * sizeof(In) + size_t(sh.m) * sh.n * sizeof(Out);
+  const int sets = set_bytes >= (64u << 20) ? 1 : static_cast<int>(std::clamp<size_t>((256u << 20) / set_bytes + 1, 1, 8));
+  Operands<In, Out> o;
+  for (int i = 0; i < sets; ++i) {
+    o.A.push_back(random_buffer<In>(size_t(sh.m) * sh.k, rng));
+    o.B.push_back(random_buffer<In>(size_t(sh.k) * sh.n, rng));
+    o.C.emplace_back(size_t(sh.m) * sh.n);
+  }
+  return o;
+}
+
 template <class In, class Out>
 void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const jit::Stream& s, const std::string& arch,
                  bool tf32 = false) {
@@ -245,15 +266,8 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
   const int sm = codegen::parse_arch(arch).sm;
   std::mt19937 rng(1);
   for (const Shape& sh : shapes) {
-    const size_t set_bytes = (size_t(sh.m) * sh.k + size_t(sh.k) * sh.n) * sizeof(In) + size_t(sh.m) * sh.n * sizeof(Out);
-    const int sets = set_bytes >= (64u << 20) ? 1 : static_cast<int>(std::clamp<size_t>((256u << 20) / set_bytes + 1, 1, 8));
-    std::vector<DeviceBuffer<In>> A, B;
-    std::vector<DeviceBuffer<Out>> C;
-    for (int i = 0; i < sets; ++i) {
-      A.push_back(random_buffer<In>(size_t(sh.m) * sh.k, rng));
-      B.push_back(random_buffer<In>(size_t(sh.k) * sh.n, rng));
-      C.emplace_back(size_t(sh.m) * sh.n);
-    }
+    auto [A, B, C] = make_operands<In, Out>(sh, rng);
+    const int sets = static_cast<int>(A.size());
     const double flop = 2.0 * sh.m * sh.n * sh.k;
     double cublas_tf = 0;
     const char* bl = sh.b_col ? " Bcol" : "";
@@ -320,15 +334,8 @@ void bench_fp8(const std::vector<Shape>& shapes, bench::CublasLtFp8* lt, const j
   DeviceBuffer<float> scale_buf(std::vector<float>{0.5f, 2.0f});
   const ops::MatmulScales sc{scale_buf.device_address(), scale_buf.device_address() + 4};
   for (const Shape& sh : shapes) {
-    const size_t set_bytes = (size_t(sh.m) * sh.k + size_t(sh.k) * sh.n) + size_t(sh.m) * sh.n * 2;
-    const int sets = set_bytes >= (64u << 20) ? 1 : static_cast<int>(std::clamp<size_t>((256u << 20) / set_bytes + 1, 1, 8));
-    std::vector<DeviceBuffer<F8>> A, B;
-    std::vector<DeviceBuffer<bfloat16>> C;
-    for (int i = 0; i < sets; ++i) {
-      A.push_back(random_buffer<F8>(size_t(sh.m) * sh.k, rng));
-      B.push_back(random_buffer<F8>(size_t(sh.k) * sh.n, rng));
-      C.emplace_back(size_t(sh.m) * sh.n);
-    }
+    auto [A, B, C] = make_operands<F8, bfloat16>(sh, rng);
+    const int sets = static_cast<int>(A.size());
     const double flop = 2.0 * sh.m * sh.n * sh.k;
     std::vector<bfloat16> ref;  // cuBLASLt's C of set 0 (default accumulation)
     double lt_best = 0;
