@@ -479,7 +479,7 @@ int main(int argc, char** argv) {
   const bool have_cublas = cublas.load(s.handle());
   if (!have_cublas) std::printf("cuBLAS not found: its column stays 0\n");
   const std::string arch = jit::detail::backend().default_arch();
-  {  // every declared kernel compiled up front, in parallel (the rows below then only load them)
+  {  // every declared kernel (of --variant) compiled up front, in parallel (the rows below then only load them)
     const auto start = std::chrono::steady_clock::now();
     jit::Family<ops::MatmulConfig>& f = ops::matmul_family();
     std::atomic<size_t> next{0};
@@ -487,6 +487,7 @@ int main(int argc, char** argv) {
     for (unsigned w = 0; w < std::max(2u, std::thread::hardware_concurrency()); ++w)
       pool.emplace_back([&] {
         for (size_t i; (i = next++) < f.config_count();) {
+          if (!only_variant.empty() && f.config_name(i).find(only_variant) == std::string::npos) continue;
           try {
             (void)jit::compile(f.declared_kernel(i));
           } catch (const std::exception& e) {

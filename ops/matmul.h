@@ -14,7 +14,7 @@
 //                   batch strides whole 16-byte vectors, 16-byte aligned pointers)
 //             Wgmma  Hopper (sm_90a, an sm_90 device): a TMA producer warpgroup and BM / TM
 //                   wgmma consumer warpgroups of TM x BN (or two taking alternate tiles:
-//                   ping-pong), STAGES-deep mbarrier ring; f16 /
+//                   ping-pong), STAGES-deep mbarrier ring, C out through TMA stores; f16 /
 //                   bf16 (either layout), tf32 or e4m3 / e5m2 with per-tensor scales (A
 //                   row-major, B column-major); rows 16-byte aligned as for MmaAsync
 //                   (matmul_wgmma.cpp)
@@ -131,11 +131,13 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
 uint32_t matmul_async_shared_bytes(const MatmulVariant& v, ir::Scalar in, MatLayout a, MatLayout b);
 
 // The Wgmma engine (matmul_wgmma.cpp). Its kernels take TMA tensor maps instead of the A
-// and B pointers: params map A, map B, Out* C, u32 m, n, k, ldc, f32 alpha, beta, u64
-// stride_c, u32 splits, k_chunk, tiles_n, tiles_m, work, pairs, and for e4m3 / e5m2 inputs
-// const f32* scale_a, scale_b, u32 scales (bit 0: A's is given, bit 1: B's); a persistent
-// grid of work items. Each map is 3-D (contiguous dimension, the other one, batch) with
-// 128-byte swizzling and the box below.
+// and B pointers: params map A, map B, map C, Out* C, u32 m, n, k, ldc, f32 alpha, beta,
+// u64 stride_c, u32 splits, k_chunk, tiles_n, tiles_m, work, pairs, tma_store, and for
+// e4m3 / e5m2 inputs const f32* scale_a, scale_b, u32 scales (bit 0: A's is given, bit 1:
+// B's); a persistent grid of work items. Each operand map is 3-D (contiguous dimension, the
+// other one, batch) with 128-byte swizzling and the box below; with tma_store (beta == 0,
+// no split-K, 16-byte aligned C rows) C leaves through shared memory and TMA stores of
+// 64 x 128-byte boxes.
 ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c);
 uint32_t matmul_wgmma_bk(ir::Scalar in);  // the k of a stage: 128 bytes of elements
 uint32_t matmul_wgmma_stage_bytes(const MatmulVariant& v);

@@ -41,6 +41,7 @@ namespace {
 
 constexpr uint32_t kSwizzleBytes = 128;  // the rows TMA writes and wgmma reads
 constexpr uint32_t kGroupRows = 8;       // grouped raster: tile rows per group
+constexpr uint32_t kCChunkBytes = 64 * kSwizzleBytes;  // a TMA-store box of C: 64 rows of 128 bytes
 
 uint32_t elem_bytes(ir::Scalar s) { return static_cast<uint32_t>(ir::scalar_bytes(s)); }
 
@@ -50,10 +51,16 @@ uint32_t matmul_wgmma_bk(ir::Scalar in) { return kSwizzleBytes / elem_bytes(in);
 
 uint32_t matmul_wgmma_stage_bytes(const MatmulVariant& v) { return (v.bm + v.bn) * kSwizzleBytes; }
 
+// The C staging buffers of the TMA-store epilogue start here (after the stages and the
+// barriers, 1024-aligned for the 128-byte swizzle).
+uint32_t matmul_wgmma_c_offset(const MatmulVariant& v) {
+  return (matmul_wgmma_stage_bytes(v) * v.stages + 2 * v.stages * 8 + 1023) / 1024 * 1024;
+}
+
 uint32_t matmul_wgmma_consumers(const MatmulVariant& v) { return v.pingpong ? 2 : v.bm / v.tm; }
 
 uint32_t matmul_wgmma_shared_bytes(const MatmulVariant& v) {
-  return matmul_wgmma_stage_bytes(v) * v.stages + 2 * v.stages * 8;  // the stages, then full[] and empty[]
+  return matmul_wgmma_c_offset(v) + matmul_wgmma_consumers(v) * 2 * kCChunkBytes;  // two chunk buffers per consumer
 }
 
 // The boxes TMA moves: K-major operands one box of (BK, rows); MN-major ones boxes of
@@ -81,7 +88,7 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   if (S < 2 || S > 8) throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": 2 to 8 stages");
   const uint32_t CX = v.cluster;
   if (matmul_wgmma_shared_bytes(v) > 232448)
-    throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": its stages need " +
+    throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": its stages and C buffers need " +
                                              std::to_string(matmul_wgmma_shared_bytes(v)) + " bytes of shared memory, sm_90 has 232448");
   // A cluster splits the B tile between its CTAs: by rows (K-major B) or by 128-byte boxes.
   const bool b_split = b_k ? v.bn % (8 * CX) == 0 : v.bn % per_row == 0 && (v.bn / per_row) % CX == 0;
@@ -97,6 +104,7 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   b.launch_bounds(threads, 1);
   auto map_a = b.tensor_map_param("a_map");
   auto map_b = b.tensor_map_param("b_map");
+  auto map_c = b.tensor_map_param("c_map");  // used when tma_store != 0
   detail::MatmulArgs a;
   a.C = b.param("c", ir::Type::pointer(c.out, false));
   a.m = b.param<uint32_t>("m");
@@ -112,6 +120,7 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   auto tiles_m = b.param<uint32_t>("tiles_m");
   auto work = b.param<uint32_t>("work");    // tiles_m * tiles_n * batch * splits
   auto pairs = b.param<uint32_t>("pairs");  // 1: C(row, col) and C(row, col + 1) may be stored as one vector
+  auto tma_store = b.param<uint32_t>("tma_store");  // 1: C through shared memory and TMA stores (beta == 0, no split)
   // FP8: per-tensor scales, one f32 each in device memory (bit 0 / 1 of `scales`: A's / B's
   // is given, else 1), read by the kernel so that scales computed on the GPU need no sync.
   ir::Value scale_a, scale_b, scales;
@@ -138,6 +147,8 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   };
 
   auto smem = b.dynamic_shared(in, 1024);
+  auto cbuf = b.dynamic_shared(c.out, 1024);
+  const uint32_t oes = elem_bytes(c.out), c_off = matmul_wgmma_c_offset(v);
   auto bars = b.dynamic_shared<uint64_t>(1024);
   const uint32_t bar0 = matmul_wgmma_stage_bytes(v) * S / 8;  // full[s] = bar0 + s, empty[s] = bar0 + S + s
   const uint32_t b_off = a_stage * S / es;                    // element index of the B stages
@@ -274,19 +285,60 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
       }
       // Epilogue: the accumulator of m64nN has the m16n8 C layout per warp (16 rows each)
       // and per 8 columns; registers 2i and 2i + 1 are neighbours in a row.
-      detail::MatmulArgs e = a;
-      e.alpha = alpha;
-      e.base_c = ir::cast<uint64_t>(it.batch) * stride_c;
-      for (uint32_t h = 0; h < halves; ++h) {
-        ir::Value row0 = it.m0 + row_wg + (h * 64u) + (warp % 4u) * 16u;
-        for (uint32_t j = 0; j < v.bn / 8; ++j)
-          for (int r = 0; r < 4; r += 2) {
-            ir::Value row = row0 + ir::frag_row(fc, lane, r), col = it.n0 + (ir::frag_col(fc, lane, r) + j * 8);
-            b.if_(row < a.m, [&] { detail::store_c_vec(b, e, c, pairs != 0u, row, col, {acc[h][4 * j + r], acc[h][4 * j + r + 1]}); });
+      b.if_(tma_store != 0u, [&] {
+        // Through shared memory: 64 rows x 128 bytes of C at a time, written in the 128-byte
+        // swizzled layout of C's tensor map (conflict-free: the 8 rows of a store land in 8
+        // different 16-byte chunks), then stored by one TMA store that clips the edges.
+        // Two chunk buffers per consumer: one fills while the other's store reads it.
+        const uint32_t cols = kSwizzleBytes / oes;  // C columns of a chunk
+        const uint32_t bar_id = 3;                  // named barriers 3.. : one per consumer (1, 2: ping-pong)
+        ir::Value leader = (warp % 4u == 0u) && (lane == 0u);
+        ir::Value buf0 = wg * (2 * kCChunkBytes / oes) + c_off / oes;  // element index of this consumer's buffers
+        uint32_t chunk = 0;
+        for (uint32_t h = 0; h < halves; ++h)
+          for (uint32_t c0 = 0; c0 < v.bn; c0 += cols, ++chunk) {
+            ir::Value buf = buf0 + (chunk % 2) * (kCChunkBytes / oes);
+            b.if_(leader, [&] { b.bulk_wait_group(1, true); });  // the store that read this buffer two chunks ago is done
+            for (uint32_t q = 0; q < consumers; ++q)  // named barrier ids are immediates
+              b.if_(wg == q, [&] { b.barrier(bar_id + q, 128); });
+            for (uint32_t j = c0 / 8; j < (c0 + cols) / 8; ++j)
+              for (int r = 0; r < 4; r += 2) {
+                ir::Value row = (warp % 4u) * 16u + ir::frag_row(fc, lane, r);  // within the 64-row chunk
+                const uint32_t cb = (j * 8 - c0) * oes;                          // the pair's byte column, + frag col
+                ir::Value byte = ir::frag_col(fc, lane, r) * oes + cb;
+                ir::Value off = row * kSwizzleBytes + (((byte / 16u) ^ (row % 8u)) * 16u) + byte % 16u;
+                std::vector<ir::Value> pair;
+                for (int q = 0; q < 2; ++q) {
+                  ir::Value x = alpha * acc[h][4 * j + r + q];
+                  pair.push_back(c.out == ir::Scalar::F32 ? x : ir::cast(x, ir::Type::scalar(c.out)));
+                }
+                ir::store_vec(cbuf, buf + off / oes, pair);
+              }
+            b.fence_proxy_async();  // the generic-proxy writes, before the TMA (async proxy) reads them
+            for (uint32_t q = 0; q < consumers; ++q)  // named barrier ids are immediates
+              b.if_(wg == q, [&] { b.barrier(bar_id + q, 128); });
+            b.if_(leader, [&] {
+              b.tma_store(map_c, {it.n0 + c0, it.m0 + row_wg + h * 64u, it.batch}, cbuf, buf);
+              b.bulk_commit_group();
+            });
           }
-      }
+      }).else_([&] {
+        detail::MatmulArgs e = a;
+        e.alpha = alpha;
+        e.base_c = ir::cast<uint64_t>(it.batch) * stride_c;
+        for (uint32_t h = 0; h < halves; ++h) {
+          ir::Value row0 = it.m0 + row_wg + (h * 64u) + (warp % 4u) * 16u;
+          for (uint32_t j = 0; j < v.bn / 8; ++j)
+            for (int r = 0; r < 4; r += 2) {
+              ir::Value row = row0 + ir::frag_row(fc, lane, r), col = it.n0 + (ir::frag_col(fc, lane, r) + j * 8);
+              b.if_(row < a.m, [&] { detail::store_c_vec(b, e, c, pairs != 0u, row, col, {acc[h][4 * j + r], acc[h][4 * j + r + 1]}); });
+            }
+        }
+      });
     });
   });
+  // The consumers' last TMA stores complete before the block ends (their shared sources must stay).
+  b.if_(warp >= 4u && warp % 4u == 0u && lane == 0u, [&] { b.bulk_wait_group(0, false); });
   if (CX > 1) b.cluster_sync();  // no CTA leaves while a peer may still arrive on its barriers
   return b.build();
 }

@@ -217,23 +217,27 @@ TEST_CASE("matmul wgmma: float64 references on the device at edge shapes, layout
       }
     // tf32: A row-major, B column-major
     check_wgmma<float, float>(*v, {.m = 129, .n = 257, .k = 68, .b = MatLayout::ColMajor, .tf32 = true}, 0);
-    // beta == 0 with padded C rows and a gap between batches: edge tiles stay inside C
-    for (MatLayout lb : {MatLayout::RowMajor, MatLayout::ColMajor}) {
-      MatmulProblem p{.m = 129, .n = 257, .k = 200, .in = ir::Scalar::BF16, .out = ir::Scalar::BF16, .b = lb};
-      p.lda = 200;
-      p.ldb = lb == MatLayout::RowMajor ? 264 : 200;
-      p.ldc = 264;
-      p.batch = 2;
-      p.stride_c = uint64_t(p.ldc) * p.m + 8;
-      p.alpha = 0.5f;
-      check_wgmma<bfloat16, bfloat16>(*v, p, 0);
-      p.in = p.out = ir::Scalar::F16;
-      check_wgmma<half, half>(*v, p, 0);
-      p.in = ir::Scalar::BF16;
-      p.out = ir::Scalar::F32;
-      p.ldc = 260;
-      p.stride_c = uint64_t(p.ldc) * p.m + 4;
-      check_wgmma<bfloat16, float>(*v, p, 0);
-    }
+    // beta == 0: the TMA-store epilogue where rows are whole 16-byte chunks (n = 256: edge
+    // tiles clipped by the map, the rows' padding and the gap between batches untouched),
+    // register stores where they are not (n = 257: a TMA store would write the rest of
+    // the row's last 16-byte chunk)
+    for (uint32_t n : {256u, 257u})
+      for (MatLayout lb : {MatLayout::RowMajor, MatLayout::ColMajor}) {
+        MatmulProblem p{.m = 129, .n = n, .k = 200, .in = ir::Scalar::BF16, .out = ir::Scalar::BF16, .b = lb};
+        p.lda = 200;
+        p.ldb = lb == MatLayout::RowMajor ? 264 : 200;
+        p.ldc = 272;
+        p.batch = 2;
+        p.stride_c = uint64_t(p.ldc) * p.m + 8;
+        p.alpha = 0.5f;
+        check_wgmma<bfloat16, bfloat16>(*v, p, 0);
+        p.in = p.out = ir::Scalar::F16;
+        check_wgmma<half, half>(*v, p, 0);
+        p.in = ir::Scalar::BF16;
+        p.out = ir::Scalar::F32;
+        p.ldc = 260;
+        p.stride_c = uint64_t(p.ldc) * p.m + 4;
+        check_wgmma<bfloat16, float>(*v, p, 0);
+      }
   }
 }
