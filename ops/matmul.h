@@ -72,9 +72,11 @@ struct MatmulVariant {
                         // along n (B row-major) or columns per warp (B col-major)
   uint32_t stages = 1;  // MmaAsync: shared-memory stages of the cp.async pipeline (2..4); Wgmma: 2..8
   uint32_t max_registers = 0;  // register cap per thread (PTX .maxnreg, in the kernel's key); 0: none
-  uint32_t cluster = 1; // Wgmma: CTAs of a cluster along m (1 or 2); they share each B tile by TMA multicast
+  uint32_t cluster = 1; // Wgmma: CTAs of a cluster (1 or 2), neighbours along m sharing each B tile by TMA
+                        // multicast, or along n sharing each A tile (cluster_n)
   bool pingpong = false; // Wgmma: two consumer warpgroups take alternate tiles (TM == BM), so that one's
                          // epilogue runs under the other's MMAs; otherwise BM / TM consumers share each tile
+  bool cluster_n = false;  // Wgmma: the cluster's CTAs are neighbours along n (they share A), not along m
   uint32_t threads() const;
   // Whether the variant serves the problem on sm_<sm>; if not, *why says what is missing.
   bool can_implement(const MatmulProblem& p, int sm, std::string* why = nullptr) const;

@@ -16,7 +16,7 @@ namespace kaio::ops {
 namespace {
 
 // name, engine, BM, BN, BK, TM, TN (Simt: per thread; Mma: per warp; Wgmma: per consumer
-// warpgroup), stages, register cap, cluster, ping-pong consumers.
+// warpgroup), stages, register cap, cluster (and its direction), ping-pong consumers.
 // The caps bring a row's registers (nvJitLink's report, sm_90) to the next occupancy step
 // without spilling (tests/ops/test_matmul.cpp checks every layout for spills).
 constexpr MatmulVariant kVariants[] = {
@@ -38,6 +38,7 @@ constexpr MatmulVariant kVariants[] = {
     {"mma_cp_16x32x128_w16x16_s4", MatmulEngine::MmaAsync, 16, 32, 128, 16, 16, 4},  // m <= 16: no empty mma rows
     // Hopper: BK is 128 bytes of k (64 for 16-bit elements, 32 for tf32)
     {"wgmma_256x128x64_s4_c2", MatmulEngine::Wgmma, 256, 128, 64, 128, 128, 4, 0, 2},
+    {"wgmma_256x128x64_s4_n2", MatmulEngine::Wgmma, 256, 128, 64, 128, 128, 4, 0, 2, false, true},
     {"wgmma_256x128x64_s4", MatmulEngine::Wgmma, 256, 128, 64, 128, 128, 4},
     {"wgmma_pp_128x128x64_s6", MatmulEngine::Wgmma, 128, 128, 64, 128, 128, 6, 0, 1, true},
     {"wgmma_pp_64x256x64_s4", MatmulEngine::Wgmma, 64, 256, 64, 64, 256, 4, 0, 1, true},
@@ -252,14 +253,19 @@ jit::Family<ScaleConfig>& scale_family() {
 
 namespace {
 // Work items of the persistent Wgmma kernels: tiles x batches x splits.
-// Tile rows, a multiple of the cluster (a CTA past the last row still loads its half of the
-// shared B tiles for its peer).
+// Tile rows and columns; along the cluster's direction a multiple of it (a CTA past the
+// last tile still loads its share of the tiles its peer reads).
 uint32_t matmul_wgmma_tiles_m(const MatmulVariant& v, const MatmulProblem& p) {
-  return ((p.m + v.bm - 1) / v.bm + v.cluster - 1) / v.cluster * v.cluster;
+  const uint32_t c = v.cluster_n ? 1 : v.cluster;
+  return ((p.m + v.bm - 1) / v.bm + c - 1) / c * c;
+}
+uint32_t matmul_wgmma_tiles_n(const MatmulVariant& v, const MatmulProblem& p) {
+  const uint32_t c = v.cluster_n ? v.cluster : 1;
+  return ((p.n + v.bn - 1) / v.bn + c - 1) / c * c;
 }
 
 uint32_t matmul_wgmma_work(const MatmulVariant& v, const MatmulProblem& p) {
-  const uint64_t w = uint64_t((p.n + v.bn - 1) / v.bn) * matmul_wgmma_tiles_m(v, p) * p.batch * p.split_k;
+  const uint64_t w = uint64_t(matmul_wgmma_tiles_n(v, p)) * matmul_wgmma_tiles_m(v, p) * p.batch * p.split_k;
   return static_cast<uint32_t>(std::min<uint64_t>(w, 0xffffffffu));
 }
 
@@ -334,7 +340,7 @@ void matmul_wgmma_launch(const MatmulVariant& v, const MatmulConfig& cfg, uint64
     t.swizzle = jit::TensorMapSwizzle::B128;
     mc = jit::encode_tensor_map_tiled(t);
   }
-  const uint32_t tiles_n = (p.n + v.bn - 1) / v.bn, tiles_m = matmul_wgmma_tiles_m(v, p);
+  const uint32_t tiles_n = matmul_wgmma_tiles_n(v, p), tiles_m = matmul_wgmma_tiles_m(v, p);
   const uint64_t out_bytes = static_cast<uint64_t>(ir::scalar_bytes(p.out));
   const uint32_t pairs = p.ldc % 2 == 0 && (p.batch == 1 || p.stride_c % 2 == 0) && c % (2 * out_bytes) == 0 && p.split_k == 1;
   const jit::detail::Arg args[] = {make_arg(ma),       make_arg(mb),       make_arg(mc),

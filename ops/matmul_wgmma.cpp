@@ -15,8 +15,9 @@
 // and B load without a transpose (the MN-major ones use wgmma's transposing form).
 //
 // Clusters of 2 along m: the two CTAs compute tile rows m0 and m0 + BM of the same columns;
-// each loads half of the B tile and multicasts it to both, halving B's L2 traffic. A stage
-// is then written by both producers, so each consumer warp releases it in both CTAs.
+// each loads half of the B tile and multicasts it to both, halving B's L2 traffic (along n,
+// `cluster_n`: tile columns n0 and n0 + BN of the same rows, sharing A). A stage is then
+// written by both producers, so each consumer warp releases it in both CTAs.
 // Pipeline per consumer: wait full[s]; fence; wgmma x (BK / k); commit; wait until one
 // group is in flight, then the previous step's stage is free: arrive on its empty[s]. The
 // producer waits for empty[s] (parity of the ring's previous lap) before reusing stage s.
@@ -67,7 +68,8 @@ uint32_t matmul_wgmma_shared_bytes(const MatmulVariant& v) {
 // (64 / 32 elements of 128 bytes, BK) side by side.
 // With a cluster, each CTA loads 1 / cluster of the B tile (and multicasts it).
 MatmulTmaBox matmul_wgmma_box(const MatmulVariant& v, ir::Scalar in, bool a, bool k_major) {
-  const uint32_t rows = a ? v.bm : v.bn, per_row = kSwizzleBytes / elem_bytes(in), share = a ? 1 : v.cluster;
+  const uint32_t rows = a ? v.bm : v.bn, per_row = kSwizzleBytes / elem_bytes(in);
+  const uint32_t share = a == v.cluster_n ? v.cluster : 1;  // the shared operand is split among the cluster
   if (k_major) return {per_row, rows / share, 1};
   return {per_row, matmul_wgmma_bk(in), rows / per_row / share};
 }
@@ -90,8 +92,11 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   if (matmul_wgmma_shared_bytes(v) > 232448)
     throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": its stages and C buffers need " +
                                              std::to_string(matmul_wgmma_shared_bytes(v)) + " bytes of shared memory, sm_90 has 232448");
-  // A cluster splits the B tile between its CTAs: by rows (K-major B) or by 128-byte boxes.
-  const bool b_split = b_k ? v.bn % (8 * CX) == 0 : v.bn % per_row == 0 && (v.bn / per_row) % CX == 0;
+  // A cluster splits the shared tile (B, or A along n) between its CTAs: by rows (K-major)
+  // or by 128-byte boxes.
+  const bool shared_k = v.cluster_n ? a_k : b_k;
+  const uint32_t shared_rows = v.cluster_n ? v.bm : v.bn;
+  const bool b_split = shared_k ? shared_rows % (8 * CX) == 0 : shared_rows % per_row == 0 && (shared_rows / per_row) % CX == 0;
   if (v.bm % 64 || v.bm > 256 || v.bn % 64 || v.bn > 256 || v.bk != 64 || (CX != 1 && CX != 2) || !b_split ||
       (!a_k && v.bm % per_row) || v.tm % 64 || v.bm % v.tm || v.tm * v.bn > 128 * 256 || (v.pingpong && v.tm != v.bm))
     throw UsageError("matmul", "matmul", std::string("variant ") + v.name +
@@ -133,14 +138,18 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   // One work item: a tile of one batch's split. Tiles are visited in groups of kGroupRows
   // tile rows, column by column (grouped raster), so that the blocks working at the same
   // time share their A and B tiles in L2.
+  // With a cluster along n, a unit of `cn` consecutive items (the cluster's CTAs) takes
+  // neighbouring columns of one tile row, and the units follow the grouped raster.
   struct Item { ir::Value m0, n0, batch, k_begin, steps; };
+  const uint32_t cn = v.cluster_n ? v.cluster : 1;
   auto item = [&](ir::Value w) {
-    ir::Value per_slice = tiles_m * tiles_n;
-    ir::Value zz = w / per_slice, pid = w % per_slice;
-    ir::Value per_group = tiles_n * kGroupRows;
+    ir::Value unit = w / cn, units_n = tiles_n / cn;
+    ir::Value per_slice = tiles_m * units_n;
+    ir::Value zz = unit / per_slice, pid = unit % per_slice;
+    ir::Value per_group = units_n * kGroupRows;
     ir::Value first_m = (pid / per_group) * kGroupRows;
     ir::Value group_m = ir::min(tiles_m - first_m, kGroupRows);
-    ir::Value tile_m = first_m + (pid % per_group) % group_m, tile_n = (pid % per_group) / group_m;
+    ir::Value tile_m = first_m + (pid % per_group) % group_m, tile_n = (pid % per_group) / group_m * cn + w % cn;
     ir::Value k_begin = (zz % a.splits) * chunk;
     ir::Value k_end = ir::max(k_begin, ir::min(a.k, k_begin + chunk));
     return Item{tile_m * v.bm, tile_n * v.bn, zz / a.splits, k_begin, (k_end - k_begin + (BK - 1)) / BK};
@@ -155,7 +164,8 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   ir::Value tid = b.thread_idx_x(), warp = b.warp_id(), lane = b.lane_id();
 
   // Clusters: the CTAs of a cluster are consecutive blocks and take consecutive work items
-  // (tile rows m0 and m0 + BM of the same columns: tiles_m is a multiple of the cluster).
+  // (tile rows m0 and m0 + BM of the same columns, or with cluster_n columns n0 and n0 + BN
+  // of the same rows: tiles_m, or tiles_n, is a multiple of the cluster).
   ir::Value rank = b.block_idx_x() % CX;
   ir::Value mask = ir::cast<uint16_t>(b.constant<uint32_t>((1u << CX) - 1));
   b.if_(tid == 0u, [&] {
@@ -184,24 +194,25 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
           b.mbarrier_arrive_expect_tx(bars, bar0 + s, b.constant<uint32_t>(matmul_wgmma_stage_bytes(v)));
           ir::Value kk = it.k_begin + t * BK;
           ir::Value sa = s * (a_stage / es), sb = s * (b_stage / es) + b_off;
-          if (a_k) {
-            b.tma_load(smem, sa, map_a, {kk, it.m0, it.batch}, bars, bar0 + s);
-          } else {
-            for (uint32_t j = 0; j < v.bm / per_row; ++j)
-              b.tma_load(smem, sa + j * (box_bytes / es), map_a, {it.m0 + j * per_row, kk, it.batch}, bars, bar0 + s);
-          }
-          // B: with a cluster, this CTA's share of the tile, multicast to every CTA of it
-          ir::Value mc = CX > 1 ? mask : ir::Value();
-          if (b_k) {
-            const uint32_t rows = v.bn / CX;
-            ir::Value r0 = rank * rows;
-            b.tma_load(smem, sb + r0 * (kSwizzleBytes / es), map_b, {kk, it.n0 + r0, it.batch}, bars, bar0 + s, mc);
-          } else {
-            for (uint32_t j = 0; j < v.bn / per_row / CX; ++j) {
-              ir::Value box = rank * (v.bn / per_row / CX) + j;
-              b.tma_load(smem, sb + box * (box_bytes / es), map_b, {it.n0 + box * per_row, kk, it.batch}, bars, bar0 + s, mc);
+          // One operand's tile (rows x BK at element `base` of the stage): K-major one box of
+          // rows, MN-major boxes of 128-byte rows side by side. The shared operand of a
+          // cluster (B, or A with cluster_n): this CTA's share, multicast to every CTA of it.
+          auto load = [&](ir::Value base, const ir::Value& map, bool k_major, uint32_t rows, ir::Value o0, bool shared) {
+            const uint32_t share = shared ? CX : 1;
+            ir::Value mc = share > 1 ? mask : ir::Value();
+            ir::Value part = share > 1 ? rank : b.constant<uint32_t>(0u);
+            if (k_major) {
+              ir::Value r0 = part * (rows / share);
+              b.tma_load(smem, base + r0 * (kSwizzleBytes / es), map, {kk, o0 + r0, it.batch}, bars, bar0 + s, mc);
+            } else {
+              for (uint32_t j = 0; j < rows / per_row / share; ++j) {
+                ir::Value box = part * (rows / per_row / share) + j;
+                b.tma_load(smem, base + box * (box_bytes / es), map, {o0 + box * per_row, kk, it.batch}, bars, bar0 + s, mc);
+              }
             }
-          }
+          };
+          load(sa, map_a, a_k, v.bm, it.m0, v.cluster_n);
+          load(sb, map_b, b_k, v.bn, it.n0, !v.cluster_n);
           step = g + 1u;
         });
       });

@@ -175,7 +175,7 @@ uint64_t matmul_table_hash() {
       s += std::string(v.name) + ":" + std::to_string(int(v.engine)) + ":" + std::to_string(v.bm) + "," +
            std::to_string(v.bn) + "," + std::to_string(v.bk) + "," + std::to_string(v.tm) + "," + std::to_string(v.tn) +
            "," + std::to_string(v.stages) + ",r" + std::to_string(v.max_registers) + ",c" + std::to_string(v.cluster) +
-           (v.pingpong ? ",pp" : "") + ";";  // a cap, a cluster or a schedule changes the kernel
+           (v.pingpong ? ",pp" : "") + (v.cluster_n ? ",n" : "") + ";";  // a cap, a cluster or a schedule changes the kernel
     return XXH3_64bits(s.data(), s.size());
   }();
   return h;
