@@ -9,6 +9,8 @@
 #include <thread>
 
 #include "kaio/cache/store.h"
+#include "kaio/codegen/ptx.h"
+#include "kaio/jit/backend.h"
 
 #include "kaio/jit/compile.h"
 #include "kaio/kaio.h"
@@ -91,8 +93,13 @@ TEST_CASE("matmul_auto tunes a bucket once, then calls only launch", "[gpu][ops]
     CHECK(run_auto<kaio::half>(p) < 2e-3);  // f16 products are exact in f32; f32 accumulation
     CHECK(tn::stats().tunings == 1);
     CHECK(tn::stats().failed_candidates == 0);
-    const std::string chosen = ops::matmul_auto_variant(p).name;
-    CHECK(chosen.rfind("mma", 0) == 0);
+    const ops::MatmulVariant& chosen = ops::matmul_auto_variant(p);
+    INFO("chosen " << chosen.name);
+    CHECK(chosen.can_implement(p, kaio::codegen::parse_arch(kaio::jit::detail::backend().default_arch()).sm));
+    // The fake timer ranks by name, so the interpreter's pick is known: a tensor-core row.
+    // On a device the pick is the fastest by measurement (mma.sync or wgmma on an sm_90,
+    // or another row within noise at this size), which a test does not assert.
+    if (kaio::jit::interpret_mode()) CHECK(std::string(chosen.name).rfind("mma", 0) == 0);
   }
   SECTION("a problem no variant serves names every variant's reason") {
     const ops::MatmulProblem p{.m = 4, .n = 4, .k = 4, .in = kaio::ir::Scalar::F16, .out = kaio::ir::Scalar::BF16};
