@@ -138,8 +138,8 @@ uint32_t matmul_async_shared_bytes(const MatmulVariant& v, ir::Scalar in, MatLay
 // e4m3 / e5m2 inputs const f32* scale_a, scale_b, u32 scales (bit 0: A's is given, bit 1:
 // B's); a persistent grid of work items. Each operand map is 3-D (contiguous dimension, the
 // other one, batch) with 128-byte swizzling and the box below; with tma_store (beta == 0,
-// no split-K, 16-byte aligned C rows) C leaves through shared memory and TMA stores of
-// 64 x 128-byte boxes.
+// no split-K, C's address, row stride, row length and batch stride multiples of 16 bytes)
+// C leaves through shared memory and TMA stores of 64 x 128-byte boxes.
 ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c);
 uint32_t matmul_wgmma_bk(ir::Scalar in);  // the k of a stage: 128 bytes of elements
 uint32_t matmul_wgmma_stage_bytes(const MatmulVariant& v);

@@ -28,7 +28,9 @@
 // to the consumers, but kernels linked by nvJitLink are compiled separately, where ptxas
 // ignores it).
 // Edges: the tensor maps zero-fill everything outside A and B, so partial tiles compute
-// with zeros; the epilogue stores only rows < m and columns < n, two neighbours at a time.
+// with zeros. C's TMA stores are clipped to m x n by its map (the launch takes that path
+// only where a row of C is whole 16-byte chunks: a TMA store writes a row's last chunk
+// whole); the register path stores only rows < m and columns < n.
 #include <string>
 #include <vector>
 
