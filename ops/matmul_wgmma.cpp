@@ -68,7 +68,8 @@ uint32_t matmul_wgmma_shared_bytes(const MatmulVariant& v) {
 
 // The boxes TMA moves: K-major operands one box of (BK, rows); MN-major ones boxes of
 // (64 / 32 elements of 128 bytes, BK) side by side.
-// With a cluster, each CTA loads 1 / cluster of the B tile (and multicasts it).
+// With a cluster, each CTA loads 1 / cluster of the shared tile (B, or A with cluster_n) and
+// multicasts it.
 MatmulTmaBox matmul_wgmma_box(const MatmulVariant& v, ir::Scalar in, bool a, bool k_major) {
   const uint32_t rows = a ? v.bm : v.bn, per_row = kSwizzleBytes / elem_bytes(in);
   const uint32_t share = a == v.cluster_n ? v.cluster : 1;  // the shared operand is split among the cluster
@@ -98,8 +99,8 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   // or by 128-byte boxes.
   const bool shared_k = v.cluster_n ? a_k : b_k;
   const uint32_t shared_rows = v.cluster_n ? v.bm : v.bn;
-  const bool b_split = shared_k ? shared_rows % (8 * CX) == 0 : shared_rows % per_row == 0 && (shared_rows / per_row) % CX == 0;
-  if (v.bm % 64 || v.bm > 256 || v.bn % 64 || v.bn > 256 || v.bk != 64 || (CX != 1 && CX != 2) || !b_split ||
+  const bool split_ok = shared_k ? shared_rows % (8 * CX) == 0 : shared_rows % per_row == 0 && (shared_rows / per_row) % CX == 0;
+  if (v.bm % 64 || v.bm > 256 || v.bn % 64 || v.bn > 256 || v.bk != 64 || (CX != 1 && CX != 2) || !split_ok ||
       (!a_k && v.bm % per_row) || v.tm % 64 || v.bm % v.tm || v.tm * v.bn > 128 * 256 || (v.pingpong && v.tm != v.bm))
     throw UsageError("matmul", "matmul", std::string("variant ") + v.name +
                                              ": BM and BN multiples of 64 up to 256 (and of a 128-byte row of MN-major "
