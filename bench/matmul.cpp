@@ -13,7 +13,10 @@
 // --dtype e4m3 / e5m2: the FP8 rows (A row-major, B column-major, bf16 out, per-tensor
 // scales) beside cuBLASLt (bench/cublaslt_fp8.h) with and without its fast accumulation,
 // each variant's largest difference from cuBLASLt's C on the same inputs.
-// Usage: matmul [--quick | --skinny] [--dtype f32|tf32|f16|bf16|e4m3|e5m2]... [--shape MxNxK]... [--b-col] | --loop-stats [ARCH]
+// --epilogue ACT: every row with the fused epilogue C = ACT(A * B + bias) (ops/matmul.h;
+// ACT one of the op library's activations, "none": the bias alone), cuBLAS without one.
+// Usage: matmul [--quick | --skinny] [--dtype f32|tf32|f16|bf16|e4m3|e5m2]... [--shape MxNxK]... [--b-col]
+//               [--epilogue ACT] | --loop-stats [ARCH]
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -34,6 +37,7 @@
 #include "kaio/jit/linker.h"
 #include "kaio/jit/resources.h"
 #include "kaio/kaio.h"
+#include "kaio/ops/elementwise.h"
 #include "kaio/ops/matmul.h"
 #include "cublaslt_fp8.h"
 
@@ -229,6 +233,7 @@ struct Row {  // one line of the summary
 };
 std::vector<Row> summary;
 std::string only_variant;  // --variant: rows whose name contains it (profiling one kernel)
+std::string epilogue;      // --epilogue: the fused epilogue's activation ("none": the bias alone), "" without one
 
 template <class T>
 DeviceBuffer<T> random_buffer(size_t n, std::mt19937& rng) {
@@ -283,15 +288,23 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
     }
     double best = 0;
     std::string best_name = "-";
-    // split-K for f32 output when m x n fills few blocks
+    // split-K for f32 output when m x n fills few blocks (not with a fused epilogue)
     std::vector<uint32_t> splits = {1};
-    if (out == ir::Scalar::F32 && uint64_t(sh.m) * sh.n <= 128u * 4096u && sh.k >= 1024) splits = {1, 4, 16};
+    if (out == ir::Scalar::F32 && uint64_t(sh.m) * sh.n <= 128u * 4096u && sh.k >= 1024 && epilogue.empty())
+      splits = {1, 4, 16};
+    ops::MatmulEpilogue epi;
+    DeviceBuffer<Out> bias = random_buffer<Out>(epilogue.empty() ? 1 : sh.n, rng);
+    if (!epilogue.empty()) {
+      epi.bias = bias.device_address();
+      if (epilogue != "none") epi.activation = &ops::elementwise_op(epilogue);
+    }
     for (const ops::MatmulVariant& v : ops::matmul_variants())
       for (uint32_t split : splits) {
         ops::MatmulProblem p{.m = sh.m, .n = sh.n, .k = sh.k, .in = in, .out = out};
         p.b = sh.b_col ? ops::MatLayout::ColMajor : ops::MatLayout::RowMajor;
         p.tf32 = tf32;
         p.split_k = split;
+        p.epilogue = epi;
         const bool simt = v.engine == ops::MatmulEngine::Simt || v.engine == ops::MatmulEngine::SimtDb;
         if (!v.can_implement(p, sm) || (tf32 && simt)) continue;
         if (!only_variant.empty() && std::string(v.name).find(only_variant) == std::string::npos) continue;
@@ -300,7 +313,8 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
         });
         const double tf = flop / ms / 1e9;
         const ops::MatmulConfig cfg{static_cast<uint32_t>(&v - ops::matmul_variants().data()), in, out,
-                                    ops::MatLayout::RowMajor, p.b};
+                                    ops::MatLayout::RowMajor, p.b, epi.bias != 0,
+                                    epi.activation ? ops::matmul_activation(*epi.activation) : 0};
         std::string name = std::string(v.name) + (split > 1 ? "/split" + std::to_string(split) : "");
         const jit::Resources res = ops::matmul_family().get(cfg).resources();
         std::string regs = std::to_string(res.registers) + " regs";
@@ -317,7 +331,7 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
                 tf32 ? "tf32" : ir::scalar_name(in), sh.m, sh.n,
                 sh.k, bl, "cuBLAS", cublas_tf, best_name.c_str(), cublas_tf > 0 ? 100.0 * best / cublas_tf : 0.0);
     std::fflush(stdout);
-    summary.push_back({tf32 ? "tf32" : ir::scalar_name(in),
+    summary.push_back({std::string(tf32 ? "tf32" : ir::scalar_name(in)) + (epilogue.empty() ? "" : " +bias " + epilogue),
                        std::to_string(sh.m) + "x" + std::to_string(sh.n) + "x" + std::to_string(sh.k) + bl, best_name, best,
                        cublas_tf});
   }
@@ -415,7 +429,7 @@ int main(int argc, char** argv) {
   bool all_b_col = false;  // --b-col: B column-major (K-major) in every shape
   const char* usage =
       "usage: matmul [--quick | --skinny] [--dtype f32|tf32|f16|bf16|e4m3|e5m2]... [--shape MxNxK]...\n"
-      "              [--variant TEXT] [--b-col] | --loop-stats [ARCH]\n"
+      "              [--variant TEXT] [--b-col] [--epilogue ACT] | --loop-stats [ARCH]\n"
       "  TFLOP/s of every matmul variant beside cuBLAS at the same precision (needs a GPU).\n"
       "  --quick  1024^3, 4096^3 and 16x4096x4096 only (under a minute on an H100)\n"
       "  --skinny 1, 4, 8 and 16 x 4096 x 4096 only (the GEMV shapes), B row- and column-major\n"
@@ -425,6 +439,8 @@ int main(int argc, char** argv) {
       "  --shape  only this shape (repeatable), e.g. 4096x4096x128\n"
       "  --variant  only the variants whose name contains TEXT (cuBLAS still runs)\n"
       "  --b-col  B column-major (K-major) instead of row-major, for kaio and cuBLAS\n"
+      "  --epilogue ACT  kaio's rows with the fused epilogue C = ACT(A * B + bias): relu, silu,\n"
+      "           gelu, gelu_tanh, or none (the bias alone); cuBLAS without one\n"
       "  --loop-stats  no GPU needed: the k-loop's PTX instruction counts and the registers of\n"
       "           every declared kernel for ARCH (default sm_90)\n";
   for (int i = 1; i < argc; ++i) {
@@ -434,6 +450,14 @@ int main(int argc, char** argv) {
     else if (arg == "--dtype" && i + 1 < argc) dtypes.push_back(argv[++i]);
     else if (arg == "--variant" && i + 1 < argc) only_variant = argv[++i];
     else if (arg == "--b-col") all_b_col = true;
+    else if (arg == "--epilogue" && i + 1 < argc) {
+      epilogue = argv[++i];
+      const std::vector<std::string> acts = {"none", "relu", "silu", "gelu", "gelu_tanh"};
+      if (std::find(acts.begin(), acts.end(), epilogue) == acts.end()) {
+        std::fprintf(stderr, "matmul: --epilogue '%s' is not one of none, relu, silu, gelu, gelu_tanh\n", epilogue.c_str());
+        return 2;
+      }
+    }
     else if (arg == "--shape" && i + 1 < argc) {
       Shape sh{};
       char tail = 0;

@@ -1,5 +1,6 @@
 #include "kaio/ops/map.h"
 
+#include <atomic>
 #include <string>
 
 #include "kaio/ir/half.h"
@@ -13,6 +14,11 @@ namespace {
 
 using ir::Scalar;
 using ir::Value;
+
+uint64_t next_serial() {
+  static std::atomic<uint64_t> n{0};
+  return n.fetch_add(1, std::memory_order_relaxed) + 1;
+}
 
 bool valid_name(const std::string& s) {
   if (s.empty() || s.size() > 64) return false;
@@ -127,7 +133,7 @@ ir::Kernel build_map_kernel(const std::string& prefix, const MapSpec& s, const M
 }
 
 MapKernels::MapKernels(std::string family_name, std::string kernel_prefix, MapSpec spec, std::vector<Scalar> declared)
-    : spec_(std::move(spec)), prefix_(std::move(kernel_prefix)) {
+    : spec_(std::move(spec)), prefix_(std::move(kernel_prefix)), serial_(next_serial()) {
   if (!valid_name(spec_.name))
     throw UsageError("", "map", "map name '" + spec_.name + "' must be 1 to 64 letters, digits or '_', not starting with a digit");
   if (spec_.inputs.empty() || spec_.inputs.size() > kMapMaxInputs)

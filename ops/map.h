@@ -106,12 +106,16 @@ class MapKernels {
   ir::Kernel kernel(const MapConfig& c) const;
   jit::Family<MapConfig>& family() const { return *family_; }
   const MapSpec& spec() const { return spec_; }
+  // Distinct for every map made in this process (a later map may reuse a dead one's name
+  // and address): what identifies its body where kernels are cached by config.
+  uint64_t serial() const { return serial_; }
 
  private:
   void launch_config(const MapConfig& c, uint64_t out, std::span<const uint64_t> in, std::span<const float> scalars,
                      std::span<const uint64_t> lds, uint32_t rows, size_t n, const jit::Stream* stream) const;
   MapSpec spec_;
   std::string prefix_;
+  uint64_t serial_;
   std::unique_ptr<jit::Family<MapConfig>> family_;
 };
 

@@ -25,7 +25,8 @@
 //                   batch stride whole 16-byte vectors (matmul_gemv.cpp)
 //   problem   m, n, k; the input type (f32 for Simt; f16 / bf16 for Mma) and the output type
 //             (f32; f16 / bf16 too for Mma, rounded once); layouts; lda / ldb / ldc (0:
-//             packed); batch and element strides between batches (0: packed)
+//             packed); batch and element strides between batches (0: packed); an optional
+//             fused epilogue (a bias per column, an activation), on every engine
 //
 // Every variant has can_implement(problem, sm): a problem it cannot serve is refused with
 // the reason, and ops::matmul(variant, ...) throws that reason as a UsageError.
@@ -40,10 +41,25 @@
 #include "kaio/jit/buffer.h"
 #include "kaio/jit/compiled_kernel.h"
 #include "kaio/jit/family.h"
+#include "kaio/ops/map.h"
 
 namespace kaio::ops {
 
 enum class MatLayout : uint8_t { RowMajor, ColMajor };
+
+// A fused epilogue: C = act(alpha * A * B + beta * C + bias[col]), computed in f32 and
+// rounded once to C's type, in the kernel's own epilogue (no second pass over C):
+//
+//   p.epilogue = {.bias = d_bias.device_address(), .activation = &ops::elementwise_op("gelu")};
+//
+// The activation is any map (ops/map.h) of one input and no scalars: the op library's
+// ("relu", "silu", "gelu", "gelu_tanh", "exp") or a user's (`&my_map.kernels()`); its body is
+// built into the matmul kernel. The bias is n elements of C's type, the same for every row
+// and batch. Not with split-K (its blocks add partial products into C).
+struct MatmulEpilogue {
+  uint64_t bias = 0;                              // device address of bias[0 .. n); 0: none
+  const detail::MapKernels* activation = nullptr;  // null: none
+};
 
 struct MatmulProblem {
   uint32_t m = 0, n = 0, k = 0;
@@ -58,6 +74,7 @@ struct MatmulProblem {
   bool tf32 = false;        // f32 inputs may run on tensor cores as tf32 (10-bit mantissas, truncated)
   uint32_t split_k = 1;     // > 1: k split into this many chunks computed by separate blocks and
                             // added into C atomically (f32 output; for small m x n with a large k)
+  MatmulEpilogue epilogue;  // none by default
 };
 
 enum class MatmulEngine : uint8_t { Simt, SimtDb, Mma, MmaAsync, Wgmma, Gemv };
@@ -91,15 +108,22 @@ struct MatmulConfig {
   uint32_t variant = 0;  // index in matmul_variants()
   ir::Scalar in = ir::Scalar::F32, out = ir::Scalar::F32;
   MatLayout a = MatLayout::RowMajor, b = MatLayout::RowMajor;
-  auto fields() const { return std::tie(variant, in, out, a, b); }
+  bool bias = false;        // the fused epilogue adds a bias (a last kernel parameter: const Out* bias)
+  uint64_t activation = 0;  // the fused epilogue's activation: its map's serial() (0: none)
+  auto fields() const { return std::tie(variant, in, out, a, b, bias, activation); }
   std::string str() const;
 };
 
 // Kernel parameters: const In* A, const In* B, Out* C, u32 m, n, k, lda, ldb, ldc, f32
-// alpha, beta, u64 stride_a, stride_b, stride_c, u32 splits, k_chunk. Grid (ceil(n / BN),
+// alpha, beta, u64 stride_a, stride_b, stride_c, u32 splits, k_chunk (then each engine's
+// own, and last, with config.bias, const Out* bias). Grid (ceil(n / BN),
 // ceil(m / BM), batch * splits). With splits > 1, C must first be scaled by beta
 // (matmul_scale_kernel), and each block adds alpha * its chunk's product atomically.
 ir::Kernel matmul_kernel(const MatmulConfig& c);
+// The serial of an epilogue activation, which a config names (UsageError, op "matmul",
+// unless the map takes one input and no scalars). The body is kept for the process's
+// lifetime, so that kernels of the config can be built after the map is gone.
+uint64_t matmul_activation(const detail::MapKernels& m);
 jit::Family<MatmulConfig>& matmul_family();
 jit::LaunchConfig matmul_launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream);
 // The problem with its defaults filled in (leading dimensions, strides); UsageError when

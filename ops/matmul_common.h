@@ -1,7 +1,9 @@
 // Internal to the matmul builders: the kernel parameters, operand element indices by
-// layout, element-wise tile staging, and the epilogue C = alpha * acc + beta * C.
+// layout, element-wise tile staging, and the epilogue C = act(alpha * acc + beta * C + bias).
 #pragma once
 
+#include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -17,7 +19,70 @@ struct MatmulArgs {
   ir::Value splits;                  // split-K factor (> 1: C += alpha * partial, atomically)
   ir::Value base_a, base_b, base_c;  // u64 element offsets of this block's batch
   ir::Value stride_c;                // u64 elements between C's batches
+  ir::Value bias;                    // the fused epilogue's bias (const Out*), when the config has one
+  std::function<ir::Value(ir::Value)> act;  // the fused epilogue's activation, when the config has one
+  // Where the epilogue reads bias[col + off] (f32) instead of the bias pointer (Wgmma: a copy
+  // in shared memory, 0 past n).
+  std::function<ir::Value(ir::Value col, uint32_t off)> bias_of;
 };
+
+// An activation registered by matmul_activation(): its map's name and body.
+struct MatmulActivation {
+  std::string name;
+  MapBody body;
+};
+const MatmulActivation& matmul_activation_of(uint64_t serial);
+
+// The epilogue's part of a kernel's name: "_bias", "_<activation>".
+inline std::string epilogue_suffix(const MatmulConfig& c) {
+  std::string s = c.bias ? "_bias" : "";
+  if (c.activation) s += "_" + matmul_activation_of(c.activation).name;
+  return s;
+}
+
+// A variant's register cap, for its kernels without a fused epilogue: the caps bring the
+// plain kernels to an occupancy step with no room to spare, and the epilogue's bias and
+// activation next to all the accumulators may need more (simt_db_128x128x8_8x8, capped at
+// 128, spills 40 bytes on sm_90 with a bias alone).
+inline uint32_t register_cap(const MatmulVariant& v, const MatmulConfig& c) {
+  return c.bias || c.activation ? 0 : v.max_registers;
+}
+
+// Declares the epilogue's parameter (the bias, the kernel's last) and builds its
+// activation. Every builder calls it after its other parameters.
+inline void epilogue_params(ir::KernelBuilder& b, const MatmulConfig& c, MatmulArgs& a) {
+  if (c.bias) a.bias = b.param("bias", ir::Type::pointer(c.out, true));
+  if (c.activation) {
+    MapBody body = matmul_activation_of(c.activation).body;
+    a.act = [&b, body](ir::Value x) {
+      ir::Value in[1] = {x};
+      ir::Value r = body(b, in, {});
+      return r.type() == x.type() ? r : ir::cast<float>(r);
+    };
+  }
+}
+
+// v (f32: alpha * acc + beta * C) through the epilogue: + bias[col0 + off], then the
+// activation. With `check_col` the bias is read only where the column is below n (the
+// callers of store_c check it themselves). The bias index is 64-bit from col0 on, so that
+// the loads of one thread's columns share one address and differ by immediate offsets.
+inline ir::Value epilogue(ir::KernelBuilder& b, const MatmulArgs& a, ir::Value col0, uint32_t off, ir::Value v,
+                          bool check_col = false) {
+  if (a.bias_of) {
+    v = v + a.bias_of(col0, off);
+  } else if (a.bias.valid()) {
+    auto f32 = [](ir::Value x) { return x.type() == ir::Type::scalar(ir::Scalar::F32) ? x : ir::cast<float>(x); };
+    ir::Value idx = ir::cast<uint64_t>(col0) + uint64_t(off);
+    if (check_col) {
+      ir::Var x = b.var<float>(0.0f);
+      b.if_(col0 + off < a.n, [&] { x = f32(a.bias[idx]); });
+      v = v + ir::Value(x);
+    } else {
+      v = v + f32(a.bias[idx]);
+    }
+  }
+  return a.act ? a.act(v) : v;
+}
 
 // Declares the parameters (see matmul.h), the batch offsets and the split-K range:
 // blockIdx.z = batch * splits + split, and split s covers k in [s * k_chunk, (s + 1) * k_chunk).
@@ -171,10 +236,11 @@ inline void store_c(ir::KernelBuilder& b, const MatmulArgs& a, const MatmulConfi
   ir::Value idx = a.base_c + ir::cast<uint64_t>(row * a.ldc + col);
   ir::Value v = a.alpha * acc;
   auto put = [&](ir::Value x) {
+    x = epilogue(b, a, col, 0, x);
     if (c.out == ir::Scalar::F32) a.C[idx] = x;
     else a.C[idx] = ir::cast(x, ir::Type::scalar(c.out));
   };
-  if (c.out == ir::Scalar::F32) {
+  if (c.out == ir::Scalar::F32 && !c.bias && !c.activation) {  // split-K takes no epilogue (can_implement)
     b.if_(a.splits > 1u, [&] { (void)ir::atomic_add(a.C, idx, v); }).else_([&] {
       b.if_(a.beta == 0.0f, [&] { put(v); }).else_([&] {
         ir::Value old = a.C[idx];
@@ -201,15 +267,19 @@ inline ir::Value c_vectors_ok(const MatmulArgs& a, uint32_t w) {
 // C(row, col + i) from accs[i], i < w = accs.size() (2 or 4; col a multiple of w, row < m
 // checked by the caller): one vector store (and load, for beta) when `vectors` holds and
 // all w columns lie inside the matrix, else store_c per element.
+inline void store_c_vec_epilogue(ir::KernelBuilder& b, const MatmulArgs& a, const MatmulConfig& c, ir::Value vectors,
+                                 ir::Value row, ir::Value col, const std::vector<ir::Value>& accs);
+
 inline void store_c_vec(ir::KernelBuilder& b, const MatmulArgs& a, const MatmulConfig& c, ir::Value vectors, ir::Value row,
                         ir::Value col, const std::vector<ir::Value>& accs) {
+  if (a.bias.valid() || a.act) return store_c_vec_epilogue(b, a, c, vectors, row, col, accs);
   const uint32_t w = static_cast<uint32_t>(accs.size());
   b.if_(vectors && col + (w - 1) < a.n, [&] {
      ir::Value idx = a.base_c + ir::cast<uint64_t>(row * a.ldc + col);
      auto out = [&](ir::Value x) { return c.out == ir::Scalar::F32 ? x : ir::cast(x, ir::Type::scalar(c.out)); };
      b.if_(a.beta == 0.0f, [&] {
         std::vector<ir::Value> v;
-        for (ir::Value x : accs) v.push_back(out(a.alpha * x));
+        for (uint32_t i = 0; i < w; ++i) v.push_back(out(a.alpha * accs[i]));
         ir::store_vec(a.C, idx, v);
       }).else_([&] {
        std::vector<ir::Value> old = ir::load_vec(a.C, idx, static_cast<int>(w)), v;
@@ -221,6 +291,34 @@ inline void store_c_vec(ir::KernelBuilder& b, const MatmulArgs& a, const MatmulC
      });
    }).else_([&] {
     for (uint32_t i = 0; i < w; ++i) b.if_(col + i < a.n, [&] { store_c(b, a, c, row, col + i, accs[i]); });
+  });
+}
+
+// store_c_vec with a fused epilogue: the epilogue's code (an activation may be long) once
+// per element, between the reads of C (vector or per element) and the stores.
+inline void store_c_vec_epilogue(ir::KernelBuilder& b, const MatmulArgs& a, const MatmulConfig& c, ir::Value vectors,
+                                 ir::Value row, ir::Value col, const std::vector<ir::Value>& accs) {
+  const uint32_t w = static_cast<uint32_t>(accs.size());
+  ir::Value idx = a.base_c + ir::cast<uint64_t>(row * a.ldc + col);
+  ir::Value whole = vectors && col + (w - 1) < a.n;
+  auto f32 = [&](ir::Value x) { return c.out == ir::Scalar::F32 ? x : ir::cast<float>(x); };
+  std::vector<ir::Var> x;
+  for (uint32_t i = 0; i < w; ++i) x.push_back(b.var<float>(a.alpha * accs[i]));
+  b.if_(a.beta != 0.0f, [&] {
+    b.if_(whole, [&] {
+       std::vector<ir::Value> old = ir::load_vec(a.C, idx, static_cast<int>(w));
+       for (uint32_t i = 0; i < w; ++i) x[i] = ir::fma(a.beta, f32(old[i]), x[i]);
+     }).else_([&] {
+      for (uint32_t i = 0; i < w; ++i) b.if_(col + i < a.n, [&] { x[i] = ir::fma(a.beta, f32(a.C[idx + uint64_t(i)]), x[i]); });
+    });
+  });
+  std::vector<ir::Value> y;
+  for (uint32_t i = 0; i < w; ++i) {
+    ir::Value v = epilogue(b, a, col, i, x[i], true);
+    y.push_back(c.out == ir::Scalar::F32 ? v : ir::cast(v, ir::Type::scalar(c.out)));
+  }
+  b.if_(whole, [&] { ir::store_vec(a.C, idx, y); }).else_([&] {
+    for (uint32_t i = 0; i < w; ++i) b.if_(col + i < a.n, [&] { a.C[idx + uint64_t(i)] = y[i]; });
   });
 }
 

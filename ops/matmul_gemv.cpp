@@ -244,9 +244,9 @@ ir::Kernel build_matmul_gemv(const MatmulVariant& v, const MatmulConfig& c) {
   if (v.tm == 0 || v.tm > 32 || v.bm == 0 || v.tn == 0 || 32 % v.tn || v.bk == 0 || v.bk % v.tn)
     throw UsageError("matmul", "matmul", why + "a Gemv row needs 1..32 warps (TM), BM > 0, TN dividing 32, BK a multiple of TN");
   ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
-                      (c.a == MatLayout::RowMajor ? "_r" : "_c") + (c.b == MatLayout::RowMajor ? "r" : "c"));
+                      (c.a == MatLayout::RowMajor ? "_r" : "_c") + (c.b == MatLayout::RowMajor ? "r" : "c") + detail::epilogue_suffix(c));
   b.launch_bounds(v.threads());
-  if (v.max_registers) b.max_registers(v.max_registers);
+  if (const uint32_t cap = detail::register_cap(v, c)) b.max_registers(cap);
   detail::MatmulArgs a = detail::matmul_params(b, c);
   const bool f32 = c.in == ir::Scalar::F32;
   Value a_pairs, b_pairs;
@@ -255,6 +255,7 @@ ir::Kernel build_matmul_gemv(const MatmulVariant& v, const MatmulConfig& c) {
     a_pairs = b.param("a_pairs", ir::Type::pointer(pair, true));
     b_pairs = b.param("b_pairs", ir::Type::pointer(pair, true));
   }
+  detail::epilogue_params(b, c, a);
   Gemv g{b, v, c, a, {a.A, a_pairs, f32}, {a.B, b_pairs, f32}, vec_of(c.in), v.bm, {}, {}, {}, {}};
   g.m0 = b.block_idx_y() * v.bm;
   // A's rows as vectors: row-major, and every row of this batch starts on a vector
@@ -308,8 +309,11 @@ void matmul_gemv_launch(const MatmulVariant& v, const MatmulConfig& cfg, uint64_
                       make_arg(p.ldc),   make_arg(p.alpha), make_arg(p.beta),  make_arg(p.stride_a),
                       make_arg(p.stride_b), make_arg(p.stride_c), make_arg(p.split_k), make_arg(matmul_k_chunk(p)),
                       Arg{Arg::Pointer, pair, 0, a, 0}, Arg{Arg::Pointer, pair, 0, b, 0}};
-  const size_t n = p.in == ir::Scalar::F32 ? std::size(args) - 2 : std::size(args);
-  matmul_family().get(cfg).launch_packed(matmul_gemv_launch_config(v, p, stream), args, n);
+  size_t n = p.in == ir::Scalar::F32 ? std::size(args) - 2 : std::size(args);
+  Arg all[std::size(args) + 1];
+  std::copy(args, args + n, all);
+  if (cfg.bias) all[n++] = Arg{Arg::Pointer, p.out, 0, p.epilogue.bias, 0};  // the epilogue's, last
+  matmul_family().get(cfg).launch_packed(matmul_gemv_launch_config(v, p, stream), all, n);
 }
 
 }  // namespace kaio::ops

@@ -20,10 +20,11 @@ ir::Kernel build_matmul_mma(const MatmulVariant& v, const MatmulConfig& c) {
   const uint32_t threads = v.threads(), warps_n = v.bn / v.tn;
   const uint32_t mt = v.tm / 16, nt = v.tn / 8;  // mma tiles per warp
   ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
-                      (c.a == MatLayout::RowMajor ? "_r" : "_c") + (c.b == MatLayout::RowMajor ? "r" : "c"));
+                      (c.a == MatLayout::RowMajor ? "_r" : "_c") + (c.b == MatLayout::RowMajor ? "r" : "c") + detail::epilogue_suffix(c));
   b.launch_bounds(threads);
-  if (v.max_registers) b.max_registers(v.max_registers);
+  if (const uint32_t cap = detail::register_cap(v, c)) b.max_registers(cap);
   detail::MatmulArgs a = detail::matmul_params(b, c);
+  detail::epilogue_params(b, c, a);
   const ir::SmemLayout la = ir::SmemLayout::padded(v.bk, 8), lb = ir::SmemLayout::padded(v.bn, 8);
   auto As = b.shared(c.in, la.elements(v.bm), 128);
   auto Bs = b.shared(c.in, lb.elements(v.bk), 128);

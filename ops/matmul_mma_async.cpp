@@ -68,10 +68,11 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
   const uint32_t mt = v.tm / 16, nt = v.tn / 8;
   if (S < 2 || S > 4) throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": 2 to 4 stages");
   ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
-                      (c.a == MatLayout::RowMajor ? "_r" : "_c") + (c.b == MatLayout::RowMajor ? "r" : "c"));
+                      (c.a == MatLayout::RowMajor ? "_r" : "_c") + (c.b == MatLayout::RowMajor ? "r" : "c") + detail::epilogue_suffix(c));
   b.launch_bounds(threads);
-  if (v.max_registers) b.max_registers(v.max_registers);
+  if (const uint32_t cap = detail::register_cap(v, c)) b.max_registers(cap);
   detail::MatmulArgs a = detail::matmul_params(b, c);
+  detail::epilogue_params(b, c, a);
   const Operand oa = operand_a(v, c.a, c.in), ob = operand_b(v, c.b, c.in);
   // One dynamic shared array (the stages of large tiles pass the 48 KB of static shared
   // memory): the A stages, then the B stages. LaunchConfig::shared_bytes sizes it

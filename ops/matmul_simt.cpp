@@ -13,10 +13,11 @@ namespace kaio::ops {
 ir::Kernel build_matmul_simt(const MatmulVariant& v, const MatmulConfig& c) {
   const uint32_t cols = v.bn / v.tn, threads = v.threads();
   ir::KernelBuilder b(std::string("matmul_") + v.name + (c.a == MatLayout::RowMajor ? "_r" : "_c") +
-                      (c.b == MatLayout::RowMajor ? "r" : "c"));
+                      (c.b == MatLayout::RowMajor ? "r" : "c") + detail::epilogue_suffix(c));
   b.launch_bounds(threads);
-  if (v.max_registers) b.max_registers(v.max_registers);
+  if (const uint32_t cap = detail::register_cap(v, c)) b.max_registers(cap);
   detail::MatmulArgs a = detail::matmul_params(b, c);
+  detail::epilogue_params(b, c, a);
   auto As = b.shared<float>(v.bk * v.bm);
   auto Bs = b.shared<float>(v.bk * v.bn);
   ir::Value tid = b.thread_idx_x();

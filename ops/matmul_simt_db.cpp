@@ -63,10 +63,11 @@ ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c) {
   if (va * threads * 4 != v.bm * v.bk || vb * threads * 4 != v.bn * v.bk || va == 0 || vb == 0)
     throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": the tiles' 16-byte vectors do not divide among its threads");
   ir::KernelBuilder b(std::string("matmul_") + v.name + (c.a == MatLayout::RowMajor ? "_r" : "_c") +
-                      (c.b == MatLayout::RowMajor ? "r" : "c"));
+                      (c.b == MatLayout::RowMajor ? "r" : "c") + detail::epilogue_suffix(c));
   b.launch_bounds(threads);
-  if (v.max_registers) b.max_registers(v.max_registers);
+  if (const uint32_t cap = detail::register_cap(v, c)) b.max_registers(cap);
   detail::MatmulArgs a = detail::matmul_params(b, c);
+  detail::epilogue_params(b, c, a);
   ir::Value tid = b.thread_idx_x();
   ir::Value tx = tid % cols, ty = tid / cols;
   auto [m0, n0] = detail::tile_origin(b, v.bm, v.bn);

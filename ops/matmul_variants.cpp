@@ -10,6 +10,7 @@
 #include "kaio/jit/driver.h"
 #include "kaio/jit/tensor_map.h"
 #include "kaio/ops/matmul.h"
+#include "kaio/ops/matmul_common.h"
 
 namespace kaio::ops {
 
@@ -130,6 +131,8 @@ bool MatmulVariant::can_implement(const MatmulProblem& p, int sm, std::string* w
   if (p.batch == 0 || p.batch > 65535) return fail(why, v + "batch must be 1..65535, got " + std::to_string(p.batch));
   if (p.split_k == 0 || uint64_t(p.split_k) * p.batch > 65535)
     return fail(why, v + "split_k must be 1.. with batch * split_k <= 65535, got " + std::to_string(p.split_k));
+  if (p.split_k > 1 && (p.epilogue.bias || p.epilogue.activation))
+    return fail(why, v + "a fused epilogue (bias, activation) needs split_k == 1: split-K blocks add partial products into C");
   if (p.split_k > 1 && p.out != ir::Scalar::F32)
     return fail(why, v + "split-K adds partial products atomically: the output must be f32, not " +
                          std::string(ir::scalar_name(p.out)));
@@ -147,8 +150,10 @@ const MatmulVariant& matmul_variant(const std::string& name) {
 }
 
 std::string MatmulConfig::str() const {
+  std::string e = bias ? ", + bias" : "";
+  if (activation) e += ", " + detail::matmul_activation_of(activation).name;
   return std::string("matmul(") + kVariants[variant].name + ", " + ir::scalar_name(in) + " -> " + ir::scalar_name(out) +
-         ", " + layout_name(a) + "/" + layout_name(b) + ")";
+         ", " + layout_name(a) + "/" + layout_name(b) + e + ")";
 }
 
 ir::Kernel matmul_kernel(const MatmulConfig& c) {
@@ -354,7 +359,10 @@ void matmul_wgmma_launch(const MatmulVariant& v, const MatmulConfig& cfg, uint64
                                    jit::detail::Arg{jit::detail::Arg::Pointer, ir::Scalar::F32, 0, sc.a, 0},
                                    jit::detail::Arg{jit::detail::Arg::Pointer, ir::Scalar::F32, 0, sc.b, 0},
                                    make_arg(uint32_t(sc.a != 0) | uint32_t(sc.b != 0) << 1)};
-  const size_t nargs = ir::scalar_bytes(p.in) == 1 ? std::size(args) : std::size(args) - 3;
+  size_t nargs = ir::scalar_bytes(p.in) == 1 ? std::size(args) : std::size(args) - 3;
+  jit::detail::Arg all[std::size(args) + 1];
+  std::copy(args, args + nargs, all);
+  if (cfg.bias) all[nargs++] = jit::detail::Arg{jit::detail::Arg::Pointer, p.out, 0, p.epilogue.bias, 0};
   const jit::CompiledKernel& k = matmul_family().get(cfg);
   jit::LaunchConfig lc = matmul_launch_config(v, p, stream);
   if (v.cluster > 1) {  // a persistent grid of clusters: only as many as can be resident at once
@@ -364,7 +372,7 @@ void matmul_wgmma_launch(const MatmulVariant& v, const MatmulConfig& cfg, uint64
     if (n == 0) r.store(n = std::max(1, k.max_active_clusters(lc)), std::memory_order_relaxed);
     lc.grid.x = std::min<uint64_t>(lc.grid.x, uint64_t(n) * v.cluster);
   }
-  k.launch_packed(lc, args, nargs);
+  k.launch_packed(lc, all, nargs);
 }
 }  // namespace
 
@@ -386,7 +394,11 @@ void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const Ma
   if (a % need || b % need || c % need)
     throw UsageError("matmul", "matmul", "A, B and C must be " + std::to_string(need) +
                                              "-byte aligned as the problem's ptr_align says");
-  const MatmulConfig cfg{static_cast<uint32_t>(&v - kVariants), p.in, p.out, p.a, p.b};
+  if (p.epilogue.bias % ir::scalar_bytes(p.out))
+    throw UsageError("matmul", "matmul", std::string("epilogue.bias: the address must be aligned to its ") +
+                                             ir::scalar_name(p.out) + " elements");
+  const MatmulConfig cfg{static_cast<uint32_t>(&v - kVariants), p.in, p.out, p.a, p.b, p.epilogue.bias != 0,
+                         p.epilogue.activation ? matmul_activation(*p.epilogue.activation) : 0};
   using jit::detail::Arg;
   using jit::detail::make_arg;
   if (p.split_k > 1)  // C = beta * C first; the blocks then add alpha * their chunk's product
@@ -397,8 +409,10 @@ void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const Ma
   const Arg args[] = {Arg{Arg::Pointer, p.in, 0, a, 0},  Arg{Arg::Pointer, p.in, 0, b, 0}, Arg{Arg::Pointer, p.out, 0, c, 0},
                       make_arg(p.m),     make_arg(p.n),     make_arg(p.k),     make_arg(p.lda), make_arg(p.ldb),
                       make_arg(p.ldc),   make_arg(p.alpha), make_arg(p.beta),  make_arg(p.stride_a),
-                      make_arg(p.stride_b), make_arg(p.stride_c), make_arg(p.split_k), make_arg(matmul_k_chunk(p))};
-  matmul_family().get(cfg).launch_packed(matmul_launch_config(v, p, stream), args, std::size(args));
+                      make_arg(p.stride_b), make_arg(p.stride_c), make_arg(p.split_k), make_arg(matmul_k_chunk(p)),
+                      Arg{Arg::Pointer, p.out, 0, p.epilogue.bias, 0}};  // bias: only with cfg.bias
+  const size_t nargs = cfg.bias ? std::size(args) : std::size(args) - 1;
+  matmul_family().get(cfg).launch_packed(matmul_launch_config(v, p, stream), args, nargs);
 }
 
 }  // namespace kaio::ops

@@ -62,8 +62,14 @@ uint32_t matmul_wgmma_c_offset(const MatmulVariant& v) {
 
 uint32_t matmul_wgmma_consumers(const MatmulVariant& v) { return v.pingpong ? 2 : v.bm / v.tm; }
 
-uint32_t matmul_wgmma_shared_bytes(const MatmulVariant& v) {
+// After the C buffers: each consumer's copy of the fused epilogue's bias for its tile's
+// columns (BN f32).
+uint32_t matmul_wgmma_bias_offset(const MatmulVariant& v) {
   return matmul_wgmma_c_offset(v) + matmul_wgmma_consumers(v) * 2 * kCChunkBytes;  // two chunk buffers per consumer
+}
+
+uint32_t matmul_wgmma_shared_bytes(const MatmulVariant& v) {
+  return matmul_wgmma_bias_offset(v) + matmul_wgmma_consumers(v) * v.bn * 4;
 }
 
 // The boxes TMA moves: K-major operands one box of (BK, rows); MN-major ones boxes of
@@ -108,7 +114,7 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
                                              "consumer; ping-pong with TM == BM");
 
   ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
-                      (a_k ? "_r" : "_c") + (b_k ? "c" : "r"));
+                      (a_k ? "_r" : "_c") + (b_k ? "c" : "r") + detail::epilogue_suffix(c));
   b.launch_bounds(threads, 1);
   auto map_a = b.tensor_map_param("a_map");
   auto map_b = b.tensor_map_param("b_map");
@@ -137,6 +143,7 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
     scale_b = b.param<const float*>("scale_b");
     scales = b.param<uint32_t>("scales");
   }
+  detail::epilogue_params(b, c, a);
 
   // One work item: a tile of one batch's split. Tiles are visited in groups of kGroupRows
   // tile rows, column by column (grouped raster), so that the blocks working at the same
@@ -162,6 +169,7 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   auto cbuf = b.dynamic_shared(c.out, 1024);
   const uint32_t oes = elem_bytes(c.out), c_off = matmul_wgmma_c_offset(v);
   auto bars = b.dynamic_shared<uint64_t>(1024);
+  auto sbias = b.dynamic_shared<float>(1024);
   const uint32_t bar0 = matmul_wgmma_stage_bytes(v) * S / 8;  // full[s] = bar0 + s, empty[s] = bar0 + S + s
   const uint32_t b_off = a_stage * S / es;                    // element index of the B stages
   ir::Value tid = b.thread_idx_x(), warp = b.warp_id(), lane = b.lane_id();
@@ -235,6 +243,11 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
     const ir::FragLayout& fc = ir::mma_shape(ir::MmaKind::F16).c;
     std::vector<ir::RegArray> acc;
     for (uint32_t h = 0; h < halves; ++h) acc.push_back(b.array<float>(v.bn / 2, 0.0f));
+    const uint32_t bar_id = 3;  // named barriers 3.. : one per consumer (1, 2: ping-pong)
+    auto consumer_barrier = [&] {  // this consumer's 128 threads (named barrier ids are immediates)
+      for (uint32_t q = 0; q < consumers; ++q) b.if_(wg == q, [&] { b.barrier(bar_id + q, 128); });
+    };
+    ir::Value bias0 = matmul_wgmma_bias_offset(v) / 4 + wg * v.bn;  // f32 index of this consumer's bias copy
     auto release = [&](ir::Value s) {  // on this CTA's and every peer's empty[s]: their multicasts write here
       b.if_(lane == 0u, [&] {
         if (CX == 1) b.mbarrier_arrive(bars, bar0 + S + s);
@@ -264,6 +277,24 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
       const Item it = item(w);
       for (auto& a_h : acc)
         for (uint32_t r = 0; r < v.bn / 2; ++r) a_h[r] = 0.0f;
+      // The epilogue's bias for this tile's columns, into this consumer's copy in shared
+      // memory (0 past n), read while the accumulators are free: the epilogue then reads it
+      // from shared memory at immediate offsets, instead of holding global loads in flight
+      // next to 128 accumulators. Its named barrier orders the copy after the last tile's
+      // reads and before this tile's.
+      if (c.bias) {
+        consumer_barrier();
+        for (uint32_t e = 0; e < v.bn; e += 128) {
+          ir::Value lc = tid % 128u + e, col = it.n0 + lc;  // BN 64: half of the threads
+          ir::Var x = b.var<float>(0.0f);
+          b.if_(col < a.n && lc < v.bn, [&] {
+            ir::Value y = a.bias[col];
+            x = c.out == ir::Scalar::F32 ? y : ir::cast<float>(y);
+          });
+          b.if_(lc < v.bn, [&] { sbias[bias0 + lc] = ir::Value(x); });
+        }
+        consumer_barrier();
+      }
       // Ping-pong order (named barriers 1 and 2 of both consumers): a consumer starts its
       // MMAs once its partner has issued those of the item before. Without it, a consumer
       // could wait on a stage's full barrier two phases ahead, which parity cannot tell apart.
@@ -305,7 +336,6 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
         // different 16-byte chunks), then stored by one TMA store that clips the edges.
         // Two chunk buffers per consumer: one fills while the other's store reads it.
         const uint32_t cols = kSwizzleBytes / oes;  // C columns of a chunk
-        const uint32_t bar_id = 3;                  // named barriers 3.. : one per consumer (1, 2: ping-pong)
         ir::Value leader = (warp % 4u == 0u) && (lane == 0u);
         ir::Value buf0 = wg * (2 * kCChunkBytes / oes) + c_off / oes;  // element index of this consumer's buffers
         uint32_t chunk = 0;
@@ -313,9 +343,16 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
           for (uint32_t c0 = 0; c0 < v.bn; c0 += cols, ++chunk) {
             ir::Value buf = buf0 + (chunk % 2) * (kCChunkBytes / oes);
             b.if_(leader, [&] { b.bulk_wait_group(1, true); });  // the store that read this buffer two chunks ago is done
-            for (uint32_t q = 0; q < consumers; ++q)  // named barrier ids are immediates
-              b.if_(wg == q, [&] { b.barrier(bar_id + q, 128); });
-            for (uint32_t j = c0 / 8; j < (c0 + cols) / 8; ++j)
+            consumer_barrier();
+            for (uint32_t j = c0 / 8; j < (c0 + cols) / 8; ++j) {
+              // The epilogue's bias at this thread's two columns of j (the same for both of its
+              // rows), from the consumer's copy (0 past n; the TMA store clips those columns).
+              ir::Value bias[2];
+              if (c.bias) {
+                std::vector<ir::Value> v2 = ir::load_vec(sbias, bias0 + (ir::frag_col(fc, lane, 0) + j * 8), 2);
+                bias[0] = v2[0];
+                bias[1] = v2[1];
+              }
               for (int r = 0; r < 4; r += 2) {
                 ir::Value row = (warp % 4u) * 16u + ir::frag_row(fc, lane, r);  // within the 64-row chunk
                 const uint32_t cb = (j * 8 - c0) * oes;                          // the pair's byte column, + frag col
@@ -324,13 +361,15 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
                 std::vector<ir::Value> pair;
                 for (int q = 0; q < 2; ++q) {
                   ir::Value x = alpha * acc[h][4 * j + r + q];
+                  if (c.bias) x = x + bias[q];
+                  if (a.act) x = a.act(x);
                   pair.push_back(c.out == ir::Scalar::F32 ? x : ir::cast(x, ir::Type::scalar(c.out)));
                 }
                 ir::store_vec(cbuf, buf + off / oes, pair);
               }
+            }
             b.fence_proxy_async();  // the generic-proxy writes, before the TMA (async proxy) reads them
-            for (uint32_t q = 0; q < consumers; ++q)  // named barrier ids are immediates
-              b.if_(wg == q, [&] { b.barrier(bar_id + q, 128); });
+            consumer_barrier();
             b.if_(leader, [&] {
               b.tma_store(map_c, {it.n0 + c0, it.m0 + row_wg + h * 64u, it.batch}, cbuf, buf);
               b.bulk_commit_group();
@@ -339,6 +378,7 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
       }).else_([&] {
         detail::MatmulArgs e = a;
         e.alpha = alpha;
+        if (c.bias) e.bias_of = [&](ir::Value col, uint32_t off) { return ir::Value(sbias[bias0 + (col - it.n0) + off]); };
         e.base_c = ir::cast<uint64_t>(it.batch) * stride_c;
         for (uint32_t h = 0; h < halves; ++h) {
           ir::Value row0 = it.m0 + row_wg + (h * 64u) + (warp % 4u) * 16u;

@@ -99,6 +99,7 @@ std::unique_ptr<Scratch> make_scratch(const MatmulProblem& q) {
   s->p = q;
   s->p.alpha = 1.0f;
   s->p.beta = 0.0f;  // C is only written: a poisoned C shows what a candidate left out
+  s->p.epilogue = {};  // timed without the fused epilogue, which costs every candidate about the same
   const MatmulProblem p = ops::matmul_resolved(s->p);
   const uint64_t ea = p.stride_a * (p.batch - 1) + (p.a == MatLayout::RowMajor ? uint64_t(p.lda) * p.m : uint64_t(p.lda) * p.k);
   const uint64_t eb = p.stride_b * (p.batch - 1) + (p.b == MatLayout::RowMajor ? uint64_t(p.ldb) * p.k : uint64_t(p.ldb) * p.n);
