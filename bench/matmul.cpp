@@ -14,7 +14,8 @@
 // scales) beside cuBLASLt (bench/cublaslt_fp8.h) with and without its fast accumulation,
 // each variant's largest difference from cuBLASLt's C on the same inputs.
 // --epilogue ACT: every row with the fused epilogue C = ACT(A * B + bias) (ops/matmul.h;
-// ACT one of the op library's activations, "none": the bias alone), cuBLAS without one.
+// ACT one of the op library's activations, "none": the bias alone), cuBLAS without one;
+// --fast-epilogue: the activation in .approx forms.
 // Usage: matmul [--quick | --skinny] [--dtype f32|tf32|f16|bf16|e4m3|e5m2]... [--shape MxNxK]... [--b-col]
 //               [--epilogue ACT] | --loop-stats [ARCH]
 #include <dlfcn.h>
@@ -234,6 +235,7 @@ struct Row {  // one line of the summary
 std::vector<Row> summary;
 std::string only_variant;  // --variant: rows whose name contains it (profiling one kernel)
 std::string epilogue;      // --epilogue: the fused epilogue's activation ("none": the bias alone), "" without one
+bool fast_epilogue = false;  // --fast-epilogue: the activation in .approx forms
 
 template <class T>
 DeviceBuffer<T> random_buffer(size_t n, std::mt19937& rng) {
@@ -297,6 +299,7 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
     if (!epilogue.empty()) {
       epi.bias = bias.device_address();
       if (epilogue != "none") epi.activation = &ops::elementwise_op(epilogue);
+      epi.fast_math = fast_epilogue;
     }
     for (const ops::MatmulVariant& v : ops::matmul_variants())
       for (uint32_t split : splits) {
@@ -314,7 +317,8 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
         const double tf = flop / ms / 1e9;
         const ops::MatmulConfig cfg{static_cast<uint32_t>(&v - ops::matmul_variants().data()), in, out,
                                     ops::MatLayout::RowMajor, p.b, epi.bias != 0,
-                                    epi.activation ? ops::matmul_activation(*epi.activation) : 0};
+                                    epi.activation ? ops::matmul_activation(*epi.activation) : 0,
+                                    epi.fast_math && epi.activation};
         std::string name = std::string(v.name) + (split > 1 ? "/split" + std::to_string(split) : "");
         const jit::Resources res = ops::matmul_family().get(cfg).resources();
         std::string regs = std::to_string(res.registers) + " regs";
@@ -331,7 +335,7 @@ void bench_dtype(const std::vector<Shape>& shapes, const Cublas* cublas, const j
                 tf32 ? "tf32" : ir::scalar_name(in), sh.m, sh.n,
                 sh.k, bl, "cuBLAS", cublas_tf, best_name.c_str(), cublas_tf > 0 ? 100.0 * best / cublas_tf : 0.0);
     std::fflush(stdout);
-    summary.push_back({std::string(tf32 ? "tf32" : ir::scalar_name(in)) + (epilogue.empty() ? "" : " +bias " + epilogue),
+    summary.push_back({std::string(tf32 ? "tf32" : ir::scalar_name(in)) + (epilogue.empty() ? "" : " +bias " + epilogue + (fast_epilogue ? " fast" : "")),
                        std::to_string(sh.m) + "x" + std::to_string(sh.n) + "x" + std::to_string(sh.k) + bl, best_name, best,
                        cublas_tf});
   }
@@ -429,7 +433,7 @@ int main(int argc, char** argv) {
   bool all_b_col = false;  // --b-col: B column-major (K-major) in every shape
   const char* usage =
       "usage: matmul [--quick | --skinny] [--dtype f32|tf32|f16|bf16|e4m3|e5m2]... [--shape MxNxK]...\n"
-      "              [--variant TEXT] [--b-col] [--epilogue ACT] | --loop-stats [ARCH]\n"
+      "              [--variant TEXT] [--b-col] [--epilogue ACT [--fast-epilogue]] | --loop-stats [ARCH]\n"
       "  TFLOP/s of every matmul variant beside cuBLAS at the same precision (needs a GPU).\n"
       "  --quick  1024^3, 4096^3 and 16x4096x4096 only (under a minute on an H100)\n"
       "  --skinny 1, 4, 8 and 16 x 4096 x 4096 only (the GEMV shapes), B row- and column-major\n"
@@ -441,6 +445,7 @@ int main(int argc, char** argv) {
       "  --b-col  B column-major (K-major) instead of row-major, for kaio and cuBLAS\n"
       "  --epilogue ACT  kaio's rows with the fused epilogue C = ACT(A * B + bias): relu, silu,\n"
       "           gelu, gelu_tanh, or none (the bias alone); cuBLAS without one\n"
+      "  --fast-epilogue  the activation with PTX's .approx division, exp and tanh\n"
       "  --loop-stats  no GPU needed: the k-loop's PTX instruction counts and the registers of\n"
       "           every declared kernel for ARCH (default sm_90)\n";
   for (int i = 1; i < argc; ++i) {
@@ -450,6 +455,7 @@ int main(int argc, char** argv) {
     else if (arg == "--dtype" && i + 1 < argc) dtypes.push_back(argv[++i]);
     else if (arg == "--variant" && i + 1 < argc) only_variant = argv[++i];
     else if (arg == "--b-col") all_b_col = true;
+    else if (arg == "--fast-epilogue") fast_epilogue = true;
     else if (arg == "--epilogue" && i + 1 < argc) {
       epilogue = argv[++i];
       const std::vector<std::string> acts = {"none", "relu", "silu", "gelu", "gelu_tanh"};

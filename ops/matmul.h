@@ -59,6 +59,9 @@ enum class MatLayout : uint8_t { RowMajor, ColMajor };
 struct MatmulEpilogue {
   uint64_t bias = 0;                              // device address of bias[0 .. n); 0: none
   const detail::MapKernels* activation = nullptr;  // null: none
+  // The activation's division, exp, tanh, ... in PTX's .approx forms (tanh.approx: 2^-10.9
+  // relative): an epilogue as cheap as cuBLASLt's, accurate enough for bf16 output, not for f32.
+  bool fast_math = false;
 };
 
 struct MatmulProblem {
@@ -110,7 +113,8 @@ struct MatmulConfig {
   MatLayout a = MatLayout::RowMajor, b = MatLayout::RowMajor;
   bool bias = false;        // the fused epilogue adds a bias (a last kernel parameter: const Out* bias)
   uint64_t activation = 0;  // the fused epilogue's activation: its map's serial() (0: none)
-  auto fields() const { return std::tie(variant, in, out, a, b, bias, activation); }
+  bool fast_math = false;   // the activation in .approx forms (the kernel is built with fast math)
+  auto fields() const { return std::tie(variant, in, out, a, b, bias, activation, fast_math); }
   std::string str() const;
 };
 

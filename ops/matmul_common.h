@@ -37,6 +37,7 @@ const MatmulActivation& matmul_activation_of(uint64_t serial);
 inline std::string epilogue_suffix(const MatmulConfig& c) {
   std::string s = c.bias ? "_bias" : "";
   if (c.activation) s += "_" + matmul_activation_of(c.activation).name;
+  if (c.fast_math) s += "_fast";
   return s;
 }
 
@@ -52,6 +53,7 @@ inline uint32_t register_cap(const MatmulVariant& v, const MatmulConfig& c) {
 // activation. Every builder calls it after its other parameters.
 inline void epilogue_params(ir::KernelBuilder& b, const MatmulConfig& c, MatmulArgs& a) {
   if (c.bias) a.bias = b.param("bias", ir::Type::pointer(c.out, true));
+  if (c.fast_math) b.fast_math();  // the kernel's only f32 division and transcendentals are the activation's
   if (c.activation) {
     MapBody body = matmul_activation_of(c.activation).body;
     a.act = [&b, body](ir::Value x) {

@@ -152,6 +152,7 @@ const MatmulVariant& matmul_variant(const std::string& name) {
 std::string MatmulConfig::str() const {
   std::string e = bias ? ", + bias" : "";
   if (activation) e += ", " + detail::matmul_activation_of(activation).name;
+  if (fast_math) e += " (fast math)";
   return std::string("matmul(") + kVariants[variant].name + ", " + ir::scalar_name(in) + " -> " + ir::scalar_name(out) +
          ", " + layout_name(a) + "/" + layout_name(b) + e + ")";
 }
@@ -398,7 +399,8 @@ void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const Ma
     throw UsageError("matmul", "matmul", std::string("epilogue.bias: the address must be aligned to its ") +
                                              ir::scalar_name(p.out) + " elements");
   const MatmulConfig cfg{static_cast<uint32_t>(&v - kVariants), p.in, p.out, p.a, p.b, p.epilogue.bias != 0,
-                         p.epilogue.activation ? matmul_activation(*p.epilogue.activation) : 0};
+                         p.epilogue.activation ? matmul_activation(*p.epilogue.activation) : 0,
+                         p.epilogue.fast_math && p.epilogue.activation};
   using jit::detail::Arg;
   using jit::detail::make_arg;
   if (p.split_k > 1)  // C = beta * C first; the blocks then add alpha * their chunk's product

@@ -39,6 +39,10 @@ Act none() { return {nullptr, [](double x) { return x; }}; }
 Act relu() { return {&ops::elementwise_op("relu"), [](double x) { return x < 0 ? 0.0 : x; }}; }
 Act gelu() { return {&ops::elementwise_op("gelu"), [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }}; }
 Act silu() { return {&ops::elementwise_op("silu"), [](double x) { return x / (1 + std::exp(-x)); }}; }
+Act gelu_tanh() {
+  return {&ops::elementwise_op("gelu_tanh"),
+          [](double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }};
+}
 
 ops::MatmulConfig config_of(const ops::MatmulVariant& v, ir::Scalar in, ir::Scalar out, bool bias, const Act& act,
                             MatLayout b = MatLayout::RowMajor) {
@@ -47,18 +51,19 @@ ops::MatmulConfig config_of(const ops::MatmulVariant& v, ir::Scalar in, ir::Scal
 
 // Runs q with a random bias (when `bias`) and `act`, and checks every element of C against
 // float64; what lies between C's rows and batches stays untouched.
+// `fast`: the activation in .approx forms (tanh.approx: 2^-10.9 relative).
 template <class In, class Out>
-void check_epilogue(const ops::MatmulVariant& v, MatmulProblem q, bool bias, const Act& act) {
+void check_epilogue(const ops::MatmulVariant& v, MatmulProblem q, bool bias, const Act& act, bool fast = false) {
   const MatmulProblem p = ops::matmul_resolved(q);
   INFO(v.name << " " << p.m << "x" << p.n << "x" << p.k << " batch " << p.batch << " in " << ir::scalar_name(p.in)
               << " out " << ir::scalar_name(p.out) << " beta " << p.beta << " bias " << bias << " activation "
-              << (act.map ? act.map->spec().name : "none"));
+              << (act.map ? act.map->spec().name : "none") << (fast ? " (fast math)" : ""));
   REQUIRE(v.can_implement(p, jit::interpret_mode() ? 80 : codegen::parse_arch(jit::detail::backend().default_arch()).sm));
   std::vector<In> a = random_vec<In>(p.stride_a * p.batch), b = random_vec<In>(p.stride_b * p.batch);
   std::vector<Out> c0 = random_vec<Out>(p.stride_c * p.batch), bv = random_vec<Out>(p.n);
   DeviceBuffer<In> da(a), db(b);
   DeviceBuffer<Out> dc(c0), dbias(bv);
-  q.epilogue = {.bias = bias ? dbias.device_address() : 0, .activation = act.map};
+  q.epilogue = {.bias = bias ? dbias.device_address() : 0, .activation = act.map, .fast_math = fast};
   ops::matmul(v, da.device_address(), db.device_address(), dc.device_address(), q);
   const std::vector<Out> c = dc.to_host();
   const bool f32_simt = std::is_same_v<In, float> && !p.tf32;
@@ -77,7 +82,8 @@ void check_epilogue(const ops::MatmulVariant& v, MatmulProblem q, bool bias, con
         INFO("batch " << z << " C[" << i << "][" << j << "] = " << as_double(c[ci]) << ", float64 " << ref
                       << " (before the activation " << pre << ")");
         // the activations' slopes are at most 1.13; their f32 evaluation adds a few ulps
-        REQUIRE(std::abs(as_double(c[ci]) - ref) <= 1.13 * rel * mag + out * std::abs(ref) + 4e-6 * (std::abs(pre) + 0x1p-20));
+        const double act_err = fast ? 0x1p-10 * std::abs(pre) : 4e-6 * std::abs(pre);
+        REQUIRE(std::abs(as_double(c[ci]) - ref) <= 1.13 * rel * mag + out * std::abs(ref) + act_err + 0x1p-30);
       }
   for (size_t i = 0; i < c.size(); ++i) {
     const size_t z = i / p.stride_c, rem = i % p.stride_c, row = rem / p.ldc, col = rem % p.ldc;
@@ -122,6 +128,17 @@ TEST_CASE("matmul epilogue: kernels name the epilogue, take the bias last, and a
       CHECK(res.local_bytes == 0);
       CHECK(res.spill_stores == 0);
     }
+  // fast math: the activation's tanh in its .approx form
+  {
+    const ops::MatmulVariant& v = ops::matmul_variant("mma_cp_64x64x32_w32x32_s4");
+    ops::MatmulConfig cfg = config_of(v, ir::Scalar::BF16, ir::Scalar::BF16, true, gelu_tanh());
+    CHECK(codegen::emit_ptx(ops::matmul_kernel(cfg), {"sm_80", 9, 0}).find("tanh.approx.f32") == std::string::npos);
+    cfg.fast_math = true;
+    ir::Kernel k = ops::matmul_kernel(cfg);
+    CHECK_THAT(k.name(), Contains("_bias_gelu_tanh_fast"));
+    CHECK_THAT(cfg.str(), Contains("gelu_tanh (fast math)"));
+    CHECK_THAT(codegen::emit_ptx(k, {"sm_80", 9, 0}), Contains("tanh.approx.f32"));
+  }
   // without an epilogue a kernel is what it was: no bias parameter, no suffix
   ir::Kernel plain = ops::matmul_kernel({index_of(ops::matmul_variant("simt_32x32x8_2x2"))});
   CHECK(plain.params().back().name == "k_chunk");
@@ -192,6 +209,7 @@ TEST_CASE("matmul epilogue: bias and activations against float64, one row of eac
     p.ldc = 48;
     p.beta = 0.5f;
     check_epilogue<bfloat16, bfloat16>(v, p, true, silu());
+    check_epilogue<bfloat16, bfloat16>(v, p, true, gelu_tanh(), true);
     p.in = p.out = ir::Scalar::F16;
     check_epilogue<half, half>(v, p, false, relu());
     p.out = ir::Scalar::F32;
@@ -236,6 +254,7 @@ TEST_CASE("matmul epilogue: every Wgmma row, TMA-store and register epilogues, a
                     .batch = 2, .alpha = 0.5f};
     p.stride_c = uint64_t(p.ldc) * p.m + 8;
     check_epilogue<bfloat16, bfloat16>(*v, p, true, gelu());
+    check_epilogue<bfloat16, bfloat16>(*v, p, true, gelu_tanh(), true);
     p.out = ir::Scalar::F32;
     check_epilogue<bfloat16, float>(*v, p, true, silu());
     p.in = p.out = ir::Scalar::F16;
