@@ -13,9 +13,10 @@ each call after a warm-up call, the median of 5 to 20 calls (as many as fit in a
 bench/matmul does, so that L2 does not hold them.
 """
 import argparse
-import statistics
 
 import torch
+
+from torch_timing import time_ms
 
 SHAPES = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
           (16, 4096, 4096), (128, 11008, 4096), (4096, 4096, 128), (1000, 1000, 1008)]
@@ -24,26 +25,6 @@ QUICK = [(1024, 1024, 1024), (4096, 4096, 4096), (16, 4096, 4096)]
 
 def fp8(dtype, rows, cols):
     return (torch.rand(rows, cols, device="cuda") * 2 - 1).to(dtype)
-
-
-def time_ms(fn, sets):
-    fn(0)
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    fn(0)
-    b.record()
-    b.synchronize()
-    first = a.elapsed_time(b)
-    reps = min(max(int(100.0 / max(first, 1e-3)), 5), 20)
-    times = []
-    for i in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn((i + 1) % sets)
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
 
 
 def main():
