@@ -63,7 +63,8 @@ uint32_t matmul_wgmma_c_offset(const MatmulVariant& v) {
 uint32_t matmul_wgmma_consumers(const MatmulVariant& v) { return v.pingpong ? 2 : v.bm / v.tm; }
 
 // After the C buffers: each consumer's copy of the fused epilogue's bias for its tile's
-// columns (BN f32).
+// columns (BN f32). Reserved in every kernel of the variant (its launch asks for the
+// variant's size); the 128x256 rows then use all of sm_90's 232448 bytes.
 uint32_t matmul_wgmma_bias_offset(const MatmulVariant& v) {
   return matmul_wgmma_c_offset(v) + matmul_wgmma_consumers(v) * 2 * kCChunkBytes;  // two chunk buffers per consumer
 }
