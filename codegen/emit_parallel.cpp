@@ -62,6 +62,9 @@ void emit_wgmma(Emitter& e, const ir::Inst& i) {
   if (i.attr.elem == ir::Scalar::F32)  // tf32: K = 8, both operands K-major (no transpose operands)
     return e.ins("wgmma.mma_async.sync.aligned.m64n" + n + "k8.f32.tf32.tf32 " + d + ", " + da + ", " + db + ", " + scale_d +
                  ", 1, 1");
+  if (i.attr.elem == ir::Scalar::S8 || i.attr.elem == ir::Scalar::U8)  // s32 accumulators; no scale or transpose operands
+    return e.ins("wgmma.mma_async.sync.aligned.m64n" + n + "k32.s32." + ir::scalar_name(i.attr.elem) + "." +
+                 ir::scalar_name(i.attr.elem_b) + " " + d + ", " + da + ", " + db + ", " + scale_d);
   if (ir::scalar_bytes(i.attr.elem) == 1)  // e4m3 / e5m2: K = 32 (32 bytes, as k16 of f16), both K-major
     return e.ins("wgmma.mma_async.sync.aligned.m64n" + n + "k32.f32." + ir::scalar_name(i.attr.elem) + "." +
                  ir::scalar_name(i.attr.elem_b) + " " + d + ", " + da + ", " + db + ", " + scale_d + ", 1, 1");

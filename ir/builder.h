@@ -287,11 +287,12 @@ class KernelBuilder {
   // shared memory described by u64 matrix descriptors (wgmma_descriptor). `in` f16 or bf16
   // (K = 16; each operand K-major, or MN-major when a_mn_major / b_mn_major) or f32 as tf32
   // (K = 8, both K-major) or e4m3 / e5m2 (K = 32, both K-major: the transposing forms
-  // take 16-bit elements only). Asynchronous: acc may not be touched until wgmma_wait_group
-  // covers the committed group.
+  // take 16-bit elements only), or s8 / u8 (K = 32, K-major, into an s32 register array;
+  // N 8, 16, 24 or a multiple of 16). Asynchronous: acc may not be touched until
+  // wgmma_wait_group covers the committed group.
   void wgmma_fence();
   void wgmma(const RegArray& acc, Value desc_a, Value desc_b, Scalar in, bool a_mn_major = false, bool b_mn_major = false);
-  // FP8 with A and B of different formats (e4m3 x e5m2, e5m2 x e4m3); K-major operands.
+  // 8-bit A and B of different formats (e4m3 x e5m2, e5m2 x e4m3, s8 x u8, u8 x s8); K-major operands.
   void wgmma(const RegArray& acc, Value desc_a, Value desc_b, Scalar a_type, Scalar b_type);
   // The wgmma matrix descriptor (u64) of the operand tile that starts at ptr[index] in
   // shared memory: start address, leading and stride byte offsets (multiples of 16 below

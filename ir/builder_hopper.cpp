@@ -24,20 +24,30 @@ void KernelBuilder::wgmma_form(const RegArray& acc, Value desc_a, Value desc_b, 
   check(desc_a, "wgmma");
   check(desc_b, "wgmma");
   const uint32_t n = static_cast<uint32_t>(acc.size()) * 2;
-  const bool fp8 = in == Scalar::E4M3 || in == Scalar::E5M2;
+  const bool fp8 = in == Scalar::E4M3 || in == Scalar::E5M2, int8 = in == Scalar::S8 || in == Scalar::U8;
   const std::string k = std::to_string(32 / scalar_bytes(in));
-  if (!(acc.type() == Type::scalar(Scalar::F32)) || n < 8 || n > 256 || n % 8)
-    fail("wgmma", "the accumulator is an f32 register array of N/2 values for m64nNk" + k +
-                      ", N in 8..256 in steps of 8; got " + std::to_string(acc.size()) + " values of " + acc.type().str());
-  if (in != Scalar::F16 && in != Scalar::BF16 && in != Scalar::F32 && !fp8)
-    fail("wgmma", std::string("A and B are f16, bf16, f32 (as tf32), e4m3 or e5m2, not ") + scalar_name(in));
-  if (in_b != in && !(fp8 && (in_b == Scalar::E4M3 || in_b == Scalar::E5M2)))
-    fail("wgmma", std::string("A and B have one type, except e4m3 with e5m2; got ") + scalar_name(in) + " and " +
-                      scalar_name(in_b));
-  if (in == Scalar::F32 && (a_mn_major || b_mn_major))
-    fail("wgmma", "tf32 operands are K-major only (the transposing forms take 16-bit elements)");
-  if (fp8 && (a_mn_major || b_mn_major))
-    fail("wgmma", std::string(scalar_name(in)) + " operands are K-major only (the transposing forms take 16-bit elements)");
+  if (int8) {  // integer forms: s32 accumulators; N 8, 16, 24, then multiples of 16 up to 256
+    if (!(acc.type() == Type::scalar(Scalar::S32)) || n < 8 || n > 256 || (n > 24 ? n % 16 : n % 8))
+      fail("wgmma", "s8 / u8 accumulate in an s32 register array of N/2 values for m64nNk32, N 8, 16, 24 or a "
+                    "multiple of 16 up to 256; got " + std::to_string(acc.size()) + " values of " + acc.type().str());
+    if (in_b != Scalar::S8 && in_b != Scalar::U8)
+      fail("wgmma", std::string("an s8 / u8 A takes an s8 or u8 B, not ") + scalar_name(in_b));
+    if (a_mn_major || b_mn_major)
+      fail("wgmma", std::string(scalar_name(in)) + " operands are K-major only (the transposing forms take 16-bit elements)");
+  } else {
+    if (!(acc.type() == Type::scalar(Scalar::F32)) || n < 8 || n > 256 || n % 8)
+      fail("wgmma", "the accumulator is an f32 register array of N/2 values for m64nNk" + k +
+                        ", N in 8..256 in steps of 8; got " + std::to_string(acc.size()) + " values of " + acc.type().str());
+    if (in != Scalar::F16 && in != Scalar::BF16 && in != Scalar::F32 && !fp8)
+      fail("wgmma", std::string("A and B are f16, bf16, f32 (as tf32), e4m3, e5m2, s8 or u8, not ") + scalar_name(in));
+    if (in_b != in && !(fp8 && (in_b == Scalar::E4M3 || in_b == Scalar::E5M2)))
+      fail("wgmma", std::string("A and B have one type, except e4m3 with e5m2 and s8 with u8; got ") + scalar_name(in) +
+                        " and " + scalar_name(in_b));
+    if (in == Scalar::F32 && (a_mn_major || b_mn_major))
+      fail("wgmma", "tf32 operands are K-major only (the transposing forms take 16-bit elements)");
+    if (fp8 && (a_mn_major || b_mn_major))
+      fail("wgmma", std::string(scalar_name(in)) + " operands are K-major only (the transposing forms take 16-bit elements)");
+  }
   for (Value d : {desc_a, desc_b})
     if (!(d.type() == Type::scalar(Scalar::U64))) fail("wgmma", "matrix descriptors are u64, got " + d.type().str());
   Inst& inst = append(Op::WgmmaMma, Type{});

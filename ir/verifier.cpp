@@ -196,20 +196,25 @@ struct Verifier {
         break;
       }
       case OpRule::Mma: {
-        // m64nNk16 with f32 accumulators: N/2 accumulator registers per thread
+        // m64nNkK: N/2 accumulator registers per thread, f32 (s32 for s8 / u8 operands)
         size_t nacc = i.attr.shape / 2;
         arity(i, nacc + 2, nacc + 2);
-        for (size_t a = 0; a < nacc; ++a)
-          if (!(use(i, i.args[a], true) == Type::scalar(Scalar::F32))) fail(i, "the accumulator is f32 variables");
-        for (size_t a = nacc; a < nacc + 2; ++a)
-          if (!(arg(i, a) == Type::scalar(Scalar::U64))) fail(i, "the A and B descriptors are u64");
         const Scalar ea = i.attr.elem, eb = i.attr.elem_b;
         const bool fp8 = (ea == Scalar::E4M3 || ea == Scalar::E5M2) && (eb == Scalar::E4M3 || eb == Scalar::E5M2);
-        if (ea != Scalar::F16 && ea != Scalar::BF16 && ea != Scalar::F32 && !fp8)
-          fail(i, "A and B are f16, bf16, f32 (tf32), e4m3 or e5m2");
-        if (ea != eb && !fp8) fail(i, "A and B have one type, except e4m3 with e5m2");
+        const bool int8 = (ea == Scalar::S8 || ea == Scalar::U8) && (eb == Scalar::S8 || eb == Scalar::U8);
+        const Scalar acc = int8 ? Scalar::S32 : Scalar::F32;
+        for (size_t a = 0; a < nacc; ++a)
+          if (!(use(i, i.args[a], true) == Type::scalar(acc)))
+            fail(i, int8 ? "the accumulator is s32 variables" : "the accumulator is f32 variables");
+        for (size_t a = nacc; a < nacc + 2; ++a)
+          if (!(arg(i, a) == Type::scalar(Scalar::U64))) fail(i, "the A and B descriptors are u64");
+        if (ea != Scalar::F16 && ea != Scalar::BF16 && ea != Scalar::F32 && !fp8 && !int8)
+          fail(i, "A and B are f16, bf16, f32 (tf32), e4m3, e5m2, s8 or u8");
+        if (ea != eb && !fp8 && !int8) fail(i, "A and B have one type, except e4m3 with e5m2 and s8 with u8");
         if (i.attr.trans > 3 || (ea == Scalar::F32 && i.attr.trans)) fail(i, "tf32 operands are K-major only");
-        if (fp8 && i.attr.trans) fail(i, "8-bit (e4m3, e5m2) operands are K-major only");
+        if ((fp8 || int8) && i.attr.trans) fail(i, "8-bit (e4m3, e5m2, s8, u8) operands are K-major only");
+        if (int8 && (i.attr.shape > 24 ? i.attr.shape % 16 : i.attr.shape % 8))
+          fail(i, "s8 / u8 forms take N 8, 16, 24 or a multiple of 16");
         results(i, false);
         break;
       }

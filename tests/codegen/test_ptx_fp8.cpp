@@ -166,13 +166,13 @@ TEST_CASE("fp8: wgmma refuses MN-major 8-bit operands and mixed non-fp8 types", 
     if (what == 1) b.wgmma(acc, d, d, ir::Scalar::E5M2, false, true);
     if (what == 2) b.wgmma(acc, d, d, ir::Scalar::E4M3, ir::Scalar::F16);
     if (what == 3) b.wgmma(acc, d, d, ir::Scalar::F16, ir::Scalar::BF16);
-    if (what == 4) b.wgmma(acc, d, d, ir::Scalar::U8);
+    if (what == 4) b.wgmma(acc, d, d, ir::Scalar::S16);
     b.wgmma_commit_group();
     b.wgmma_wait_group(0);
     return b.build();
   };
   const char* expect[] = {"e4m3 operands are K-major only", "e5m2 operands are K-major only", "except e4m3 with e5m2",
-                          "except e4m3 with e5m2", "e4m3 or e5m2, not u8"};
+                          "except e4m3 with e5m2", "e5m2, s8 or u8, not s16"};
   for (int w = 0; w < 5; ++w) {
     INFO("case " << w);
     UsageError e = test::usage_error_of([&] { attempt(w); });

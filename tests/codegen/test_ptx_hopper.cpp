@@ -141,7 +141,7 @@ TEST_CASE("hopper golden: wgmma transposes and tf32; sm_90a is chosen, plain sm_
   UsageError e = test::usage_error_of([&] { build(ir::Scalar::F32, true, false); });
   CHECK_THAT(e.what(), Contains("tf32 operands are K-major only"));
   e = test::usage_error_of([&] { build(ir::Scalar::S32, false, false); });
-  CHECK_THAT(e.what(), Contains("f16, bf16, f32 (as tf32), e4m3 or e5m2"));
+  CHECK_THAT(e.what(), Contains("f16, bf16, f32 (as tf32), e4m3, e5m2, s8 or u8"));
 }
 
 TEST_CASE("hopper: the wgmma descriptor packs address, offsets and swizzle", "[ir][hopper][interp]") {
