@@ -164,7 +164,7 @@ uint32_t matmul_async_shared_bytes(const MatmulVariant& v, ir::Scalar in, MatLay
 // and B pointers: params map A, map B, map C, Out* C, u32 m, n, k, ldc, f32 alpha, beta,
 // u64 stride_c, u32 splits, k_chunk, tiles_n, tiles_m, work, pairs, tma_store, and for
 // e4m3 / e5m2 inputs const f32* scale_a, scale_b, u32 scales (bit 0: A's is given, bit 1:
-// B's); a persistent grid of work items. Each operand map is 3-D (contiguous dimension, the
+// B's), then with config.bias const Out* bias; a persistent grid of work items. Each operand map is 3-D (contiguous dimension, the
 // other one, batch) with 128-byte swizzling and the box below; with tma_store (beta == 0,
 // no split-K, C's address, row stride, row length and batch stride multiples of 16 bytes)
 // C leaves through shared memory and TMA stores of 64 x 128-byte boxes.
