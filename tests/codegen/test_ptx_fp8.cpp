@@ -12,6 +12,7 @@
 #include "kaio/kaio.h"
 #include "../ir/mma_kernels.h"
 #include "../support.h"
+#include "wgmma_8bit_check.h"
 #include "ptx_check.h"
 
 using namespace kaio;
@@ -109,25 +110,6 @@ TEST_CASE("fp8: conversions assemble for sm_89 and sm_90, loads and stores every
   }
 }
 
-namespace {
-
-ir::Kernel wgmma_fp8(ir::Scalar ta, ir::Scalar tb, uint32_t n) {
-  ir::KernelBuilder b(std::string("wg_") + ir::scalar_name(ta) + "_" + ir::scalar_name(tb) + "_n" + std::to_string(n));
-  auto da = b.param<uint64_t>("da");
-  auto db = b.param<uint64_t>("db");
-  auto out = b.param<float*>("out");
-  auto acc = b.array<float>(n / 2, 0.0f);
-  b.wgmma_fence();
-  if (ta == tb) b.wgmma(acc, da, db, ta);
-  else b.wgmma(acc, da, db, ta, tb);
-  b.wgmma_commit_group();
-  b.wgmma_wait_group(0);
-  for (uint32_t k = 0; k < n / 2; ++k) out[b.thread_idx_x() * (n / 2) + k] = acc[k];
-  return b.build();
-}
-
-}  // namespace
-
 TEST_CASE("fp8 golden: wgmma m64nNk32 e4m3 / e5m2 forms, mixed too, assemble for sm_90a (QGMMA)", "[codegen][golden][fp8][hopper]") {
   using ir::Scalar;
   struct Case { Scalar a, b; uint32_t n; const char* form; };
@@ -135,25 +117,9 @@ TEST_CASE("fp8 golden: wgmma m64nNk32 e4m3 / e5m2 forms, mixed too, assemble for
                         {Scalar::E5M2, Scalar::E5M2, 64, "m64n64k32.f32.e5m2.e5m2 {"},
                         {Scalar::E4M3, Scalar::E5M2, 128, "m64n128k32.f32.e4m3.e5m2 {"},
                         {Scalar::E5M2, Scalar::E4M3, 256, "m64n256k32.f32.e5m2.e4m3 {"}};
-  for (const Case& c : cases) {
-    ir::Kernel k = wgmma_fp8(c.a, c.b, c.n);
-    INFO(k.name());
-    CHECK(k.arch_specific());
-    const std::string ptx = codegen::emit_ptx(k, {"sm_90a", 9, 0});
-    const size_t at = ptx.find("\twgmma.mma_async");
-    REQUIRE(at != std::string::npos);
-    const std::string line = ptx.substr(at + 1, ptx.find(";\n", at) - at - 1);
-    CHECK_THAT(line, Contains(std::string("wgmma.mma_async.sync.aligned.") + c.form));
-    CHECK(line.substr(line.rfind('}')) == "}, %rd0, %rd1, %p0, 1, 1");  // no transpose operands
-    CHECK_THAT(k.print(), Contains(std::string("k32 ") + ir::scalar_name(c.a)));
-    jit::LinkResult r = jit::link_ptx(ptx, "sm_90a", k.name());
-    CHECK(r.cubin.size() > 4);
-    const std::string sass = test::sass_of(r.cubin);
-    if (!sass.empty()) CHECK_THAT(sass, Contains("QGMMA"));
-    CHECK_THAT(test::usage_error_of([&] { (void)jit::compile(k, {.arch = "sm_90", .use_cache = false}); }).what(),
-               Contains("sm_90a"));
-  }
-  CHECK(wgmma_fp8(Scalar::E4M3, Scalar::E5M2, 16).hash() != wgmma_fp8(Scalar::E4M3, Scalar::E4M3, 16).hash());
+  for (const Case& c : cases)  // no transpose operands
+    test::check_wgmma_8bit_form(c.a, c.b, c.n, c.form, "}, %rd0, %rd1, %p0, 1, 1", "QGMMA");
+  CHECK(test::wgmma_8bit_kernel(Scalar::E4M3, Scalar::E5M2, 16).hash() != test::wgmma_8bit_kernel(Scalar::E4M3, Scalar::E4M3, 16).hash());
 }
 
 TEST_CASE("fp8: wgmma refuses MN-major 8-bit operands and mixed non-fp8 types", "[ir][fp8][hopper][verifier]") {

@@ -17,26 +17,12 @@
 #include "kaio/kaio.h"
 #include "../ir/mma_kernels.h"
 #include "../support.h"
+#include "wgmma_8bit_check.h"
 
 using namespace kaio;
 using Catch::Matchers::Contains;
 
 namespace {
-
-ir::Kernel wgmma_int8(ir::Scalar ta, ir::Scalar tb, uint32_t n) {
-  ir::KernelBuilder b(std::string("wg_") + ir::scalar_name(ta) + "_" + ir::scalar_name(tb) + "_n" + std::to_string(n));
-  auto da = b.param<uint64_t>("da");
-  auto db = b.param<uint64_t>("db");
-  auto out = b.param<int32_t*>("out");
-  auto acc = b.array<int32_t>(n / 2, 0);
-  b.wgmma_fence();
-  if (ta == tb) b.wgmma(acc, da, db, ta);
-  else b.wgmma(acc, da, db, ta, tb);
-  b.wgmma_commit_group();
-  b.wgmma_wait_group(0);
-  for (uint32_t k = 0; k < n / 2; ++k) out[b.thread_idx_x() * (n / 2) + k] = acc[k];
-  return b.build();
-}
 
 // One warpgroup: D (64 x 16, s32) = A (64 x 32, row-major) * B (32 x 16, column-major: 16
 // rows of k). Both operands go to shared memory unswizzled, as 8 x 16-byte core matrices:
@@ -121,31 +107,15 @@ TEST_CASE("wgmma int8 golden: m64nNk32 s32 forms of s8 / u8, mixed too, assemble
   const Case cases[] = {{Scalar::S8, Scalar::S8, 8, "m64n8k32.s32.s8.s8 {"},     {Scalar::U8, Scalar::U8, 24, "m64n24k32.s32.u8.u8 {"},
                         {Scalar::S8, Scalar::U8, 48, "m64n48k32.s32.s8.u8 {"},   {Scalar::U8, Scalar::S8, 128, "m64n128k32.s32.u8.s8 {"},
                         {Scalar::S8, Scalar::S8, 256, "m64n256k32.s32.s8.s8 {"}};
-  for (const Case& c : cases) {
-    ir::Kernel k = wgmma_int8(c.a, c.b, c.n);
-    INFO(k.name());
-    CHECK(k.arch_specific());
-    const std::string ptx = codegen::emit_ptx(k, {"sm_90a", 9, 0});
-    const size_t at = ptx.find("\twgmma.mma_async");
-    REQUIRE(at != std::string::npos);
-    const std::string line = ptx.substr(at + 1, ptx.find(";\n", at) - at - 1);
-    CHECK_THAT(line, Contains(std::string("wgmma.mma_async.sync.aligned.") + c.form));
-    CHECK(line.substr(line.rfind('}')) == "}, %rd0, %rd1, %p0");  // scale-d only: no scale or transpose operands
-    CHECK_THAT(k.print(), Contains(std::string("m64n") + std::to_string(c.n) + "k32 " + ir::scalar_name(c.a)));
-    jit::LinkResult r = jit::link_ptx(ptx, "sm_90a", k.name());
-    CHECK(r.cubin.size() > 4);
-    const std::string sass = test::sass_of(r.cubin);
-    if (!sass.empty()) CHECK_THAT(sass, Contains("IGMMA"));
-    CHECK_THAT(test::usage_error_of([&] { (void)jit::compile(k, {.arch = "sm_90", .use_cache = false}); }).what(),
-               Contains("sm_90a"));
-  }
+  for (const Case& c : cases)  // scale-d only: no scale or transpose operands
+    test::check_wgmma_8bit_form(c.a, c.b, c.n, c.form, "}, %rd0, %rd1, %p0", "IGMMA");
   // every N the integer form takes assembles
   for (uint32_t n : {8u, 16u, 24u, 32u, 64u, 96u, 160u, 208u, 240u}) {
-    ir::Kernel k = wgmma_int8(Scalar::S8, Scalar::S8, n);
+    ir::Kernel k = test::wgmma_8bit_kernel(Scalar::S8, Scalar::S8, n);
     INFO(k.name());
     CHECK(jit::link_ptx(codegen::emit_ptx(k, {"sm_90a", 9, 0}), "sm_90a", k.name()).cubin.size() > 4);
   }
-  CHECK(wgmma_int8(Scalar::S8, Scalar::U8, 16).hash() != wgmma_int8(Scalar::S8, Scalar::S8, 16).hash());
+  CHECK(test::wgmma_8bit_kernel(Scalar::S8, Scalar::U8, 16).hash() != test::wgmma_8bit_kernel(Scalar::S8, Scalar::S8, 16).hash());
   // the device test's tile kernel (unswizzled descriptors, 8-bit shared stores) assembles
   for (auto [ta, tb] : {std::pair{Scalar::S8, Scalar::S8}, std::pair{Scalar::U8, Scalar::S8}}) {
     ir::Kernel k = wgmma_int8_tile(ta, tb);

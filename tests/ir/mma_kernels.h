@@ -1,6 +1,7 @@
 // Tensor-core test kernels shared by the IR, codegen and [gpu] tests: fragments loaded
 // through the layout descriptors, a one-tile warp MMA fed by cp.async and ldmatrix, and a
-// 64-register accumulator tile; plus a SASS dump of a cubin (cuobjdump).
+// 64-register accumulator tile; one 8-bit wgmma (FP8 or integer) between descriptor
+// parameters; plus a SASS dump of a cubin (cuobjdump).
 #pragma once
 
 #include <cstdio>
@@ -144,6 +145,25 @@ inline std::string sass_of(const std::string& cubin) {
   std::ofstream(path, std::ios::binary).write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
   CommandResult r = run_command(tool + " --dump-sass " + path + " 2>&1");
   return r.status == 0 ? r.out : "cuobjdump failed: " + r.out;
+}
+
+// One m64nNk32 wgmma of 8-bit operands (e4m3 / e5m2 into f32, s8 / u8 into s32; mixed
+// formats with ta != tb) between descriptor parameters da and db; each thread writes its
+// N/2 accumulators to out (f32 or s32).
+inline ir::Kernel wgmma_8bit_kernel(ir::Scalar ta, ir::Scalar tb, uint32_t n) {
+  const bool int8 = ta == ir::Scalar::S8 || ta == ir::Scalar::U8;
+  ir::KernelBuilder b(std::string("wg_") + ir::scalar_name(ta) + "_" + ir::scalar_name(tb) + "_n" + std::to_string(n));
+  auto da = b.param<uint64_t>("da");
+  auto db = b.param<uint64_t>("db");
+  auto out = b.param("out", ir::Type::pointer(int8 ? ir::Scalar::S32 : ir::Scalar::F32, false));
+  auto acc = int8 ? b.array<int32_t>(n / 2, 0) : b.array<float>(n / 2, 0.0f);
+  b.wgmma_fence();
+  if (ta == tb) b.wgmma(acc, da, db, ta);
+  else b.wgmma(acc, da, db, ta, tb);
+  b.wgmma_commit_group();
+  b.wgmma_wait_group(0);
+  for (uint32_t k = 0; k < n / 2; ++k) out[b.thread_idx_x() * (n / 2) + k] = acc[k];
+  return b.build();
 }
 
 }  // namespace kaio::test
