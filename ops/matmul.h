@@ -80,26 +80,39 @@ struct MatmulProblem {
   MatmulEpilogue epilogue;  // none by default
 };
 
-enum class MatmulEngine : uint8_t { Simt, SimtDb, Mma, MmaAsync, Wgmma, Gemv };
+// The engines, one file each (ops/matmul_<engine>.cpp) behind one interface
+// (ops/matmul_engine.h); the list is ops/matmul_engines.def.
+enum class MatmulEngine : uint8_t {
+#define KAIO_MATMUL_ENGINE(Engine, file) Engine,
+#include "kaio/ops/matmul_engines.def"
+#undef KAIO_MATMUL_ENGINE
+};
 
-// One row of the variant table.
+// One row of the variant table: data with named fields, written with designated
+// initialisers (ops/matmul_variants.cpp) and checked when the library compiles. Each
+// engine reads the fields that describe its kernels and requires the others to stay 0.
 struct MatmulVariant {
-  const char* name;
-  MatmulEngine engine;
-  uint32_t bm, bn, bk;  // the block tile
-  uint32_t tm, tn;      // Simt: accumulators per thread (TM x TN); Mma*: the warp tile (TM x TN);
-                        // Wgmma: a consumer warpgroup's tile (TM x BN, TM 64 or 128); Gemv: TM warps, TN threads
-                        // along n (B row-major) or columns per warp (B col-major)
-  uint32_t stages = 1;  // MmaAsync: shared-memory stages of the cp.async pipeline (2..4); Wgmma: 2..8
+  const char* name = "";
+  MatmulEngine engine = MatmulEngine::Simt;
+  uint32_t bm = 0, bn = 0, bk = 0;  // the block tile (Gemv: bm = the most rows of A, bk = 16-byte
+                                    // loads of B per thread and step, bn unused)
+  uint32_t thread_m = 0, thread_n = 0;  // Simt, SimtDb: accumulators per thread
+  uint32_t warp_m = 0, warp_n = 0;      // Mma, MmaAsync: a warp's tile
+  uint32_t consumer_m = 0;              // Wgmma: a consumer warpgroup's rows (64 or 128) of BM x BN
+  uint32_t warps = 0, lanes = 0;        // Gemv: warps per block; threads along n (B row-major) or
+                                        // columns per warp (B col-major)
+  uint32_t stages = 1;         // MmaAsync: shared-memory stages of the cp.async ring (2..4); Wgmma: 2..8
   uint32_t max_registers = 0;  // register cap per thread (PTX .maxnreg, in the kernel's key); 0: none
-  uint32_t cluster = 1; // Wgmma: CTAs of a cluster (1 or 2), neighbours along m sharing each B tile by TMA
-                        // multicast, or along n sharing each A tile (cluster_n)
-  bool pingpong = false; // Wgmma: two consumer warpgroups take alternate tiles (TM == BM), so that one's
-                         // epilogue runs under the other's MMAs; otherwise BM / TM consumers share each tile
-  bool cluster_n = false;  // Wgmma: the cluster's CTAs are neighbours along n (they share A), not along m
+  uint32_t cluster = 1;        // Wgmma: CTAs of a cluster (1 or 2), neighbours along m sharing each B
+                               // tile by TMA multicast, or along n sharing each A tile (cluster_n)
+  bool cluster_n = false;      // Wgmma: the cluster's CTAs are neighbours along n (they share A)
+  bool pingpong = false;       // Wgmma: two consumer warpgroups take alternate tiles (consumer_m == BM),
+                               // so that one's epilogue runs under the other's MMAs
   uint32_t threads() const;
   // Whether the variant serves the problem on sm_<sm>; if not, *why says what is missing.
   bool can_implement(const MatmulProblem& p, int sm, std::string* why = nullptr) const;
+  // Every field, for listings and the tuner's table hash ("simt_...: Simt 128x128x8 thread 8x8 ...").
+  std::string str() const;
 };
 
 // The table, in order of preference for a problem that several can serve.
@@ -151,42 +164,5 @@ struct MatmulScales {
 // "matmul") when the variant cannot serve the problem on this device, naming the reason.
 void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const MatmulProblem& p,
             const jit::Stream* stream = nullptr, const MatmulScales& scales = {});
-
-// Builders of the engines (matmul_simt.cpp, matmul_simt_db.cpp, matmul_mma.cpp, matmul_mma_async.cpp).
-ir::Kernel build_matmul_simt(const MatmulVariant& v, const MatmulConfig& c);
-ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c);
-ir::Kernel build_matmul_mma(const MatmulVariant& v, const MatmulConfig& c);
-ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c);
-// The dynamic shared memory a MmaAsync kernel needs (its stages of A and B).
-uint32_t matmul_async_shared_bytes(const MatmulVariant& v, ir::Scalar in, MatLayout a, MatLayout b);
-
-// The Wgmma engine (matmul_wgmma.cpp). Its kernels take TMA tensor maps instead of the A
-// and B pointers: params map A, map B, map C, Out* C, u32 m, n, k, ldc, f32 alpha, beta,
-// u64 stride_c, u32 splits, k_chunk, tiles_n, tiles_m, work, pairs, tma_store, and for
-// e4m3 / e5m2 inputs const f32* scale_a, scale_b, u32 scales (bit 0: A's is given, bit 1:
-// B's), then with config.bias const Out* bias; a persistent grid of work items. Each operand map is 3-D (contiguous dimension, the
-// other one, batch) with 128-byte swizzling and the box below; with tma_store (beta == 0,
-// no split-K, C's address, row stride, row length and batch stride multiples of 16 bytes)
-// C leaves through shared memory and TMA stores of 64 x 128-byte boxes.
-ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c);
-uint32_t matmul_wgmma_bk(ir::Scalar in);  // the k of a stage: 128 bytes of elements
-uint32_t matmul_wgmma_stage_bytes(const MatmulVariant& v);
-uint32_t matmul_wgmma_shared_bytes(const MatmulVariant& v);
-struct MatmulTmaBox {
-  uint32_t inner, outer;  // box dimensions: contiguous elements (128 bytes), rows
-  uint32_t count;         // boxes side by side along the contiguous dimension per stage
-};
-MatmulTmaBox matmul_wgmma_box(const MatmulVariant& v, ir::Scalar in, bool a, bool k_major);
-
-// The Gemv engine (matmul_gemv.cpp): BM = the most rows of A it serves, BK = 16-byte loads
-// of B per thread and step (B row-major: k rows; col-major: BK / TN vectors per column), BN
-// unused. Params as matmul_kernel's, then for f16 /
-// bf16 inputs the A and B addresses again as f16x2 / bf16x2 pointers (the 16-byte loads);
-// grid (ceil(n / block columns), ceil(m / BM), batch * splits), 32 * TM threads.
-ir::Kernel build_matmul_gemv(const MatmulVariant& v, const MatmulConfig& c);
-bool matmul_gemv_can_implement(const MatmulVariant& v, const MatmulProblem& p, std::string* why);
-jit::LaunchConfig matmul_gemv_launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream);
-void matmul_gemv_launch(const MatmulVariant& v, const MatmulConfig& cfg, uint64_t a, uint64_t b, uint64_t c,
-                        const MatmulProblem& p, const jit::Stream* stream);
 
 }  // namespace kaio::ops

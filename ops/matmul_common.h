@@ -9,7 +9,9 @@
 
 #include "kaio/ir/builder.h"
 #include "kaio/ir/layouts.h"
+#include "kaio/ops/kernel/signature.h"
 #include "kaio/ops/matmul.h"
+#include "kaio/ops/matmul_engine.h"
 
 namespace kaio::ops::detail {
 
@@ -86,26 +88,42 @@ inline ir::Value epilogue(ir::KernelBuilder& b, const MatmulArgs& a, ir::Value c
   return a.act ? a.act(v) : v;
 }
 
+// The parameters every tiled engine's kernel starts with (matmul.h lists them), declared
+// in the builder and packed at launch from this one struct (ops/kernel/signature.h).
+struct MatmulSignature {
+  kernel::Ptr a{"a"}, b{"b"}, c{"c"};
+  kernel::Param<uint32_t> m{"m"}, n{"n"}, k{"k"}, lda{"lda"}, ldb{"ldb"}, ldc{"ldc"};
+  kernel::Param<float> alpha{"alpha"}, beta{"beta"};
+  kernel::Param<uint64_t> stride_a{"stride_a"}, stride_b{"stride_b"}, stride_c{"stride_c"};
+  kernel::Param<uint32_t> splits{"splits"}, k_chunk{"k_chunk"};
+  explicit MatmulSignature(const MatmulConfig& cfg) {
+    a.elem = b.elem = cfg.in;
+    a.is_const = b.is_const = true;
+    c.elem = cfg.out;
+  }
+  auto fields() { return std::tie(a, b, c, m, n, k, lda, ldb, ldc, alpha, beta, stride_a, stride_b, stride_c, splits, k_chunk); }
+};
+
 // Declares the parameters (see matmul.h), the batch offsets and the split-K range:
 // blockIdx.z = batch * splits + split, and split s covers k in [s * k_chunk, (s + 1) * k_chunk).
 inline MatmulArgs matmul_params(ir::KernelBuilder& b, const MatmulConfig& c) {
+  MatmulSignature sig(c);
+  kernel::declare(b, sig);
   MatmulArgs a;
-  a.A = b.param("a", ir::Type::pointer(c.in, true));
-  a.B = b.param("b", ir::Type::pointer(c.in, true));
-  a.C = b.param("c", ir::Type::pointer(c.out, false));
-  a.m = b.param<uint32_t>("m");
-  a.n = b.param<uint32_t>("n");
-  a.k = b.param<uint32_t>("k");  // the whole k until the split range replaces it below
-  a.lda = b.param<uint32_t>("lda");
-  a.ldb = b.param<uint32_t>("ldb");
-  a.ldc = b.param<uint32_t>("ldc");
-  a.alpha = b.param<float>("alpha");
-  a.beta = b.param<float>("beta");
-  auto sa = b.param<uint64_t>("stride_a");
-  auto sb = b.param<uint64_t>("stride_b");
-  auto sc = b.param<uint64_t>("stride_c");
-  a.splits = b.param<uint32_t>("splits");
-  auto chunk = b.param<uint32_t>("k_chunk");
+  a.A = sig.a.ir;
+  a.B = sig.b.ir;
+  a.C = sig.c.ir;
+  a.m = sig.m.ir;
+  a.n = sig.n.ir;
+  a.k = sig.k.ir;  // the whole k until the split range replaces it below
+  a.lda = sig.lda.ir;
+  a.ldb = sig.ldb.ir;
+  a.ldc = sig.ldc.ir;
+  a.alpha = sig.alpha.ir;
+  a.beta = sig.beta.ir;
+  ir::Value sa = sig.stride_a.ir, sb = sig.stride_b.ir, sc = sig.stride_c.ir;
+  a.splits = sig.splits.ir;
+  ir::Value chunk = sig.k_chunk.ir;
   ir::Value k_full = a.k;
   ir::Value zz = b.block_idx_z();
   a.k_begin = (zz % a.splits) * chunk;

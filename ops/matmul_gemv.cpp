@@ -105,7 +105,7 @@ struct Gemv {
 };
 
 void Gemv::rows_b() {
-  const uint32_t threads = v.threads(), tpr = v.tn, groups = threads / tpr, bn = tpr * vec, warps = v.tm;
+  const uint32_t threads = v.threads(), tpr = v.lanes, groups = threads / tpr, bn = tpr * vec, warps = v.warps;
   const uint32_t rows = v.bk;  // k rows per thread and step: one 16-byte vector of B each
   Value tid = b.thread_idx_x();
   Value lane_c = tid % tpr, group = tid / tpr;
@@ -183,9 +183,9 @@ void Gemv::rows_b() {
 }
 
 void Gemv::cols_b() {
-  const uint32_t cw = v.tn, per_step = v.bk / v.tn;  // columns per warp; vectors per lane and column per step
+  const uint32_t cw = v.lanes, per_step = v.bk / v.lanes;  // columns per warp; vectors per lane and column per step
   Value lane = b.lane_id(), warp = b.warp_id();
-  Value n0 = b.block_idx_x() * (v.tm * cw);
+  Value n0 = b.block_idx_x() * (v.warps * cw);
   Value ldb = ir::cast<uint64_t>(a.ldb);
   std::vector<Value> cols, b_off;  // B(0, col) of the warp's columns (clamped to n - 1)
   for (uint32_t j = 0; j < cw; ++j) {
@@ -239,9 +239,11 @@ void Gemv::cols_b() {
 
 }  // namespace
 
-ir::Kernel build_matmul_gemv(const MatmulVariant& v, const MatmulConfig& c) {
+namespace {
+
+ir::Kernel build(const MatmulVariant& v, const MatmulConfig& c) {
   const std::string why = std::string("variant ") + v.name + ": ";
-  if (v.tm == 0 || v.tm > 32 || v.bm == 0 || v.tn == 0 || 32 % v.tn || v.bk == 0 || v.bk % v.tn)
+  if (v.warps == 0 || v.warps > 32 || v.bm == 0 || v.lanes == 0 || 32 % v.lanes || v.bk == 0 || v.bk % v.lanes)
     throw UsageError("matmul", "matmul", why + "a Gemv row needs 1..32 warps (TM), BM > 0, TN dividing 32, BK a multiple of TN");
   ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
                       (c.a == MatLayout::RowMajor ? "_r" : "_c") + (c.b == MatLayout::RowMajor ? "r" : "c") + detail::epilogue_suffix(c));
@@ -271,12 +273,12 @@ ir::Kernel build_matmul_gemv(const MatmulVariant& v, const MatmulConfig& c) {
   return b.build();
 }
 
-jit::LaunchConfig matmul_gemv_launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream) {
-  const uint32_t bn = p.b == MatLayout::RowMajor ? v.tn * vec_of(p.in) : v.tm * v.tn;
+jit::LaunchConfig launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream) {
+  const uint32_t bn = p.b == MatLayout::RowMajor ? v.lanes * vec_of(p.in) : v.warps * v.lanes;
   return {.grid = {(p.n + bn - 1) / bn, (p.m + v.bm - 1) / v.bm, p.batch * p.split_k}, .block = {v.threads()}, .stream = stream};
 }
 
-bool matmul_gemv_can_implement(const MatmulVariant& v, const MatmulProblem& p, std::string* why) {
+bool can_implement(const MatmulVariant& v, const MatmulProblem& p, int, std::string* why) {
   auto fail = [&](const std::string& msg) {
     if (why) *why = std::string("variant ") + v.name + ": " + msg;
     return false;
@@ -299,21 +301,34 @@ bool matmul_gemv_can_implement(const MatmulVariant& v, const MatmulProblem& p, s
   return true;
 }
 
-void matmul_gemv_launch(const MatmulVariant& v, const MatmulConfig& cfg, uint64_t a, uint64_t b, uint64_t c,
-                        const MatmulProblem& p, const jit::Stream* stream) {
-  using jit::detail::Arg;
-  using jit::detail::make_arg;
+void launch(const MatmulVariant& v, const MatmulConfig& c, const detail::MatmulOperands& o, const MatmulProblem& p,
+            const jit::Stream* stream) {
+  // f16 / bf16: A and B again as pairs, for the 16-byte loads
   const ir::Scalar pair = p.in == ir::Scalar::BF16 ? ir::Scalar::BF16x2 : ir::Scalar::F16x2;
-  const Arg args[] = {Arg{Arg::Pointer, p.in, 0, a, 0},  Arg{Arg::Pointer, p.in, 0, b, 0}, Arg{Arg::Pointer, p.out, 0, c, 0},
-                      make_arg(p.m),     make_arg(p.n),     make_arg(p.k),     make_arg(p.lda), make_arg(p.ldb),
-                      make_arg(p.ldc),   make_arg(p.alpha), make_arg(p.beta),  make_arg(p.stride_a),
-                      make_arg(p.stride_b), make_arg(p.stride_c), make_arg(p.split_k), make_arg(matmul_k_chunk(p)),
-                      Arg{Arg::Pointer, pair, 0, a, 0}, Arg{Arg::Pointer, pair, 0, b, 0}};
-  size_t n = p.in == ir::Scalar::F32 ? std::size(args) - 2 : std::size(args);
-  Arg all[std::size(args) + 1];
-  std::copy(args, args + n, all);
-  if (cfg.bias) all[n++] = Arg{Arg::Pointer, p.out, 0, p.epilogue.bias, 0};  // the epilogue's, last
-  matmul_family().get(cfg).launch_packed(matmul_gemv_launch_config(v, p, stream), all, n);
+  std::vector<jit::detail::Arg> extra;
+  if (p.in != ir::Scalar::F32)
+    extra = {jit::detail::Arg{jit::detail::Arg::Pointer, pair, 0, o.a, 0}, jit::detail::Arg{jit::detail::Arg::Pointer, pair, 0, o.b, 0}};
+  detail::launch_common(c, o, p, launch_config(v, p, stream), std::move(extra));
 }
+
+uint32_t threads(const MatmulVariant& v) { return 32 * v.warps; }
+
+bool valid(const MatmulVariant& v, std::string* why) {
+  if (v.warps == 0 || v.warps > 32 || v.lanes == 0 || 32 % v.lanes || v.bk % v.lanes)
+    return detail::refuse(v, why, "1..32 warps, lanes dividing 32 and BK");
+  return true;
+}
+
+void declare(uint32_t index, const MatmulVariant& v, std::vector<MatmulConfig>& out) {
+  detail::declare_mma(index, v, out);
+}
+
+}  // namespace
+
+namespace detail {
+extern const MatmulEngineDef kMatmulEngineGemv = {.name = "Gemv", .build_sm = 80, .threads = threads, .valid = valid,
+                                               .can_implement = can_implement, .build = build,
+                                               .launch_config = launch_config, .launch = launch, .declare = declare};
+}  // namespace detail
 
 }  // namespace kaio::ops

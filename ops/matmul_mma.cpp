@@ -13,12 +13,13 @@
 
 namespace kaio::ops {
 
+namespace {
 ir::Kernel build_matmul_mma(const MatmulVariant& v, const MatmulConfig& c) {
   const bool tf32 = c.in == ir::Scalar::F32;
   const ir::MmaKind kind = tf32 ? ir::MmaKind::TF32 : c.in == ir::Scalar::BF16 ? ir::MmaKind::BF16 : ir::MmaKind::F16;
   const ir::MmaShape& s = ir::mma_shape(kind);
-  const uint32_t threads = v.threads(), warps_n = v.bn / v.tn;
-  const uint32_t mt = v.tm / 16, nt = v.tn / 8;  // mma tiles per warp
+  const uint32_t threads = v.threads(), warps_n = v.bn / v.warp_n;
+  const uint32_t mt = v.warp_m / 16, nt = v.warp_n / 8;  // mma tiles per warp
   ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
                       (c.a == MatLayout::RowMajor ? "_r" : "_c") + (c.b == MatLayout::RowMajor ? "r" : "c") + detail::epilogue_suffix(c));
   b.launch_bounds(threads);
@@ -29,7 +30,7 @@ ir::Kernel build_matmul_mma(const MatmulVariant& v, const MatmulConfig& c) {
   auto As = b.shared(c.in, la.elements(v.bm), 128);
   auto Bs = b.shared(c.in, lb.elements(v.bk), 128);
   ir::Value tid = b.thread_idx_x(), lane = b.lane_id(), warp = b.warp_id();
-  ir::Value wm0 = (warp / warps_n) * v.tm, wn0 = (warp % warps_n) * v.tn;
+  ir::Value wm0 = (warp / warps_n) * v.warp_m, wn0 = (warp % warps_n) * v.warp_n;
   auto [m0, n0] = detail::tile_origin(b, v.bm, v.bn);
   auto acc = b.array<float>(mt * nt * 4, 0.0f);
   // The tiles' loads (matmul_common.h): unchecked from hoisted offsets inside the
@@ -87,5 +88,44 @@ ir::Kernel build_matmul_mma(const MatmulVariant& v, const MatmulConfig& c) {
       }
   return b.build();
 }
+
+
+}  // namespace
+
+namespace {
+
+uint32_t threads(const MatmulVariant& v) { return (v.bm / v.warp_m) * (v.bn / v.warp_n) * 32; }
+
+bool valid(const MatmulVariant& v, std::string* why) {
+  if (threads(v) > 1024) return detail::refuse(v, why, "(BM / warp_m) x (BN / warp_n) warps must be at most 32");
+  
+  return true;
+}
+
+bool can_implement(const MatmulVariant& v, const MatmulProblem& p, int sm, std::string* why) {
+  if (sm < 80) return detail::refuse(v, why, "mma.sync needs sm_80 or newer, the device is sm_" + std::to_string(sm));
+  const bool tf32 = p.in == ir::Scalar::F32 && p.tf32;
+  if (tf32 && v.warp_m * v.warp_n > 32 * 32)  // its 64 x 64 warp tile spills
+    return detail::refuse(v, why, "tf32 needs a warp tile of at most 32 x 32");
+  if (!detail::mma_types_ok(v, p, why)) return false;
+  return true;
+}
+
+jit::LaunchConfig launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream) {
+  return detail::tiled_launch_config(v, p, stream, 0);
+}
+
+void launch(const MatmulVariant& v, const MatmulConfig& c, const detail::MatmulOperands& o, const MatmulProblem& p,
+            const jit::Stream* stream) {
+  detail::launch_common(c, o, p, launch_config(v, p, stream));
+}
+
+}  // namespace
+
+namespace detail {
+extern const MatmulEngineDef kMatmulEngineMma = {.name = "Mma", .build_sm = 80, .threads = threads, .valid = valid,
+                                                 .can_implement = can_implement, .build = build_matmul_mma,
+                                                 .launch_config = launch_config, .launch = launch, .declare = declare_mma};
+}  // namespace detail
 
 }  // namespace kaio::ops

@@ -23,6 +23,9 @@
 #include <string>
 
 #include "kaio/ir/layouts.h"
+#include "kaio/jit/device.h"
+#include "kaio/ops/kernel/reg_tile.h"
+#include "kaio/ops/kernel/stage_ring.h"
 #include "kaio/ops/matmul_common.h"
 
 namespace kaio::ops {
@@ -58,14 +61,15 @@ uint32_t matmul_async_shared_bytes(const MatmulVariant& v, ir::Scalar in, MatLay
   return (operand_a(v, a, in).elements + operand_b(v, b, in).elements) * v.stages * esize_of(in);
 }
 
+namespace {
 ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c) {
   const bool tf32 = c.in == ir::Scalar::F32;
   const ir::MmaKind kind = tf32 ? ir::MmaKind::TF32 : c.in == ir::Scalar::BF16 ? ir::MmaKind::BF16 : ir::MmaKind::F16;
   const uint32_t esize = esize_of(c.in), per = 16 / esize;  // bytes and elements of one element / chunk
   const uint32_t kstep = tf32 ? 8 : 16;                     // k of one mma
   const ir::MmaShape& s = ir::mma_shape(kind);
-  const uint32_t threads = v.threads(), warps_n = v.bn / v.tn, S = v.stages;
-  const uint32_t mt = v.tm / 16, nt = v.tn / 8;
+  const uint32_t threads = v.threads(), warps_n = v.bn / v.warp_n, S = v.stages;
+  const uint32_t mt = v.warp_m / 16, nt = v.warp_n / 8;
   if (S < 2 || S > 4) throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": 2 to 4 stages");
   ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
                       (c.a == MatLayout::RowMajor ? "_r" : "_c") + (c.b == MatLayout::RowMajor ? "r" : "c") + detail::epilogue_suffix(c));
@@ -80,7 +84,7 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
   auto smem = b.dynamic_shared(c.in, 128);
   const uint32_t a_off = 0, b_off = oa.elements * S;
   ir::Value tid = b.thread_idx_x(), lane = b.lane_id(), warp = b.warp_id();
-  ir::Value wm0 = (warp / warps_n) * v.tm, wn0 = (warp % warps_n) * v.tn;
+  ir::Value wm0 = (warp / warps_n) * v.warp_m, wn0 = (warp % warps_n) * v.warp_n;
   auto [m0, n0] = detail::tile_origin(b, v.bm, v.bn);
   ir::Value steps = (a.k - a.k_begin + (v.bk - 1)) / v.bk;
   ir::Value zero = b.constant<uint32_t>(0u);
@@ -119,7 +123,7 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
   };
   Chunks ca = chunks_of(oa, a.A, m0, a.m, a.lda, a.base_a, a_off), cb = chunks_of(ob, a.B, n0, a.n, a.ldb, a.base_b, b_off);
   ir::Var koff_a = b.var<uint64_t>(uint64_t(0)), koff_b = b.var<uint64_t>(uint64_t(0));  // the next loaded step's offsets
-  ir::Var ld_stage = b.var<uint32_t>(0u), rd_stage = b.var<uint32_t>(0u);  // ring positions
+  kernel::CpAsyncRing ring(b, S, zero);  // the stages' load and read positions
 
   // Chunk e of k-step t, checked at the matrix's edges (any t; past the last step every
   // chunk is empty): only the valid bytes are read, the rest zero-filled, and the source
@@ -159,12 +163,10 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
     });
     koff += ch.inc;
   };
-  // Issues k-step t into the ring's next stage (steps are loaded in order) and commits.
+  // Issues k-step t into the ring's next stage (steps are loaded in order; the ring commits).
   auto load_step = [&](ir::Value t) {
-    load_operand(ca, koff_a, t, ir::Value(ld_stage) * oa.elements);
-    load_operand(cb, koff_b, t, ir::Value(ld_stage) * ob.elements);
-    b.cp_async_commit_group();
-    ld_stage = ir::select(ir::Value(ld_stage) == S - 1, zero, ir::Value(ld_stage) + 1u);
+    load_operand(ca, koff_a, t, ring.load_stage() * oa.elements);
+    load_operand(cb, koff_b, t, ring.load_stage() * ob.elements);
   };
 
   // Each lane's fragment addresses within a stage, for mma tile (0, 0) and ks 0; the
@@ -222,13 +224,9 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
   auto a_at = [&](uint32_t mi, uint32_t ks) { return oa.contiguous_k ? mi * 16 * sa_row + ks * kstep : ks * kstep * sa_row + mi * 16; };
   auto b_at = [&](uint32_t ni, uint32_t ks) { return ob.contiguous_k ? ni * 8 * sb_row + ks * kstep : ks * kstep * sb_row + ni * 8; };
 
-  auto acc = b.array<float>(mt * nt * 4, 0.0f);
-  for (uint32_t t = 0; t + 1 < S; ++t) load_step(b.constant<uint32_t>(t));
-  b.for_(0u, steps, [&](ir::Value t) {
-    b.cp_async_wait_group(S - 2);
-    b.barrier();
-    load_step(t + (S - 1));
-    ir::Value sa = ir::Value(rd_stage) * oa.elements, sb = ir::Value(rd_stage) * ob.elements + b_off;
+  const kernel::AccTile acc(b, 1, mt, nt);
+  ring.pipeline(steps, load_step, [&](ir::Value) {
+    ir::Value sa = ring.read_stage() * oa.elements, sb = ring.read_stage() * ob.elements + b_off;
     ir::Value sa_lane, sb_lane;  // the lane's addresses in this stage, once per step
     std::vector<ir::Value> sa_f, sb_f;
     if (tf32) {
@@ -262,11 +260,9 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
         }
       }
       for (uint32_t mi = 0; mi < mt; ++mi)
-        for (uint32_t ni = 0; ni < nt; ++ni) b.mma_sync(kind, acc.slice(4 * (mi * nt + ni), 4), fa[mi], fb[ni]);
+        for (uint32_t ni = 0; ni < nt; ++ni) b.mma_sync(kind, acc.tile(0, mi, ni), fa[mi], fb[ni]);
     }
-    rd_stage = ir::select(ir::Value(rd_stage) == S - 1, zero, ir::Value(rd_stage) + 1u);
   });
-  b.cp_async_wait_group(0);  // no copy outlives the kernel's use of shared memory
   // The epilogue: accumulator registers 2h and 2h + 1 of an mma tile are columns 2t and
   // 2t + 1 of one row, stored as one vector where C allows (detail::c_vectors_ok).
   bool paired = true;
@@ -277,16 +273,57 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
   ir::Value pairs = detail::c_vectors_ok(a, 2);
   for (uint32_t mi = 0; mi < mt; ++mi)
     for (uint32_t ni = 0; ni < nt; ++ni)
-      for (int r = 0; r < 4; r += paired ? 2 : 1) {
-        ir::Value row = m0 + wm0 + (ir::frag_row(s.c, lane, r) + mi * 16);
-        ir::Value col = n0 + wn0 + (ir::frag_col(s.c, lane, r) + ni * 8);
-        const uint32_t at = 4 * (mi * nt + ni) + r;
+      for (uint32_t r = 0; r < 4; r += paired ? 2 : 1) {
+        ir::Value row = m0 + wm0 + acc.row(lane, mi, r);
+        ir::Value col = n0 + wn0 + acc.col(lane, ni, r);
         if (paired)
-          b.if_(row < a.m, [&] { detail::store_c_vec(b, a, c, pairs, row, col, {acc[at], acc[at + 1]}); });
+          b.if_(row < a.m, [&] { detail::store_c_vec(b, a, c, pairs, row, col, {acc.at(0, mi, ni, r), acc.at(0, mi, ni, r + 1)}); });
         else
-          b.if_(row < a.m && col < a.n, [&] { detail::store_c(b, a, c, row, col, acc[at]); });
+          b.if_(row < a.m && col < a.n, [&] { detail::store_c(b, a, c, row, col, acc.at(0, mi, ni, r)); });
       }
   return b.build();
 }
+
+
+}  // namespace
+
+namespace {
+
+uint32_t threads(const MatmulVariant& v) { return (v.bm / v.warp_m) * (v.bn / v.warp_n) * 32; }
+
+bool valid(const MatmulVariant& v, std::string* why) {
+  if (threads(v) > 1024) return detail::refuse(v, why, "(BM / warp_m) x (BN / warp_n) warps must be at most 32");
+  if (v.stages < 2 || v.stages > 4) return detail::refuse(v, why, "2 to 4 stages");
+  return true;
+}
+
+bool can_implement(const MatmulVariant& v, const MatmulProblem& p, int sm, std::string* why) {
+  if (sm < 80) return detail::refuse(v, why, "mma.sync needs sm_80 or newer, the device is sm_" + std::to_string(sm));
+  if (!detail::mma_types_ok(v, p, why) || !detail::vector_rows_ok(v, p, why)) return false;
+  // the stages must fit in a block's shared memory
+  const uint32_t need = matmul_async_shared_bytes(v, p.in, p.a, p.b);
+  const uint32_t have = jit::device_info_for("sm_" + std::to_string(sm)).smem_per_block_optin;
+  if (need > have)
+    return detail::refuse(v, why, "its stages need " + std::to_string(need) + " bytes of shared memory, sm_" + std::to_string(sm) +
+                                      " gives a block at most " + std::to_string(have));
+  return true;
+}
+
+jit::LaunchConfig launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream) {
+  return detail::tiled_launch_config(v, p, stream, matmul_async_shared_bytes(v, p.in, p.a, p.b));
+}
+
+void launch(const MatmulVariant& v, const MatmulConfig& c, const detail::MatmulOperands& o, const MatmulProblem& p,
+            const jit::Stream* stream) {
+  detail::launch_common(c, o, p, launch_config(v, p, stream));
+}
+
+}  // namespace
+
+namespace detail {
+extern const MatmulEngineDef kMatmulEngineMmaAsync = {.name = "MmaAsync", .build_sm = 80, .threads = threads, .valid = valid,
+                                                 .can_implement = can_implement, .build = build_matmul_mma_async,
+                                                 .launch_config = launch_config, .launch = launch, .declare = declare_mma};
+}  // namespace detail
 
 }  // namespace kaio::ops

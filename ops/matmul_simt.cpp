@@ -10,8 +10,9 @@
 
 namespace kaio::ops {
 
+namespace {
 ir::Kernel build_matmul_simt(const MatmulVariant& v, const MatmulConfig& c) {
-  const uint32_t cols = v.bn / v.tn, threads = v.threads();
+  const uint32_t cols = v.bn / v.thread_n, threads = v.threads();
   ir::KernelBuilder b(std::string("matmul_") + v.name + (c.a == MatLayout::RowMajor ? "_r" : "_c") +
                       (c.b == MatLayout::RowMajor ? "r" : "c") + detail::epilogue_suffix(c));
   b.launch_bounds(threads);
@@ -23,7 +24,7 @@ ir::Kernel build_matmul_simt(const MatmulVariant& v, const MatmulConfig& c) {
   ir::Value tid = b.thread_idx_x();
   ir::Value tx = tid % cols, ty = tid / cols;
   auto [m0, n0] = detail::tile_origin(b, v.bm, v.bn);
-  auto acc = b.array<float>(v.tm * v.tn, 0.0f);
+  auto acc = b.array<float>(v.thread_m * v.thread_n, 0.0f);
   // A(m0 + mm, k0 + kk) -> As[kk][mm], B(k0 + kk, n0 + nn) -> Bs[kk][nn] (matmul_common.h:
   // unchecked from hoisted offsets inside the matrix, masked at its edges)
   detail::ElementTile ta(b, a, c, true, v.bm, v.bk, threads, tid, m0, ir::SmemLayout::row_major(v.bm), false);
@@ -31,9 +32,9 @@ ir::Kernel build_matmul_simt(const MatmulVariant& v, const MatmulConfig& c) {
   // A thread's TM rows (TN columns): with TM a multiple of 4, groups of 4 at ty * 4 + g *
   // rows * 4, read as 16-byte vectors (the 8 lanes of a quarter warp then read 128
   // contiguous bytes, no bank conflict); else TM consecutive rows at ty * TM.
-  const uint32_t rows = v.bm / v.tm;
+  const uint32_t rows = v.bm / v.thread_m;
   auto at = [](uint32_t i, uint32_t t, uint32_t threads_along) { return t % 4 ? i : (i / 4) * threads_along * 4 + i % 4; };
-  ir::Value a_th = ty * (v.tm % 4 ? v.tm : 4u), b_th = tx * (v.tn % 4 ? v.tn : 4u);
+  ir::Value a_th = ty * (v.thread_m % 4 ? v.thread_m : 4u), b_th = tx * (v.thread_n % 4 ? v.thread_n : 4u);
   auto read = [&](ir::Value tile, ir::Value th, uint32_t k_off, uint32_t t, uint32_t threads_along) {
     std::vector<ir::Value> out;
     for (uint32_t i = 0; i < t; i += (t % 4 ? 1 : 4)) {
@@ -48,18 +49,57 @@ ir::Kernel build_matmul_simt(const MatmulVariant& v, const MatmulConfig& c) {
     tb.load(k0, Bs);
     b.barrier();
     for (uint32_t kk = 0; kk < v.bk; ++kk) {
-      std::vector<ir::Value> av = read(As, a_th, kk * v.bm, v.tm, rows), bv = read(Bs, b_th, kk * v.bn, v.tn, cols);
-      for (uint32_t i = 0; i < v.tm; ++i)
-        for (uint32_t j = 0; j < v.tn; ++j) acc[i * v.tn + j] = ir::fma(av[i], bv[j], acc[i * v.tn + j]);
+      std::vector<ir::Value> av = read(As, a_th, kk * v.bm, v.thread_m, rows), bv = read(Bs, b_th, kk * v.bn, v.thread_n, cols);
+      for (uint32_t i = 0; i < v.thread_m; ++i)
+        for (uint32_t j = 0; j < v.thread_n; ++j) acc[i * v.thread_n + j] = ir::fma(av[i], bv[j], acc[i * v.thread_n + j]);
     }
     b.barrier();
   });
-  for (uint32_t i = 0; i < v.tm; ++i)
-    for (uint32_t j = 0; j < v.tn; ++j) {
-      ir::Value row = m0 + (a_th + at(i, v.tm, rows)), col = n0 + (b_th + at(j, v.tn, cols));
-      b.if_(row < a.m && col < a.n, [&] { detail::store_c(b, a, c, row, col, acc[i * v.tn + j]); });
+  for (uint32_t i = 0; i < v.thread_m; ++i)
+    for (uint32_t j = 0; j < v.thread_n; ++j) {
+      ir::Value row = m0 + (a_th + at(i, v.thread_m, rows)), col = n0 + (b_th + at(j, v.thread_n, cols));
+      b.if_(row < a.m && col < a.n, [&] { detail::store_c(b, a, c, row, col, acc[i * v.thread_n + j]); });
     }
   return b.build();
 }
+
+
+}  // namespace
+
+namespace {
+
+uint32_t threads(const MatmulVariant& v) { return (v.bm / v.thread_m) * (v.bn / v.thread_n); }
+
+bool valid(const MatmulVariant& v, std::string* why) {
+  if (threads(v) > 1024 || threads(v) % 32) return detail::refuse(v, why, "(BM / thread_m) x (BN / thread_n) must be whole warps, at most 1024 threads");
+  return true;
+}
+
+bool can_implement(const MatmulVariant& v, const MatmulProblem& p, int, std::string* why) {
+  if (p.in != ir::Scalar::F32 || p.out != ir::Scalar::F32)
+    return detail::refuse(v, why, std::string("SIMT computes f32 x f32 -> f32, not ") + ir::scalar_name(p.in) + " -> " + ir::scalar_name(p.out));
+  return true;
+}
+
+jit::LaunchConfig launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream) {
+  return detail::tiled_launch_config(v, p, stream);
+}
+
+void launch(const MatmulVariant& v, const MatmulConfig& c, const detail::MatmulOperands& o, const MatmulProblem& p,
+            const jit::Stream* stream) {
+  detail::launch_common(c, o, p, launch_config(v, p, stream));
+}
+
+void declare(uint32_t index, const MatmulVariant&, std::vector<MatmulConfig>& out) {
+  out.push_back({index, ir::Scalar::F32, ir::Scalar::F32});
+}
+
+}  // namespace
+
+namespace detail {
+extern const MatmulEngineDef kMatmulEngineSimt = {.name = "Simt", .build_sm = 80, .threads = threads, .valid = valid,
+                                                 .can_implement = can_implement, .build = build_matmul_simt,
+                                                 .launch_config = launch_config, .launch = launch, .declare = declare};
+}  // namespace detail
 
 }  // namespace kaio::ops

@@ -55,10 +55,11 @@ struct Operand {
 
 }  // namespace
 
+namespace {
 ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c) {
-  const uint32_t cols = v.bn / v.tn, rows = v.bm / v.tm, threads = v.threads();
+  const uint32_t cols = v.bn / v.thread_n, rows = v.bm / v.thread_m, threads = v.threads();
   const uint32_t va = v.bm * v.bk / 4 / threads, vb = v.bn * v.bk / 4 / threads;  // vectors per thread
-  if (v.tm % 4 || v.tn % 4)
+  if (v.thread_m % 4 || v.thread_n % 4)
     throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": TM and TN must be multiples of 4");
   if (va * threads * 4 != v.bm * v.bk || vb * threads * 4 != v.bn * v.bk || va == 0 || vb == 0)
     throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": the tiles' 16-byte vectors do not divide among its threads");
@@ -148,16 +149,16 @@ ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c) {
   auto row_of = [&](uint32_t i) { return (i / 4) * rows * 4 + i % 4; };
   auto col_of = [&](uint32_t j) { return (j / 4) * cols * 4 + j % 4; };
   ir::Value a_th = ty * 4u, b_th = tx * 4u;
-  auto acc = b.array<float>(v.tm * v.tn, 0.0f);
+  auto acc = b.array<float>(v.thread_m * v.thread_n, 0.0f);
   auto multiply = [&](uint32_t buf) {
     for (uint32_t kk = 0; kk < v.bk; ++kk) {
       std::vector<ir::Value> av, bv;
-      for (uint32_t i = 0; i < v.tm; i += 4)
+      for (uint32_t i = 0; i < v.thread_m; i += 4)
         for (ir::Value x : ir::load_vec(As, a_th + ((buf * v.bk + kk) * A.stride + row_of(i)), 4)) av.push_back(x);
-      for (uint32_t j = 0; j < v.tn; j += 4)
+      for (uint32_t j = 0; j < v.thread_n; j += 4)
         for (ir::Value x : ir::load_vec(Bs, b_th + ((buf * v.bk + kk) * B.stride + col_of(j)), 4)) bv.push_back(x);
-      for (uint32_t i = 0; i < v.tm; ++i)
-        for (uint32_t j = 0; j < v.tn; ++j) acc[i * v.tn + j] = ir::fma(av[i], bv[j], acc[i * v.tn + j]);
+      for (uint32_t i = 0; i < v.thread_m; ++i)
+        for (uint32_t j = 0; j < v.thread_n; ++j) acc[i * v.thread_n + j] = ir::fma(av[i], bv[j], acc[i * v.thread_n + j]);
     }
   };
   auto step = [&](ir::Value t, uint32_t buf) {
@@ -177,15 +178,54 @@ ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c) {
   });
   // The epilogue: each group of 4 columns one 16-byte store where C allows.
   ir::Value vectors = detail::c_vectors_ok(a, 4);
-  for (uint32_t i = 0; i < v.tm; ++i) {
+  for (uint32_t i = 0; i < v.thread_m; ++i) {
     ir::Value row = m0 + (a_th + row_of(i));
     b.if_(row < a.m, [&] {
-      for (uint32_t j = 0; j < v.tn; j += 4)
+      for (uint32_t j = 0; j < v.thread_n; j += 4)
         detail::store_c_vec(b, a, c, vectors, row, n0 + (b_th + col_of(j)),
-                            {acc[i * v.tn + j], acc[i * v.tn + j + 1], acc[i * v.tn + j + 2], acc[i * v.tn + j + 3]});
+                            {acc[i * v.thread_n + j], acc[i * v.thread_n + j + 1], acc[i * v.thread_n + j + 2], acc[i * v.thread_n + j + 3]});
     });
   }
   return b.build();
 }
+
+
+}  // namespace
+
+namespace {
+
+uint32_t threads(const MatmulVariant& v) { return (v.bm / v.thread_m) * (v.bn / v.thread_n); }
+
+bool valid(const MatmulVariant& v, std::string* why) {
+  if (threads(v) > 1024 || threads(v) % 32) return detail::refuse(v, why, "(BM / thread_m) x (BN / thread_n) must be whole warps, at most 1024 threads");
+  return true;
+}
+
+bool can_implement(const MatmulVariant& v, const MatmulProblem& p, int, std::string* why) {
+  if (p.in != ir::Scalar::F32 || p.out != ir::Scalar::F32)
+    return detail::refuse(v, why, std::string("SIMT computes f32 x f32 -> f32, not ") + ir::scalar_name(p.in) + " -> " + ir::scalar_name(p.out));
+  return detail::vector_rows_ok(v, p, why);
+}
+
+jit::LaunchConfig launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream) {
+  return detail::tiled_launch_config(v, p, stream);
+}
+
+void launch(const MatmulVariant& v, const MatmulConfig& c, const detail::MatmulOperands& o, const MatmulProblem& p,
+            const jit::Stream* stream) {
+  detail::launch_common(c, o, p, launch_config(v, p, stream));
+}
+
+void declare(uint32_t index, const MatmulVariant&, std::vector<MatmulConfig>& out) {
+  out.push_back({index, ir::Scalar::F32, ir::Scalar::F32});
+}
+
+}  // namespace
+
+namespace detail {
+extern const MatmulEngineDef kMatmulEngineSimtDb = {.name = "SimtDb", .build_sm = 80, .threads = threads, .valid = valid,
+                                                 .can_implement = can_implement, .build = build_matmul_simt_db,
+                                                 .launch_config = launch_config, .launch = launch, .declare = declare};
+}  // namespace detail
 
 }  // namespace kaio::ops

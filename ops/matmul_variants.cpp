@@ -1,14 +1,11 @@
 // The matmul variant table, what each variant can serve, the kernel family and the launch.
 #include <algorithm>
-#include <atomic>
+#include <string_view>
 #include <string>
 #include <tuple>
 
-#include "kaio/codegen/ptx.h"
 #include "kaio/ir/builder.h"
-#include "kaio/jit/backend.h"
-#include "kaio/jit/driver.h"
-#include "kaio/jit/tensor_map.h"
+#include "kaio/jit/device.h"
 #include "kaio/ops/matmul.h"
 #include "kaio/ops/matmul_common.h"
 
@@ -16,129 +13,192 @@ namespace kaio::ops {
 
 namespace {
 
-// name, engine, BM, BN, BK, TM, TN (Simt: per thread; Mma: per warp; Wgmma: per consumer
-// warpgroup), stages, register cap, cluster (and its direction), ping-pong consumers.
-// The caps bring a row's registers (nvJitLink's report, sm_90) to the next occupancy step
-// without spilling (tests/ops/test_matmul.cpp checks every layout for spills).
+using E = MatmulEngine;
+
+// The table, in order of preference. The caps bring a row's registers (nvJitLink's report,
+// sm_90) to the next occupancy step without spilling (tests/ops/test_matmul.cpp checks
+// every layout for spills).
 constexpr MatmulVariant kVariants[] = {
-    {"simt_db_128x128x8_8x8", MatmulEngine::SimtDb, 128, 128, 8, 8, 8, 1, 128},  // 149 registers -> 128: 2 blocks per SM
-    {"simt_db_128x128x16_8x8", MatmulEngine::SimtDb, 128, 128, 16, 8, 8},
-    {"simt_db_128x64x8_8x8", MatmulEngine::SimtDb, 128, 64, 8, 8, 8},  // a cap of 128 spills (row/col)
-    {"simt_db_64x64x16_4x4", MatmulEngine::SimtDb, 64, 64, 16, 4, 4, 1, 72},      // uncapped: 64 under .maxntid 256, spilling
-    {"simt_128x128x8_8x8", MatmulEngine::Simt, 128, 128, 8, 8, 8},
-    {"simt_64x64x8_4x4", MatmulEngine::Simt, 64, 64, 8, 4, 4, 1, 64},             // 77 registers -> 64: 4 blocks per SM
-    {"simt_32x32x8_2x2", MatmulEngine::Simt, 32, 32, 8, 2, 2},
-    {"mma_128x128x32_w64x64", MatmulEngine::Mma, 128, 128, 32, 64, 64},
-    {"mma_64x64x32_w32x32", MatmulEngine::Mma, 64, 64, 32, 32, 32, 1, 128},       // 136 registers -> 128: 4 blocks per SM
-    {"mma_cp_128x256x32_w64x64_s3", MatmulEngine::MmaAsync, 128, 256, 32, 64, 64, 3},
-    {"mma_cp_128x256x64_w64x64_s3", MatmulEngine::MmaAsync, 128, 256, 64, 64, 64, 3},
-    {"mma_cp_256x128x64_w64x64_s3", MatmulEngine::MmaAsync, 256, 128, 64, 64, 64, 3},
-    {"mma_cp_128x128x32_w64x64_s4", MatmulEngine::MmaAsync, 128, 128, 32, 64, 64, 4},
-    {"mma_cp_128x64x32_w64x32_s3", MatmulEngine::MmaAsync, 128, 64, 32, 64, 32, 3},  // a cap of 128 spills (tf32)
-    {"mma_cp_64x64x32_w32x32_s4", MatmulEngine::MmaAsync, 64, 64, 32, 32, 32, 4, 96},     // 106 registers -> 96: 5 blocks per SM
-    {"mma_cp_16x32x128_w16x16_s4", MatmulEngine::MmaAsync, 16, 32, 128, 16, 16, 4},  // m <= 16: no empty mma rows
+    {.name = "simt_db_128x128x8_8x8", .engine = E::SimtDb, .bm = 128, .bn = 128, .bk = 8, .thread_m = 8, .thread_n = 8,
+     .max_registers = 128},  // 149 registers -> 128: 2 blocks per SM
+    {.name = "simt_db_128x128x16_8x8", .engine = E::SimtDb, .bm = 128, .bn = 128, .bk = 16, .thread_m = 8, .thread_n = 8},
+    {.name = "simt_db_128x64x8_8x8", .engine = E::SimtDb, .bm = 128, .bn = 64, .bk = 8, .thread_m = 8, .thread_n = 8},  // a cap of 128 spills (row/col)
+    {.name = "simt_db_64x64x16_4x4", .engine = E::SimtDb, .bm = 64, .bn = 64, .bk = 16, .thread_m = 4, .thread_n = 4,
+     .max_registers = 72},  // uncapped: 64 under .maxntid 256, spilling
+    {.name = "simt_128x128x8_8x8", .engine = E::Simt, .bm = 128, .bn = 128, .bk = 8, .thread_m = 8, .thread_n = 8},
+    {.name = "simt_64x64x8_4x4", .engine = E::Simt, .bm = 64, .bn = 64, .bk = 8, .thread_m = 4, .thread_n = 4,
+     .max_registers = 64},  // 77 registers -> 64: 4 blocks per SM
+    {.name = "simt_32x32x8_2x2", .engine = E::Simt, .bm = 32, .bn = 32, .bk = 8, .thread_m = 2, .thread_n = 2},
+    {.name = "mma_128x128x32_w64x64", .engine = E::Mma, .bm = 128, .bn = 128, .bk = 32, .warp_m = 64, .warp_n = 64},
+    {.name = "mma_64x64x32_w32x32", .engine = E::Mma, .bm = 64, .bn = 64, .bk = 32, .warp_m = 32, .warp_n = 32,
+     .max_registers = 128},  // 136 registers -> 128: 4 blocks per SM
+    {.name = "mma_cp_128x256x32_w64x64_s3", .engine = E::MmaAsync, .bm = 128, .bn = 256, .bk = 32, .warp_m = 64, .warp_n = 64, .stages = 3},
+    {.name = "mma_cp_128x256x64_w64x64_s3", .engine = E::MmaAsync, .bm = 128, .bn = 256, .bk = 64, .warp_m = 64, .warp_n = 64, .stages = 3},
+    {.name = "mma_cp_256x128x64_w64x64_s3", .engine = E::MmaAsync, .bm = 256, .bn = 128, .bk = 64, .warp_m = 64, .warp_n = 64, .stages = 3},
+    {.name = "mma_cp_128x128x32_w64x64_s4", .engine = E::MmaAsync, .bm = 128, .bn = 128, .bk = 32, .warp_m = 64, .warp_n = 64, .stages = 4},
+    {.name = "mma_cp_128x64x32_w64x32_s3", .engine = E::MmaAsync, .bm = 128, .bn = 64, .bk = 32, .warp_m = 64, .warp_n = 32,
+     .stages = 3},  // a cap of 128 spills (tf32)
+    {.name = "mma_cp_64x64x32_w32x32_s4", .engine = E::MmaAsync, .bm = 64, .bn = 64, .bk = 32, .warp_m = 32, .warp_n = 32,
+     .stages = 4, .max_registers = 96},  // 106 registers -> 96: 5 blocks per SM
+    {.name = "mma_cp_16x32x128_w16x16_s4", .engine = E::MmaAsync, .bm = 16, .bn = 32, .bk = 128, .warp_m = 16, .warp_n = 16,
+     .stages = 4},  // m <= 16: no empty mma rows
     // Hopper: BK is 128 bytes of k (64 for 16-bit elements, 32 for tf32)
-    {"wgmma_256x128x64_s4_c2", MatmulEngine::Wgmma, 256, 128, 64, 128, 128, 4, 0, 2},
-    {"wgmma_256x128x64_s4_n2", MatmulEngine::Wgmma, 256, 128, 64, 128, 128, 4, 0, 2, false, true},
-    {"wgmma_256x128x64_s4", MatmulEngine::Wgmma, 256, 128, 64, 128, 128, 4},
-    {"wgmma_pp_128x128x64_s6", MatmulEngine::Wgmma, 128, 128, 64, 128, 128, 6, 0, 1, true},
-    {"wgmma_pp_64x256x64_s4", MatmulEngine::Wgmma, 64, 256, 64, 64, 256, 4, 0, 1, true},
-    {"wgmma_128x256x64_s4_c2", MatmulEngine::Wgmma, 128, 256, 64, 64, 256, 4, 0, 2},
-    {"wgmma_128x256x64_s4", MatmulEngine::Wgmma, 128, 256, 64, 64, 256, 4},
-    {"wgmma_128x128x64_s6", MatmulEngine::Wgmma, 128, 128, 64, 64, 128, 6},
-    {"wgmma_64x128x64_s8", MatmulEngine::Wgmma, 64, 128, 64, 64, 128, 8},
-    // GEMV, m <= BM: TM warps, TN threads along n (B row-major) or columns per warp (B
-    // column-major), BK 16-byte loads of B per thread and step
-    {"gemv_m1_w8_n4_k8", MatmulEngine::Gemv, 1, 0, 8, 8, 4},
-    {"gemv_m1_w8_n8_k8", MatmulEngine::Gemv, 1, 0, 8, 8, 8},   // B row-major: 128-byte row segments
-    {"gemv_m1_w8_n2_k8", MatmulEngine::Gemv, 1, 0, 8, 8, 2},   // B col-major: 16 columns a block, more blocks
-    {"gemv_m1_w16_n4_k8", MatmulEngine::Gemv, 1, 0, 8, 16, 4}, // 512 threads: 16-bit B row-major, 128 blocks at n = 4096
-    {"gemv_m4_w8_n4_k4", MatmulEngine::Gemv, 4, 0, 4, 8, 4},
-    {"gemv_m8_w8_n4_k4", MatmulEngine::Gemv, 8, 0, 4, 8, 4},
+    {.name = "wgmma_256x128x64_s4_c2", .engine = E::Wgmma, .bm = 256, .bn = 128, .bk = 64, .consumer_m = 128, .stages = 4, .cluster = 2},
+    {.name = "wgmma_256x128x64_s4_n2", .engine = E::Wgmma, .bm = 256, .bn = 128, .bk = 64, .consumer_m = 128, .stages = 4, .cluster = 2,
+     .cluster_n = true},
+    {.name = "wgmma_256x128x64_s4", .engine = E::Wgmma, .bm = 256, .bn = 128, .bk = 64, .consumer_m = 128, .stages = 4},
+    {.name = "wgmma_pp_128x128x64_s6", .engine = E::Wgmma, .bm = 128, .bn = 128, .bk = 64, .consumer_m = 128, .stages = 6, .pingpong = true},
+    {.name = "wgmma_pp_64x256x64_s4", .engine = E::Wgmma, .bm = 64, .bn = 256, .bk = 64, .consumer_m = 64, .stages = 4, .pingpong = true},
+    {.name = "wgmma_128x256x64_s4_c2", .engine = E::Wgmma, .bm = 128, .bn = 256, .bk = 64, .consumer_m = 64, .stages = 4, .cluster = 2},
+    {.name = "wgmma_128x256x64_s4", .engine = E::Wgmma, .bm = 128, .bn = 256, .bk = 64, .consumer_m = 64, .stages = 4},
+    {.name = "wgmma_128x128x64_s6", .engine = E::Wgmma, .bm = 128, .bn = 128, .bk = 64, .consumer_m = 64, .stages = 6},
+    {.name = "wgmma_64x128x64_s8", .engine = E::Wgmma, .bm = 64, .bn = 128, .bk = 64, .consumer_m = 64, .stages = 8},
+    // GEMV, m <= BM: BK 16-byte loads of B per thread and step
+    {.name = "gemv_m1_w8_n4_k8", .engine = E::Gemv, .bm = 1, .bk = 8, .warps = 8, .lanes = 4},
+    {.name = "gemv_m1_w8_n8_k8", .engine = E::Gemv, .bm = 1, .bk = 8, .warps = 8, .lanes = 8},    // B row-major: 128-byte row segments
+    {.name = "gemv_m1_w8_n2_k8", .engine = E::Gemv, .bm = 1, .bk = 8, .warps = 8, .lanes = 2},    // B col-major: 16 columns a block, more blocks
+    {.name = "gemv_m1_w16_n4_k8", .engine = E::Gemv, .bm = 1, .bk = 8, .warps = 16, .lanes = 4},  // 512 threads: 16-bit B row-major, 128 blocks at n = 4096
+    {.name = "gemv_m4_w8_n4_k4", .engine = E::Gemv, .bm = 4, .bk = 4, .warps = 8, .lanes = 4},
+    {.name = "gemv_m8_w8_n4_k4", .engine = E::Gemv, .bm = 8, .bk = 4, .warps = 8, .lanes = 4},
 };
 
-bool fail(std::string* why, const std::string& msg) {
-  if (why) *why = msg;
-  return false;
+// Rules every row keeps whatever its engine, checked when the library compiles; each
+// engine's own rules (MatmulEngineDef::valid) run when the family is made.
+constexpr bool row_ok(const MatmulVariant& v) {
+  const bool simt = v.engine == E::Simt || v.engine == E::SimtDb, mma = v.engine == E::Mma || v.engine == E::MmaAsync;
+  const bool wg = v.engine == E::Wgmma, gemv = v.engine == E::Gemv;
+  if (v.name[0] == 0 || v.bm == 0 || v.bk == 0 || (v.bn == 0) != gemv) return false;
+  if ((v.thread_m || v.thread_n) != simt || (v.warp_m || v.warp_n) != mma || (v.consumer_m != 0) != wg ||
+      (v.warps || v.lanes) != gemv)
+    return false;  // an engine's tile fields, and only those
+  if (simt && (v.bm % v.thread_m || v.bn % v.thread_n)) return false;
+  if (mma && (v.warp_m % 16 || v.warp_n % 8 || v.bm % v.warp_m || v.bn % v.warp_n)) return false;
+  if (wg && (v.bm % v.consumer_m || (v.pingpong && v.consumer_m != v.bm))) return false;
+  if (!wg && (v.cluster != 1 || v.cluster_n || v.pingpong)) return false;  // clusters and ping-pong are Wgmma's
+  if (v.stages != 1 && v.engine != E::MmaAsync && !wg) return false;
+  return true;
 }
+constexpr bool table_ok() {
+  for (const MatmulVariant& v : kVariants)
+    if (!row_ok(v)) return false;
+  for (size_t i = 0; i < std::size(kVariants); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (std::string_view(kVariants[i].name) == kVariants[j].name) return false;  // names are unique
+  return true;
+}
+static_assert(table_ok(), "a matmul variant row breaks the table's rules (row_ok)");
 
 const char* layout_name(MatLayout l) { return l == MatLayout::RowMajor ? "row" : "col"; }
 
 }  // namespace
 
-bool simt(MatmulEngine e) { return e == MatmulEngine::Simt || e == MatmulEngine::SimtDb; }
+namespace detail {
 
-uint32_t MatmulVariant::threads() const {
-  if (engine == MatmulEngine::Wgmma) return 128 * ((pingpong ? 2 : bm / tm) + 1);  // the producer and the consumer warpgroups
-  if (engine == MatmulEngine::Gemv) return 32 * tm;
-  return simt(engine) ? (bm / tm) * (bn / tn) : (bm / tm) * (bn / tn) * 32;
+const MatmulEngineDef& engine(MatmulEngine e) {
+  static const MatmulEngineDef* const defs[] = {
+#define KAIO_MATMUL_ENGINE(Engine, file) &kMatmulEngine##Engine,
+#include "kaio/ops/matmul_engines.def"
+#undef KAIO_MATMUL_ENGINE
+  };
+  return *defs[static_cast<size_t>(e)];
 }
 
-bool MatmulVariant::can_implement(const MatmulProblem& p, int sm, std::string* why) const {
-  const std::string v = std::string("variant ") + name + ": ";
-  if (engine == MatmulEngine::Wgmma) {
-    if (sm != 90)
-      return fail(why, v + "wgmma and TMA run on sm_90 devices (compiled for sm_90a), the device is sm_" + std::to_string(sm));
-    if (jit::interpret_mode()) return fail(why, v + "the interpreter does not model wgmma and TMA (an sm_90 GPU runs it)");
-    const bool tf32 = p.in == ir::Scalar::F32 && p.tf32, fp8 = p.in == ir::Scalar::E4M3 || p.in == ir::Scalar::E5M2;
-    if (p.in != ir::Scalar::F16 && p.in != ir::Scalar::BF16 && !tf32 && !fp8)
-      return fail(why, v + "wgmma takes f16 or bf16 inputs, e4m3 or e5m2 too (f32 with problem.tf32), not " +
-                           std::string(ir::scalar_name(p.in)));
-    if ((tf32 || fp8) && (p.a != MatLayout::RowMajor || p.b != MatLayout::ColMajor))
-      return fail(why, v + (fp8 ? "e4m3 / e5m2" : "tf32") +
-                           " wgmma reads K-major operands only: A row-major and B column-major (the transposing forms "
-                           "take 16-bit elements)");
-    if (fp8 && p.out != ir::Scalar::F32 && p.out != ir::Scalar::F16 && p.out != ir::Scalar::BF16)
-      return fail(why, v + "the output of e4m3 / e5m2 inputs is f32, f16 or bf16, not " + std::string(ir::scalar_name(p.out)));
-    if (!fp8 && p.out != ir::Scalar::F32 && p.out != p.in)
-      return fail(why, v + "the output is f32 or the input type, not " + std::string(ir::scalar_name(p.out)));
-  } else if (engine == MatmulEngine::Gemv) {
-    if (!matmul_gemv_can_implement(*this, p, why)) return false;
-  } else if (simt(engine)) {
-    if (p.in != ir::Scalar::F32 || p.out != ir::Scalar::F32)
-      return fail(why, v + "SIMT computes f32 x f32 -> f32, not " + ir::scalar_name(p.in) + " -> " + ir::scalar_name(p.out));
-  } else {
-    if (sm < 80) return fail(why, v + "mma.sync needs sm_80 or newer, the device is sm_" + std::to_string(sm));
-    const bool tf32 = p.in == ir::Scalar::F32 && p.tf32;
-    if (tf32 && engine == MatmulEngine::Mma && tm * tn > 32 * 32)  // its 64 x 64 warp tile spills
-      return fail(why, v + "tf32 needs a warp tile of at most 32 x 32");
-    if (p.in != ir::Scalar::F16 && p.in != ir::Scalar::BF16 && !tf32)
-      return fail(why, v + "tensor cores take f16 or bf16 inputs here (f32 with problem.tf32), not " +
-                           std::string(ir::scalar_name(p.in)));
-    if (p.out != ir::Scalar::F32 && p.out != p.in)
-      return fail(why, v + "the output is f32 or the input type, not " + std::string(ir::scalar_name(p.out)));
-  }
-  if (engine == MatmulEngine::MmaAsync || engine == MatmulEngine::SimtDb || engine == MatmulEngine::Wgmma) {
-    // 16-byte vectors (TMA: 16-byte strides) along the contiguous dimensions
-    const uint64_t per = 16 / static_cast<uint64_t>(ir::scalar_bytes(p.in));   // elements per vector
-    const bool ar = p.a == MatLayout::RowMajor, br = p.b == MatLayout::RowMajor;
-    const uint64_t lda = p.lda ? p.lda : (ar ? p.k : p.m), ldb = p.ldb ? p.ldb : (br ? p.n : p.k);
-    const uint64_t sa = p.stride_a ? p.stride_a : lda * (ar ? p.m : p.k), sb = p.stride_b ? p.stride_b : ldb * (br ? p.k : p.n);
-    if (p.ptr_align % 16) return fail(why, v + "16-byte loads need 16-byte aligned A and B, the problem promises " + std::to_string(p.ptr_align));
-    if (lda % per || ldb % per)
-      return fail(why, v + "16-byte loads along the rows: lda and ldb must be multiples of " + std::to_string(per) +
-                           " elements, got " + std::to_string(lda) + " and " + std::to_string(ldb));
-    if (p.batch > 1 && (sa % per || sb % per))
-      return fail(why, v + "batch strides of A and B must be multiples of " + std::to_string(per) + " elements");
-  }
-  if (engine == MatmulEngine::MmaAsync) {  // the stages must fit in a block's shared memory
-    const uint32_t need = matmul_async_shared_bytes(*this, p.in, p.a, p.b);
-    const uint32_t have = sm == 80 || sm == 87 ? 166912u : sm == 90 || sm == 100 ? 232448u : 101376u;
-    if (need > have)
-      return fail(why, v + "its stages need " + std::to_string(need) + " bytes of shared memory, sm_" + std::to_string(sm) +
-                           " gives a block at most " + std::to_string(have));
-  }
-  if (p.batch == 0 || p.batch > 65535) return fail(why, v + "batch must be 1..65535, got " + std::to_string(p.batch));
-  if (p.split_k == 0 || uint64_t(p.split_k) * p.batch > 65535)
-    return fail(why, v + "split_k must be 1.. with batch * split_k <= 65535, got " + std::to_string(p.split_k));
-  if (p.split_k > 1 && (p.epilogue.bias || p.epilogue.activation))
-    return fail(why, v + "a fused epilogue (bias, activation) needs split_k == 1: split-K blocks add partial products into C");
-  if (p.split_k > 1 && p.out != ir::Scalar::F32)
-    return fail(why, v + "split-K adds partial products atomically: the output must be f32, not " +
-                         std::string(ir::scalar_name(p.out)));
-  if ((uint64_t(p.m) + bm - 1) / bm > 65535)
-    return fail(why, v + "m = " + std::to_string(p.m) + " needs more than 65535 block rows");
+bool refuse(const MatmulVariant& v, std::string* why, const std::string& msg) {
+  if (why) *why = std::string("variant ") + v.name + ": " + msg;
+  return false;
+}
+
+bool vector_rows_ok(const MatmulVariant& v, const MatmulProblem& p, std::string* why) {
+  const uint64_t per = 16 / static_cast<uint64_t>(ir::scalar_bytes(p.in));  // elements per vector
+  const bool ar = p.a == MatLayout::RowMajor, br = p.b == MatLayout::RowMajor;
+  const uint64_t lda = p.lda ? p.lda : (ar ? p.k : p.m), ldb = p.ldb ? p.ldb : (br ? p.n : p.k);
+  const uint64_t sa = p.stride_a ? p.stride_a : lda * (ar ? p.m : p.k), sb = p.stride_b ? p.stride_b : ldb * (br ? p.k : p.n);
+  if (p.ptr_align % 16) return refuse(v, why, "16-byte loads need 16-byte aligned A and B, the problem promises " + std::to_string(p.ptr_align));
+  if (lda % per || ldb % per)
+    return refuse(v, why, "16-byte loads along the rows: lda and ldb must be multiples of " + std::to_string(per) +
+                              " elements, got " + std::to_string(lda) + " and " + std::to_string(ldb));
+  if (p.batch > 1 && (sa % per || sb % per))
+    return refuse(v, why, "batch strides of A and B must be multiples of " + std::to_string(per) + " elements");
   return true;
+}
+
+bool mma_types_ok(const MatmulVariant& v, const MatmulProblem& p, std::string* why) {
+  const bool tf32 = p.in == ir::Scalar::F32 && p.tf32;
+  if (p.in != ir::Scalar::F16 && p.in != ir::Scalar::BF16 && !tf32)
+    return refuse(v, why, "tensor cores take f16 or bf16 inputs here (f32 with problem.tf32), not " + std::string(ir::scalar_name(p.in)));
+  if (p.out != ir::Scalar::F32 && p.out != p.in)
+    return refuse(v, why, "the output is f32 or the input type, not " + std::string(ir::scalar_name(p.out)));
+  return true;
+}
+
+jit::LaunchConfig tiled_launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream,
+                                      uint32_t shared_bytes) {
+  return {.grid = {(p.n + v.bn - 1) / v.bn, (p.m + v.bm - 1) / v.bm, p.batch * p.split_k},
+          .block = {v.threads()},
+          .shared_bytes = shared_bytes,
+          .stream = stream};
+}
+
+void launch_common(const MatmulConfig& c, const MatmulOperands& o, const MatmulProblem& p, const jit::LaunchConfig& lc,
+                   std::vector<jit::detail::Arg> extra) {
+  MatmulSignature sig(c);
+  sig.a.host = o.a;
+  sig.b.host = o.b;
+  sig.c.host = o.c;
+  sig.m.host = p.m;
+  sig.n.host = p.n;
+  sig.k.host = p.k;
+  sig.lda.host = p.lda;
+  sig.ldb.host = p.ldb;
+  sig.ldc.host = p.ldc;
+  sig.alpha.host = p.alpha;
+  sig.beta.host = p.beta;
+  sig.stride_a.host = p.stride_a;
+  sig.stride_b.host = p.stride_b;
+  sig.stride_c.host = p.stride_c;
+  sig.splits.host = p.split_k;
+  sig.k_chunk.host = matmul_k_chunk(p);
+  std::vector<jit::detail::Arg> args = kernel::pack(sig);
+  args.insert(args.end(), extra.begin(), extra.end());
+  if (c.bias) args.push_back(jit::detail::Arg{jit::detail::Arg::Pointer, p.out, 0, p.epilogue.bias, 0});  // the epilogue's, last
+  matmul_family().get(c).launch_packed(lc, args.data(), args.size());
+}
+
+void declare_mma(uint32_t index, const MatmulVariant& v, std::vector<MatmulConfig>& out) {
+  out.push_back({index, ir::Scalar::F16, ir::Scalar::F32});
+  out.push_back({index, ir::Scalar::BF16, ir::Scalar::F32});
+  if (v.can_implement({.tf32 = true}, 80)) out.push_back({index, ir::Scalar::F32, ir::Scalar::F32});
+}
+
+}  // namespace detail
+
+uint32_t MatmulVariant::threads() const { return detail::engine(engine).threads(*this); }
+
+bool MatmulVariant::can_implement(const MatmulProblem& p, int sm, std::string* why) const {
+  if (!detail::engine(engine).can_implement(*this, p, sm, why)) return false;
+  if (p.batch == 0 || p.batch > 65535) return detail::refuse(*this, why, "batch must be 1..65535, got " + std::to_string(p.batch));
+  if (p.split_k == 0 || uint64_t(p.split_k) * p.batch > 65535)
+    return detail::refuse(*this, why, "split_k must be 1.. with batch * split_k <= 65535, got " + std::to_string(p.split_k));
+  if (p.split_k > 1 && (p.epilogue.bias || p.epilogue.activation))
+    return detail::refuse(*this, why, "a fused epilogue (bias, activation) needs split_k == 1: split-K blocks add partial products into C");
+  if (p.split_k > 1 && p.out != ir::Scalar::F32)
+    return detail::refuse(*this, why, "split-K adds partial products atomically: the output must be f32, not " +
+                                          std::string(ir::scalar_name(p.out)));
+  if ((uint64_t(p.m) + bm - 1) / bm > 65535)
+    return detail::refuse(*this, why, "m = " + std::to_string(p.m) + " needs more than 65535 block rows");
+  return true;
+}
+
+std::string MatmulVariant::str() const {
+  auto u = [](uint32_t x) { return std::to_string(x); };
+  std::string s = std::string(name) + ": " + detail::engine(engine).name + " " + u(bm) + "x" + u(bn) + "x" + u(bk);
+  if (thread_m) s += " thread " + u(thread_m) + "x" + u(thread_n);
+  if (warp_m) s += " warp " + u(warp_m) + "x" + u(warp_n);
+  if (consumer_m) s += " consumer " + u(consumer_m);
+  if (warps) s += " warps " + u(warps) + " lanes " + u(lanes);
+  s += " stages " + u(stages) + " regs " + u(max_registers) + " cluster " + u(cluster) + (cluster_n ? "n" : "");
+  if (pingpong) s += " pingpong";
+  return s;
 }
 
 std::span<const MatmulVariant> matmul_variants() { return kVariants; }
@@ -165,36 +225,20 @@ ir::Kernel matmul_kernel(const MatmulConfig& c) {
   p.out = c.out;
   p.tf32 = true;  // a config with f32 inputs on a tensor-core engine is the tf32 kernel
   std::string why;
-  if (v.engine != MatmulEngine::Wgmma && !v.can_implement(p, 80, &why)) throw UsageError("matmul", "matmul", why);
-  if (v.engine == MatmulEngine::Wgmma && (c.in == ir::Scalar::F32 || ir::scalar_bytes(c.in) == 1) &&
-      (c.a != MatLayout::RowMajor || c.b != MatLayout::ColMajor))
-    throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": " + ir::scalar_name(c.in) +
-                                             " wgmma reads A row-major and B column-major only");
-  switch (v.engine) {
-    case MatmulEngine::Simt: return build_matmul_simt(v, c);
-    case MatmulEngine::SimtDb: return build_matmul_simt_db(v, c);
-    case MatmulEngine::Mma: return build_matmul_mma(v, c);
-    case MatmulEngine::MmaAsync: return build_matmul_mma_async(v, c);
-    case MatmulEngine::Wgmma: return build_matmul_wgmma(v, c);
-    case MatmulEngine::Gemv: return build_matmul_gemv(v, c);
-  }
-  throw UsageError("matmul", "matmul", "unknown engine");
+  const detail::MatmulEngineDef& e = detail::engine(v.engine);
+  if (e.build_sm && !v.can_implement(p, e.build_sm, &why)) throw UsageError("matmul", "matmul", why);
+  return detail::engine(v.engine).build(v, c);
 }
 
 jit::Family<MatmulConfig>& matmul_family() {
   static jit::Family<MatmulConfig> f("matmul", matmul_kernel, [] {
     std::vector<MatmulConfig> declared;
     for (uint32_t i = 0; i < std::size(kVariants); ++i) {
-      if (simt(kVariants[i].engine)) {
-        declared.push_back({i, ir::Scalar::F32, ir::Scalar::F32});
-      } else {
-        declared.push_back({i, ir::Scalar::F16, ir::Scalar::F32});
-        declared.push_back({i, ir::Scalar::BF16, ir::Scalar::F32});
-        if (kVariants[i].can_implement({.tf32 = true}, 80)) declared.push_back({i, ir::Scalar::F32, ir::Scalar::F32});
-        if (kVariants[i].engine == MatmulEngine::Wgmma)  // FP8: K-major operands, bf16 out (torch._scaled_mm's usual)
-          for (ir::Scalar f8 : {ir::Scalar::E4M3, ir::Scalar::E5M2})
-            declared.push_back({i, f8, ir::Scalar::BF16, MatLayout::RowMajor, MatLayout::ColMajor});
-      }
+      const MatmulVariant& v = kVariants[i];
+      std::string why;
+      if (!detail::engine(v.engine).valid(v, &why))
+        throw InternalError(std::string("matmul variant ") + v.name + " is not a valid " + detail::engine(v.engine).name + " row: " + why);
+      detail::engine(v.engine).declare(i, v, declared);
     }
     return declared;
   }());
@@ -257,125 +301,9 @@ jit::Family<ScaleConfig>& scale_family() {
 }
 }  // namespace
 
-namespace {
-// Work items of the persistent Wgmma kernels: tiles x batches x splits.
-// Tile rows and columns; along the cluster's direction a multiple of it (a CTA past the
-// last tile still loads its share of the tiles its peer reads).
-uint32_t matmul_wgmma_tiles_m(const MatmulVariant& v, const MatmulProblem& p) {
-  const uint32_t c = v.cluster_n ? 1 : v.cluster;
-  return ((p.m + v.bm - 1) / v.bm + c - 1) / c * c;
-}
-uint32_t matmul_wgmma_tiles_n(const MatmulVariant& v, const MatmulProblem& p) {
-  const uint32_t c = v.cluster_n ? v.cluster : 1;
-  return ((p.n + v.bn - 1) / v.bn + c - 1) / c * c;
-}
-
-uint32_t matmul_wgmma_work(const MatmulVariant& v, const MatmulProblem& p) {
-  const uint64_t w = uint64_t(matmul_wgmma_tiles_n(v, p)) * matmul_wgmma_tiles_m(v, p) * p.batch * p.split_k;
-  return static_cast<uint32_t>(std::min<uint64_t>(w, 0xffffffffu));
-}
-
-// The device's SMs (one persistent block each); 132 where no driver says (an H100's count,
-// only for launch configs computed without a device).
-uint32_t matmul_sm_count() {
-  static const uint32_t n = [] {
-    const int c = jit::interpret_mode() || !jit::driver::available() ? 0 : jit::driver::device_sm_count();
-    return c > 0 ? static_cast<uint32_t>(c) : 132u;
-  }();
-  return n;
-}
-
-}  // namespace
-
 jit::LaunchConfig matmul_launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream) {
-  if (v.engine == MatmulEngine::Wgmma)  // persistent: at most one block per SM, each takes work items in turn
-    return {.grid = {std::min<uint32_t>(matmul_wgmma_work(v, p), matmul_sm_count() / v.cluster * v.cluster), 1, 1},
-            .block = {v.threads()},
-            .shared_bytes = matmul_wgmma_shared_bytes(v),
-            .stream = stream,
-            .cluster = {v.cluster, 1, 1}};
-  if (v.engine == MatmulEngine::Gemv) return matmul_gemv_launch_config(v, p, stream);
-  const uint32_t smem = v.engine == MatmulEngine::MmaAsync ? matmul_async_shared_bytes(v, p.in, p.a, p.b) : 0;
-  return {.grid = {(p.n + v.bn - 1) / v.bn, (p.m + v.bm - 1) / v.bm, p.batch * p.split_k},
-          .block = {v.threads()},
-          .shared_bytes = smem,
-          .stream = stream};
+  return detail::engine(v.engine).launch_config(v, p, stream);
 }
-
-namespace {
-// The tensor map of operand A (a) or B: 3-D (contiguous, other, batch), 128-byte swizzle,
-// out-of-bounds elements read as zeros.
-jit::TensorMap operand_map(const MatmulVariant& v, const MatmulProblem& p, bool is_a, uint64_t addr) {
-  const bool row = (is_a ? p.a : p.b) == MatLayout::RowMajor;
-  const bool k_major = is_a ? row : !row;
-  const uint64_t es = static_cast<uint64_t>(ir::scalar_bytes(p.in));
-  const uint64_t outer = is_a ? p.m : p.n;  // the operand's m or n extent
-  const uint64_t ld = is_a ? p.lda : p.ldb, stride = is_a ? p.stride_a : p.stride_b;
-  const MatmulTmaBox box = matmul_wgmma_box(v, p.in, is_a, k_major);
-  jit::TensorMapTiled t;
-  t.dtype = p.in;
-  t.global_address = addr;
-  t.global_dims = {k_major ? p.k : outer, k_major ? outer : p.k, p.batch};
-  t.global_strides = {ld * es, stride * es};
-  t.box_dims = {box.inner, box.outer, 1};
-  t.swizzle = jit::TensorMapSwizzle::B128;
-  t.l2_promotion = jit::TensorMapL2Promotion::B256;
-  return jit::encode_tensor_map_tiled(t);
-}
-
-void matmul_wgmma_launch(const MatmulVariant& v, const MatmulConfig& cfg, uint64_t a, uint64_t b, uint64_t c,
-                         const MatmulProblem& p, const jit::Stream* stream, const MatmulScales& sc) {
-  using jit::detail::make_arg;
-  const jit::TensorMap ma = operand_map(v, p, true, a), mb = operand_map(v, p, false, b);
-  // C through shared memory and TMA stores where the map can describe it (16-byte aligned
-  // rows and batches) and nothing needs reading or adding: beta == 0 and no split-K. The
-  // rows' length in bytes must be a multiple of 16 too: a TMA store writes the last
-  // 16-byte chunk of a row whole, so columns n.. up to the next 16 bytes would be written
-  // (measured on an H100 with n = 257, bf16: the row padding came back zeroed).
-  const uint64_t oes = static_cast<uint64_t>(ir::scalar_bytes(p.out));
-  const uint32_t tma_store = p.beta == 0.0f && p.split_k == 1 && c % 16 == 0 && p.ldc * oes % 16 == 0 &&
-                             p.n * oes % 16 == 0 && (p.batch == 1 || p.stride_c * oes % 16 == 0);
-  jit::TensorMap mc{};
-  if (tma_store) {
-    jit::TensorMapTiled t;
-    t.dtype = p.out;
-    t.global_address = c;
-    t.global_dims = {p.n, p.m, p.batch};
-    t.global_strides = {p.ldc * oes, p.stride_c * oes};
-    t.box_dims = {static_cast<uint32_t>(128 / oes), 64, 1};
-    t.swizzle = jit::TensorMapSwizzle::B128;
-    mc = jit::encode_tensor_map_tiled(t);
-  }
-  const uint32_t tiles_n = matmul_wgmma_tiles_n(v, p), tiles_m = matmul_wgmma_tiles_m(v, p);
-  const uint64_t out_bytes = static_cast<uint64_t>(ir::scalar_bytes(p.out));
-  const uint32_t pairs = p.ldc % 2 == 0 && (p.batch == 1 || p.stride_c % 2 == 0) && c % (2 * out_bytes) == 0 && p.split_k == 1;
-  const jit::detail::Arg args[] = {make_arg(ma),       make_arg(mb),       make_arg(mc),
-                                   jit::detail::Arg{jit::detail::Arg::Pointer, p.out, 0, c, 0},
-                                   make_arg(p.m),      make_arg(p.n),      make_arg(p.k),
-                                   make_arg(p.ldc),    make_arg(p.alpha),  make_arg(p.beta),
-                                   make_arg(p.stride_c), make_arg(p.split_k), make_arg(matmul_k_chunk(p)),
-                                   make_arg(tiles_n),  make_arg(tiles_m),  make_arg(matmul_wgmma_work(v, p)),
-                                   make_arg(pairs),    make_arg(tma_store),
-                                   // FP8 kernels only: the scale pointers and which of them are given
-                                   jit::detail::Arg{jit::detail::Arg::Pointer, ir::Scalar::F32, 0, sc.a, 0},
-                                   jit::detail::Arg{jit::detail::Arg::Pointer, ir::Scalar::F32, 0, sc.b, 0},
-                                   make_arg(uint32_t(sc.a != 0) | uint32_t(sc.b != 0) << 1)};
-  size_t nargs = ir::scalar_bytes(p.in) == 1 ? std::size(args) : std::size(args) - 3;
-  jit::detail::Arg all[std::size(args) + 1];
-  std::copy(args, args + nargs, all);
-  if (cfg.bias) all[nargs++] = jit::detail::Arg{jit::detail::Arg::Pointer, p.out, 0, p.epilogue.bias, 0};
-  const jit::CompiledKernel& k = matmul_family().get(cfg);
-  jit::LaunchConfig lc = matmul_launch_config(v, p, stream);
-  if (v.cluster > 1) {  // a persistent grid of clusters: only as many as can be resident at once
-    static std::atomic<int> resident[std::size(kVariants)];
-    std::atomic<int>& r = resident[&v - kVariants];
-    int n = r.load(std::memory_order_relaxed);
-    if (n == 0) r.store(n = std::max(1, k.max_active_clusters(lc)), std::memory_order_relaxed);
-    lc.grid.x = std::min<uint64_t>(lc.grid.x, uint64_t(n) * v.cluster);
-  }
-  k.launch_packed(lc, all, nargs);
-}
-}  // namespace
 
 void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const MatmulProblem& q, const jit::Stream* stream,
             const MatmulScales& scales) {
@@ -387,7 +315,7 @@ void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const Ma
   if (scales.a % 4 || scales.b % 4)
     throw UsageError("matmul", "matmul", "scales: the scale pointers must be 4-byte aligned f32 addresses (or 0)");
   std::string why;
-  const int sm = codegen::parse_arch(jit::detail::backend().default_arch()).sm;
+  const int sm = jit::device_info().sm;
   if (!v.can_implement(q, sm, &why)) throw UsageError("matmul", "matmul", why);
   if (q.m == 0 || q.n == 0) return;
   const MatmulProblem p = matmul_resolved(q);
@@ -401,20 +329,10 @@ void matmul(const MatmulVariant& v, uint64_t a, uint64_t b, uint64_t c, const Ma
   const MatmulConfig cfg{static_cast<uint32_t>(&v - kVariants), p.in, p.out, p.a, p.b, p.epilogue.bias != 0,
                          p.epilogue.activation ? matmul_activation(*p.epilogue.activation) : 0,
                          p.epilogue.fast_math && p.epilogue.activation};
-  using jit::detail::Arg;
-  using jit::detail::make_arg;
   if (p.split_k > 1)  // C = beta * C first; the blocks then add alpha * their chunk's product
     scale_family().launch(ScaleConfig{}, {.grid = {(p.n + 255) / 256, p.m, p.batch}, .block = {256}, .stream = stream},
                           jit::DevicePtr<float>{c}, p.m, p.n, p.ldc, p.stride_c, p.beta);
-  if (v.engine == MatmulEngine::Wgmma) return matmul_wgmma_launch(v, cfg, a, b, c, p, stream, scales);
-  if (v.engine == MatmulEngine::Gemv) return matmul_gemv_launch(v, cfg, a, b, c, p, stream);
-  const Arg args[] = {Arg{Arg::Pointer, p.in, 0, a, 0},  Arg{Arg::Pointer, p.in, 0, b, 0}, Arg{Arg::Pointer, p.out, 0, c, 0},
-                      make_arg(p.m),     make_arg(p.n),     make_arg(p.k),     make_arg(p.lda), make_arg(p.ldb),
-                      make_arg(p.ldc),   make_arg(p.alpha), make_arg(p.beta),  make_arg(p.stride_a),
-                      make_arg(p.stride_b), make_arg(p.stride_c), make_arg(p.split_k), make_arg(matmul_k_chunk(p)),
-                      Arg{Arg::Pointer, p.out, 0, p.epilogue.bias, 0}};  // bias: only with cfg.bias
-  const size_t nargs = cfg.bias ? std::size(args) : std::size(args) - 1;
-  matmul_family().get(cfg).launch_packed(matmul_launch_config(v, p, stream), args, nargs);
+  detail::engine(v.engine).launch(v, cfg, {.a = a, .b = b, .c = c, .scales = scales}, p, stream);
 }
 
 }  // namespace kaio::ops

@@ -3,7 +3,7 @@
 //   warpgroup 0        the producer: one thread issues the TMA loads of each k-step's A and
 //                      B tiles into a ring of STAGES shared-memory stages; the loads
 //                      complete the stage's "full" mbarrier (transaction bytes)
-//   warpgroups 1..C    the consumers (C = BM / 64): each owns 64 rows of the BM x BN block
+//   warpgroups 1..C    the consumers (C = BM / consumer_m): each owns 64 rows of the BM x BN block
 //                      tile and accumulates them with wgmma m64nBNk16 (k8 for tf32, k32 for
 //                      e4m3 / e5m2: always 32 bytes of k, so descriptors step alike) straight
 //                      from shared memory, then releases the stage on its "empty" mbarrier
@@ -31,119 +31,152 @@
 // with zeros. C's TMA stores are clipped to m x n by its map (the launch takes that path
 // only where a row of C is whole 16-byte chunks: a TMA store writes a row's last chunk
 // whole); the register path stores only rows < m and columns < n.
+
+//
+// Written with the kernel layer (ops/kernel/): kernel::WarpSpecialized (the producer and
+// consumer warpgroups, ping-pong order), kernel::MbarrierRing (the stages), kernel::TmaTile
+// (the operand tiles, their descriptors and TMA loads), kernel::AccTile (the accumulators)
+// and kernel::swizzle128 (C's staging chunks); the parameters are WgmmaSignature.
+#include <algorithm>
+#include <atomic>
 #include <string>
 #include <vector>
 
 #include "kaio/ir/layouts.h"
 #include "kaio/ir/mma_layout.h"
+#include "kaio/jit/buffer.h"
+#include "kaio/jit/device.h"
+#include "kaio/jit/tensor_map.h"
+#include "kaio/ops/kernel/reg_tile.h"
+#include "kaio/ops/kernel/shared_tile.h"
+#include "kaio/ops/kernel/signature.h"
+#include "kaio/ops/kernel/stage_ring.h"
+#include "kaio/ops/kernel/warp_specialized.h"
 #include "kaio/ops/matmul_common.h"
 
 namespace kaio::ops {
 
 namespace {
 
-constexpr uint32_t kSwizzleBytes = 128;  // the rows TMA writes and wgmma reads
-constexpr uint32_t kGroupRows = 8;       // grouped raster: tile rows per group
+using kernel::kSwizzleBytes;                          // the rows TMA writes and wgmma reads
+constexpr uint32_t kGroupRows = 8;                     // grouped raster: tile rows per group
 constexpr uint32_t kCChunkBytes = 64 * kSwizzleBytes;  // a TMA-store box of C: 64 rows of 128 bytes
 
 uint32_t elem_bytes(ir::Scalar s) { return static_cast<uint32_t>(ir::scalar_bytes(s)); }
 
-}  // namespace
+uint32_t wgmma_bk(ir::Scalar in) { return kSwizzleBytes / elem_bytes(in); }  // the k of a stage: 128 bytes
 
-uint32_t matmul_wgmma_bk(ir::Scalar in) { return kSwizzleBytes / elem_bytes(in); }
-
-uint32_t matmul_wgmma_stage_bytes(const MatmulVariant& v) { return (v.bm + v.bn) * kSwizzleBytes; }
+uint32_t stage_bytes(const MatmulVariant& v) { return (v.bm + v.bn) * kSwizzleBytes; }
 
 // The C staging buffers of the TMA-store epilogue start here (after the stages and the
 // barriers, 1024-aligned for the 128-byte swizzle).
-uint32_t matmul_wgmma_c_offset(const MatmulVariant& v) {
-  return (matmul_wgmma_stage_bytes(v) * v.stages + 2 * v.stages * 8 + 1023) / 1024 * 1024;
-}
+uint32_t c_offset(const MatmulVariant& v) { return (stage_bytes(v) * v.stages + 2 * v.stages * 8 + 1023) / 1024 * 1024; }
 
-uint32_t matmul_wgmma_consumers(const MatmulVariant& v) { return v.pingpong ? 2 : v.bm / v.tm; }
+uint32_t consumers_of(const MatmulVariant& v) { return v.pingpong ? 2 : v.bm / v.consumer_m; }
 
 // After the C buffers: each consumer's copy of the fused epilogue's bias for its tile's
 // columns (BN f32). Reserved in every kernel of the variant (its launch asks for the
-// variant's size); the 128x256 rows then use all of sm_90's 232448 bytes.
-uint32_t matmul_wgmma_bias_offset(const MatmulVariant& v) {
-  return matmul_wgmma_c_offset(v) + matmul_wgmma_consumers(v) * 2 * kCChunkBytes;  // two chunk buffers per consumer
+// variant's size); the 128x256 rows then use all of an sm_90 block's shared memory.
+uint32_t bias_offset(const MatmulVariant& v) {
+  return c_offset(v) + consumers_of(v) * 2 * kCChunkBytes;  // two chunk buffers per consumer
 }
 
-uint32_t matmul_wgmma_shared_bytes(const MatmulVariant& v) {
-  return matmul_wgmma_bias_offset(v) + matmul_wgmma_consumers(v) * v.bn * 4;
+uint32_t shared_bytes(const MatmulVariant& v) { return bias_offset(v) + consumers_of(v) * v.bn * 4; }
+
+// The operand tiles of a stage: A (BM rows) then B (BN rows), each K-major or MN-major.
+kernel::TmaTile tile_a(const MatmulVariant& v, const MatmulConfig& c) {
+  return {.rows = v.bm, .esize = elem_bytes(c.in), .k_major = c.a == MatLayout::RowMajor, .base = 0};
+}
+kernel::TmaTile tile_b(const MatmulVariant& v, const MatmulConfig& c) {
+  return {.rows = v.bn, .esize = elem_bytes(c.in), .k_major = c.b == MatLayout::ColMajor,
+          .base = v.bm * kSwizzleBytes * v.stages / elem_bytes(c.in)};
 }
 
 // The boxes TMA moves: K-major operands one box of (BK, rows); MN-major ones boxes of
-// (64 / 32 elements of 128 bytes, BK) side by side.
-// With a cluster, each CTA loads 1 / cluster of the shared tile (B, or A with cluster_n) and
-// multicasts it.
-MatmulTmaBox matmul_wgmma_box(const MatmulVariant& v, ir::Scalar in, bool a, bool k_major) {
+// (64 / 32 elements of 128 bytes, BK) side by side. With a cluster, each CTA loads
+// 1 / cluster of the shared tile (B, or A with cluster_n) and multicasts it.
+struct TmaBox {
+  uint32_t inner, outer;  // box dimensions: contiguous elements (128 bytes), rows
+};
+TmaBox box_of(const MatmulVariant& v, ir::Scalar in, bool a, bool k_major) {
   const uint32_t rows = a ? v.bm : v.bn, per_row = kSwizzleBytes / elem_bytes(in);
   const uint32_t share = a == v.cluster_n ? v.cluster : 1;  // the shared operand is split among the cluster
-  if (k_major) return {per_row, rows / share, 1};
-  return {per_row, matmul_wgmma_bk(in), rows / per_row / share};
+  if (k_major) return {per_row, rows / share};
+  return {per_row, wgmma_bk(in)};
 }
 
-ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
+// The kernel's parameters (see matmul.h), declared by build and packed by launch.
+struct WgmmaSignature {
+  kernel::TensorMap a_map{"a_map"}, b_map{"b_map"}, c_map{"c_map"};  // c_map: used when tma_store != 0
+  kernel::Ptr c{"c"};
+  kernel::Param<uint32_t> m{"m"}, n{"n"}, k{"k"}, ldc{"ldc"};
+  kernel::Param<float> alpha{"alpha"}, beta{"beta"};
+  kernel::Param<uint64_t> stride_c{"stride_c"};
+  kernel::Param<uint32_t> splits{"splits"}, k_chunk{"k_chunk"}, tiles_n{"tiles_n"}, tiles_m{"tiles_m"};
+  kernel::Param<uint32_t> work{"work"};            // tiles_m * tiles_n * batch * splits
+  kernel::Param<uint32_t> pairs{"pairs"};          // 1: C(row, col) and C(row, col + 1) may be stored as one vector
+  kernel::Param<uint32_t> tma_store{"tma_store"};  // 1: C through shared memory and TMA stores (beta == 0, no split)
+  // FP8: per-tensor scales, one f32 each in device memory (bit 0 / 1 of `scales`: A's / B's
+  // is given, else 1), read by the kernel so that scales computed on the GPU need no sync.
+  kernel::Opt<kernel::Ptr> scale_a{{"scale_a", ir::Scalar::F32, true}}, scale_b{{"scale_b", ir::Scalar::F32, true}};
+  kernel::Opt<kernel::Param<uint32_t>> scales{{"scales"}};
+  explicit WgmmaSignature(const MatmulConfig& cfg) {
+    c.elem = cfg.out;
+    scale_a.on = scale_b.on = scales.on = elem_bytes(cfg.in) == 1;
+  }
+  auto fields() {
+    return std::tie(a_map, b_map, c_map, c, m, n, k, ldc, alpha, beta, stride_c, splits, k_chunk, tiles_n, tiles_m, work, pairs,
+                    tma_store, scale_a, scale_b, scales);
+  }
+};
+
+ir::Kernel build(const MatmulVariant& v, const MatmulConfig& c) {
   const ir::Scalar in = c.in;
-  const uint32_t es = elem_bytes(in), BK = matmul_wgmma_bk(in), S = v.stages;
-  // Consumers: BM / TM warpgroups sharing each tile, or two taking alternate tiles (ping-pong).
-  const uint32_t consumers = matmul_wgmma_consumers(v), threads = v.threads();
+  if ((in == ir::Scalar::F32 || elem_bytes(in) == 1) && (c.a != MatLayout::RowMajor || c.b != MatLayout::ColMajor))
+    throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": " + ir::scalar_name(in) +
+                                             " wgmma reads A row-major and B column-major only");
+  const uint32_t es = elem_bytes(in), BK = wgmma_bk(in), S = v.stages;
+  // Consumers: BM / consumer_m warpgroups sharing each tile, or two taking alternate tiles (ping-pong).
+  const uint32_t consumers = consumers_of(v), threads = v.threads();
   const uint32_t per_stage = v.pingpong ? 1 : consumers;  // consumer warpgroups reading each stage
-  const uint32_t halves = v.tm / 64;                       // m64 wgmma row blocks of a consumer's tile
+  const uint32_t halves = v.consumer_m / 64;              // m64 wgmma row blocks of a consumer's tile
   const bool tf32 = in == ir::Scalar::F32, fp8 = es == 1;
-  const uint32_t k_inst = tf32 ? 8 : fp8 ? 32 : 16, k_inst_bytes = k_inst * es;  // 32 bytes of k per wgmma
-  const bool a_k = c.a == MatLayout::RowMajor, b_k = c.b == MatLayout::ColMajor;  // K-major operands
-  const uint32_t a_stage = v.bm * kSwizzleBytes, b_stage = v.bn * kSwizzleBytes;  // bytes
-  const uint32_t per_row = kSwizzleBytes / es;                                    // elements in a 128-byte row
-  const uint32_t box_bytes = per_row * BK * es;                                   // one MN-major box (8 KiB)
-  if (S < 2 || S > 8) throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": 2 to 8 stages");
+  const uint32_t k_inst = tf32 ? 8 : fp8 ? 32 : 16;  // 32 bytes of k per wgmma
+  const kernel::TmaTile ta = tile_a(v, c), tb = tile_b(v, c);
+  const bool a_k = ta.k_major, b_k = tb.k_major;  // K-major operands
+  const uint32_t per_row = ta.per_row();          // elements in a 128-byte row
   const uint32_t CX = v.cluster;
-  if (matmul_wgmma_shared_bytes(v) > 232448)
+  if (shared_bytes(v) > jit::device_info_for("sm_90a").smem_per_block_optin)
     throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": its stages and C buffers need " +
-                                             std::to_string(matmul_wgmma_shared_bytes(v)) + " bytes of shared memory, sm_90 has 232448");
+                                             std::to_string(shared_bytes(v)) + " bytes of shared memory, more than an sm_90 block has");
   // A cluster splits the shared tile (B, or A along n) between its CTAs: by rows (K-major)
   // or by 128-byte boxes.
   const bool shared_k = v.cluster_n ? a_k : b_k;
   const uint32_t shared_rows = v.cluster_n ? v.bm : v.bn;
   const bool split_ok = shared_k ? shared_rows % (8 * CX) == 0 : shared_rows % per_row == 0 && (shared_rows / per_row) % CX == 0;
-  if (v.bm % 64 || v.bm > 256 || v.bn % 64 || v.bn > 256 || v.bk != 64 || (CX != 1 && CX != 2) || !split_ok ||
-      (!a_k && v.bm % per_row) || v.tm % 64 || v.bm % v.tm || v.tm * v.bn > 128 * 256 || (v.pingpong && v.tm != v.bm))
+  if (!split_ok || (!a_k && v.bm % per_row))
     throw UsageError("matmul", "matmul", std::string("variant ") + v.name +
-                                             ": BM and BN multiples of 64 up to 256 (and of a 128-byte row of MN-major "
-                                             "operands); BK 64; clusters of 1 or 2; TM x BN at most 128 x 256 per "
-                                             "consumer; ping-pong with TM == BM");
+                                             ": a cluster's CTAs split the shared tile by 8 rows (K-major) or by 128-byte "
+                                             "boxes, and an MN-major A needs BM a multiple of a 128-byte row");
 
   ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
                       (a_k ? "_r" : "_c") + (b_k ? "c" : "r") + detail::epilogue_suffix(c));
   b.launch_bounds(threads, 1);
-  auto map_a = b.tensor_map_param("a_map");
-  auto map_b = b.tensor_map_param("b_map");
-  auto map_c = b.tensor_map_param("c_map");  // used when tma_store != 0
+  WgmmaSignature sig(c);
+  kernel::declare(b, sig);
   detail::MatmulArgs a;
-  a.C = b.param("c", ir::Type::pointer(c.out, false));
-  a.m = b.param<uint32_t>("m");
-  a.n = b.param<uint32_t>("n");
-  a.k = b.param<uint32_t>("k");
-  a.ldc = b.param<uint32_t>("ldc");
-  a.alpha = b.param<float>("alpha");
-  a.beta = b.param<float>("beta");
-  auto stride_c = b.param<uint64_t>("stride_c");
-  a.splits = b.param<uint32_t>("splits");
-  auto chunk = b.param<uint32_t>("k_chunk");
-  auto tiles_n = b.param<uint32_t>("tiles_n");
-  auto tiles_m = b.param<uint32_t>("tiles_m");
-  auto work = b.param<uint32_t>("work");    // tiles_m * tiles_n * batch * splits
-  auto pairs = b.param<uint32_t>("pairs");  // 1: C(row, col) and C(row, col + 1) may be stored as one vector
-  auto tma_store = b.param<uint32_t>("tma_store");  // 1: C through shared memory and TMA stores (beta == 0, no split)
-  // FP8: per-tensor scales, one f32 each in device memory (bit 0 / 1 of `scales`: A's / B's
-  // is given, else 1), read by the kernel so that scales computed on the GPU need no sync.
-  ir::Value scale_a, scale_b, scales;
-  if (fp8) {
-    scale_a = b.param<const float*>("scale_a");
-    scale_b = b.param<const float*>("scale_b");
-    scales = b.param<uint32_t>("scales");
-  }
+  a.C = sig.c.ir;
+  a.m = sig.m.ir;
+  a.n = sig.n.ir;
+  a.k = sig.k.ir;
+  a.ldc = sig.ldc.ir;
+  a.alpha = sig.alpha.ir;
+  a.beta = sig.beta.ir;
+  a.splits = sig.splits.ir;
+  ir::Value map_a = sig.a_map.ir, map_b = sig.b_map.ir, map_c = sig.c_map.ir, stride_c = sig.stride_c.ir;
+  ir::Value chunk = sig.k_chunk.ir, tiles_n = sig.tiles_n.ir, tiles_m = sig.tiles_m.ir, work = sig.work.ir;
+  ir::Value pairs = sig.pairs.ir, tma_store = sig.tma_store.ir;
+  ir::Value scale_a = sig.scale_a.ir, scale_b = sig.scale_b.ir, scales = sig.scales.ir;
   detail::epilogue_params(b, c, a);
 
   // One work item: a tile of one batch's split. Tiles are visited in groups of kGroupRows
@@ -168,11 +201,11 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
 
   auto smem = b.dynamic_shared(in, 1024);
   auto cbuf = b.dynamic_shared(c.out, 1024);
-  const uint32_t oes = elem_bytes(c.out), c_off = matmul_wgmma_c_offset(v);
+  const uint32_t oes = elem_bytes(c.out), c_off = c_offset(v);
   auto bars = b.dynamic_shared<uint64_t>(1024);
   auto sbias = b.dynamic_shared<float>(1024);
-  const uint32_t bar0 = matmul_wgmma_stage_bytes(v) * S / 8;  // full[s] = bar0 + s, empty[s] = bar0 + S + s
-  const uint32_t b_off = a_stage * S / es;                    // element index of the B stages
+  // full[s] = bar0 + s, empty[s] = bar0 + S + s, after the stages
+  const kernel::MbarrierRing ring(b, bars, stage_bytes(v) * S / 8, S, per_stage * 4u, CX);
   ir::Value tid = b.thread_idx_x(), warp = b.warp_id(), lane = b.lane_id();
 
   // Clusters: the CTAs of a cluster are consecutive blocks and take consecutive work items
@@ -180,82 +213,50 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   // of the same rows: tiles_m, or tiles_n, is a multiple of the cluster).
   ir::Value rank = b.block_idx_x() % CX;
   ir::Value mask = ir::cast<uint16_t>(b.constant<uint32_t>((1u << CX) - 1));
-  b.if_(tid == 0u, [&] {
-    for (uint32_t s = 0; s < S; ++s) {
-      b.mbarrier_init(bars, bar0 + s, 1u);                       // the producer's expect_tx arrival
-      b.mbarrier_init(bars, bar0 + S + s, per_stage * 4u * CX);  // each consumer warp reading it, in each CTA of the cluster
-    }
-    if (CX > 1) b.fence_mbarrier_init();  // the peers' multicasts and arrivals may use them
-    b.fence_proxy_async();                 // the initialised barriers are visible to the TMA unit
-  });
+  b.if_(tid == 0u, [&] { ring.init(); });
   if (CX > 1) b.cluster_sync();
   else b.barrier();
 
   // Persistent: each block takes work items blockIdx.x, + gridDim.x, ...; the stage ring
   // runs on across items (`step` counts the k-steps of all of them), so the producer loads
   // the next item while the consumers store this one.
-  b.if_(warp < 4u, [&] {  // ---- producer warpgroup
+  const kernel::WarpSpecialized ws(b, consumers);
+  ws.run(warp, [&] {  // ---- producer warpgroup: one thread issues the TMA loads
     b.if_(tid == 0u, [&] {
       auto step = b.var<uint32_t>(0u);
       b.for_(b.block_idx_x(), work, b.grid_dim_x(), [&](ir::Value w) {
         const Item it = item(w);
         b.for_(0u, it.steps, [&](ir::Value t) {
-          ir::Value g = step;
-          ir::Value s = g % S;
-          b.mbarrier_wait(bars, bar0 + S + s, ((g / S) & 1u) ^ 1u);  // the consumers freed it (a fresh ring passes)
-          b.mbarrier_arrive_expect_tx(bars, bar0 + s, b.constant<uint32_t>(matmul_wgmma_stage_bytes(v)));
+          const kernel::MbarrierRing::Slot slot = ring.slot(step);
+          ring.acquire(slot);  // the consumers freed it (a fresh ring passes)
+          ring.expect(slot, stage_bytes(v));
           ir::Value kk = it.k_begin + t * BK;
-          ir::Value sa = s * (a_stage / es), sb = s * (b_stage / es) + b_off;
-          // One operand's tile (rows x BK at element `base` of the stage): K-major one box of
-          // rows, MN-major boxes of 128-byte rows side by side. The shared operand of a
-          // cluster (B, or A with cluster_n): this CTA's share, multicast to every CTA of it.
-          auto load = [&](ir::Value base, const ir::Value& map, bool k_major, uint32_t rows, ir::Value o0, bool shared) {
+          ir::Value sa = slot.stage * ta.stage_elements(), sb = slot.stage * tb.stage_elements() + tb.base;
+          // The shared operand of a cluster (B, or A with cluster_n): this CTA's share,
+          // multicast to every CTA of it.
+          auto load = [&](const kernel::TmaTile& tile, ir::Value base, const ir::Value& map, ir::Value o0, bool shared) {
             const uint32_t share = shared ? CX : 1;
             ir::Value mc = share > 1 ? mask : ir::Value();
             ir::Value part = share > 1 ? rank : b.constant<uint32_t>(0u);
-            if (k_major) {
-              ir::Value r0 = part * (rows / share);
-              b.tma_load(smem, base + r0 * (kSwizzleBytes / es), map, {kk, o0 + r0, it.batch}, bars, bar0 + s, mc);
-            } else {
-              for (uint32_t j = 0; j < rows / per_row / share; ++j) {
-                ir::Value box = part * (rows / per_row / share) + j;
-                b.tma_load(smem, base + box * (box_bytes / es), map, {o0 + box * per_row, kk, it.batch}, bars, bar0 + s, mc);
-              }
-            }
+            tile.load(b, smem, base, map, kk, o0, it.batch, bars, [&] { return ring.full(slot); }, share, part, mc);
           };
-          load(sa, map_a, a_k, v.bm, it.m0, v.cluster_n);
-          load(sb, map_b, b_k, v.bn, it.n0, !v.cluster_n);
-          step = g + 1u;
+          load(ta, sa, map_a, it.m0, v.cluster_n);
+          load(tb, sb, map_b, it.n0, !v.cluster_n);
+          step = slot.step + 1u;
         });
       });
     });
-  }).else_([&] {  // ---- consumer warpgroups
-    ir::Value wg = warp / 4u - 1u;  // this consumer's rows of the tile (shared tiles) or its turn (ping-pong)
-    ir::Value row_wg = v.pingpong ? b.constant<uint32_t>(0u) : wg * v.tm;
-    const ir::WgmmaSwizzle sw = ir::WgmmaSwizzle::B128;
+  }, [&](ir::Value wg) {  // ---- consumer warpgroups
+    // this consumer's rows of the tile (shared tiles) or its turn (ping-pong)
+    ir::Value row_wg = v.pingpong ? b.constant<uint32_t>(0u) : wg * v.consumer_m;
     // Descriptors of stage 0, k 0 (first 64 rows); each (stage, k, row block) adds its byte
     // offset / 16 to the start field.
-    ir::Value desc_a = a_k ? b.wgmma_descriptor(smem, row_wg * (kSwizzleBytes / es), sw, 16, 1024)
-                           : b.wgmma_descriptor(smem, row_wg / 64u * (box_bytes / es), sw, box_bytes, 1024);
-    ir::Value desc_b = b_k ? b.wgmma_descriptor(smem, b_off, sw, 16, 1024) : b.wgmma_descriptor(smem, b_off, sw, box_bytes, 1024);
-    const uint32_t a_k_step = a_k ? k_inst_bytes : k_inst / 8 * 1024;  // bytes per wgmma along k
-    const uint32_t b_k_step = b_k ? k_inst_bytes : k_inst / 8 * 1024;
-    const uint32_t a_half = a_k ? 64 * kSwizzleBytes : box_bytes;       // bytes between m64 row blocks of A
-    const ir::FragLayout& fc = ir::mma_shape(ir::MmaKind::F16).c;
-    std::vector<ir::RegArray> acc;
-    for (uint32_t h = 0; h < halves; ++h) acc.push_back(b.array<float>(v.bn / 2, 0.0f));
-    const uint32_t bar_id = 3;  // named barriers 3.. : one per consumer (1, 2: ping-pong)
-    auto consumer_barrier = [&] {  // this consumer's 128 threads (named barrier ids are immediates)
-      for (uint32_t q = 0; q < consumers; ++q) b.if_(wg == q, [&] { b.barrier(bar_id + q, 128); });
-    };
-    ir::Value bias0 = matmul_wgmma_bias_offset(v) / 4 + wg * v.bn;  // f32 index of this consumer's bias copy
-    auto release = [&](ir::Value s) {  // on this CTA's and every peer's empty[s]: their multicasts write here
-      b.if_(lane == 0u, [&] {
-        if (CX == 1) b.mbarrier_arrive(bars, bar0 + S + s);
-        else
-          for (uint32_t r = 0; r < CX; ++r) b.mbarrier_arrive_cluster(bars, bar0 + S + s, b.constant<uint32_t>(r));
-      });
-    };
+    ir::Value desc_a = ta.descriptor(b, smem, ta.row_start(row_wg));
+    ir::Value desc_b = tb.descriptor(b, smem, tb.base);
+    const uint32_t a_k_step = ta.k_step_bytes(k_inst), b_k_step = tb.k_step_bytes(k_inst);  // bytes per wgmma along k
+    const uint32_t a_half = ta.row_block_bytes();  // bytes between m64 row blocks of A
+    const kernel::AccTile acc(b, halves, 1, v.bn / 8);  // per m64 row block: a warp's 16 rows x BN
+    ir::Value bias0 = bias_offset(v) / 4 + wg * v.bn;  // f32 index of this consumer's bias copy
     ir::Value alpha = a.alpha;  // FP8: alpha * scale_a * scale_b, read once
     if (fp8) {
       auto s = b.var<float>(a.alpha);
@@ -276,15 +277,14 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
     }
     b.for_(first, work, stride, [&](ir::Value w) {
       const Item it = item(w);
-      for (auto& a_h : acc)
-        for (uint32_t r = 0; r < v.bn / 2; ++r) a_h[r] = 0.0f;
+      acc.zero();
       // The epilogue's bias for this tile's columns, into this consumer's copy in shared
       // memory (0 past n), read while the accumulators are free: the epilogue then reads it
       // from shared memory at immediate offsets, instead of holding global loads in flight
       // next to 128 accumulators. Its named barrier orders the copy after the last tile's
       // reads and before this tile's.
       if (c.bias) {
-        consumer_barrier();
+        ws.consumer_sync(wg);
         for (uint32_t e = 0; e < v.bn; e += 128) {
           ir::Value lc = tid % 128u + e, col = it.n0 + lc;  // BN 64: half of the threads
           ir::Var x = b.var<float>(0.0f);
@@ -294,37 +294,30 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
           });
           b.if_(lc < v.bn, [&] { sbias[bias0 + lc] = ir::Value(x); });
         }
-        consumer_barrier();
+        ws.consumer_sync(wg);
       }
-      // Ping-pong order (named barriers 1 and 2 of both consumers): a consumer starts its
-      // MMAs once its partner has issued those of the item before. Without it, a consumer
-      // could wait on a stage's full barrier two phases ahead, which parity cannot tell apart.
-      if (v.pingpong) {
-        b.if_(wg == 0u, [&] { b.if_(w != first, [&] { b.barrier(2, 256); }); }).else_([&] { b.barrier(1, 256); });
-      }
+      if (v.pingpong) ws.pingpong_wait(wg, w, first);
       b.for_(0u, it.steps, [&](ir::Value t) {
-        ir::Value g = step;
-        ir::Value s = g % S;
-        b.mbarrier_wait(bars, bar0 + s, (g / S) & 1u);
-        ir::Value da = desc_a + ir::cast<uint64_t>(s * (a_stage / 16)), db = desc_b + ir::cast<uint64_t>(s * (b_stage / 16));
+        const kernel::MbarrierRing::Slot slot = ring.slot(step);
+        ring.wait(slot);
+        ir::Value da = desc_a + ir::cast<uint64_t>(slot.stage * (ta.stage_bytes() / 16)),
+                  db = desc_b + ir::cast<uint64_t>(slot.stage * (tb.stage_bytes() / 16));
         b.wgmma_fence();
         for (uint32_t ki = 0; ki < BK / k_inst; ++ki)
           for (uint32_t h = 0; h < halves; ++h)
-            b.wgmma(acc[h], da + b.constant<uint64_t>((ki * a_k_step + h * a_half) / 16), db + b.constant<uint64_t>(ki * b_k_step / 16),
-                    in, !a_k, !b_k);
+            b.wgmma(acc.array(h), da + b.constant<uint64_t>((ki * a_k_step + h * a_half) / 16),
+                    db + b.constant<uint64_t>(ki * b_k_step / 16), in, !a_k, !b_k);
         b.wgmma_commit_group();
         b.wgmma_wait_group(1);  // the previous step's group is done: its stage is free
-        b.if_(t > 0u, [&] { release((g + (S - 1)) % S); });
-        step = g + 1u;
+        b.if_(t > 0u, [&] { ring.release((slot.step + (S - 1)) % S, lane); });
+        step = slot.step + 1u;
       });
       if (v.pingpong) {  // the partner's next item may start its MMAs (under this one's last groups and epilogue)
-        b.if_(w + stride / 2u < work, [&] {
-          b.if_(wg == 0u, [&] { b.barrier_arrive(1, 256); }).else_([&] { b.barrier_arrive(2, 256); });
-        });
+        b.if_(w + stride / 2u < work, [&] { ws.pingpong_pass(wg); });
       }
       b.wgmma_wait_group(0);
       ir::Value last = step;
-      b.if_(it.steps > 0u, [&] { release((last + (S - 1)) % S); });  // the producer may refill it during the epilogue
+      b.if_(it.steps > 0u, [&] { ring.release((last + (S - 1)) % S, lane); });  // the producer may refill it during the epilogue
       if (v.pingpong) {
         ir::Value next = w + stride / 2u;  // the partner's item, loaded into the ring before this consumer's next
         b.if_(next < work, [&] { step = step + item(next).steps; });
@@ -344,24 +337,23 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
           for (uint32_t c0 = 0; c0 < v.bn; c0 += cols, ++chunk) {
             ir::Value buf = buf0 + (chunk % 2) * (kCChunkBytes / oes);
             b.if_(leader, [&] { b.bulk_wait_group(1, true); });  // the store that read this buffer two chunks ago is done
-            consumer_barrier();
+            ws.consumer_sync(wg);
             for (uint32_t j = c0 / 8; j < (c0 + cols) / 8; ++j) {
               // The epilogue's bias at this thread's two columns of j (the same for both of its
               // rows), from the consumer's copy (0 past n; the TMA store clips those columns).
               ir::Value bias[2];
               if (c.bias) {
-                std::vector<ir::Value> v2 = ir::load_vec(sbias, bias0 + (ir::frag_col(fc, lane, 0) + j * 8), 2);
+                std::vector<ir::Value> v2 = ir::load_vec(sbias, bias0 + acc.col(lane, j, 0), 2);
                 bias[0] = v2[0];
                 bias[1] = v2[1];
               }
-              for (int r = 0; r < 4; r += 2) {
-                ir::Value row = (warp % 4u) * 16u + ir::frag_row(fc, lane, r);  // within the 64-row chunk
-                const uint32_t cb = (j * 8 - c0) * oes;                          // the pair's byte column, + frag col
-                ir::Value byte = ir::frag_col(fc, lane, r) * oes + cb;
-                ir::Value off = row * kSwizzleBytes + (((byte / 16u) ^ (row % 8u)) * 16u) + byte % 16u;
+              for (uint32_t r = 0; r < 4; r += 2) {
+                ir::Value row = (warp % 4u) * 16u + ir::frag_row(kernel::AccTile::layout(), lane, int(r));  // within the 64-row chunk
+                const uint32_t cb = (j * 8 - c0) * oes;                  // the pair's byte column, + frag col
+                ir::Value off = kernel::swizzle128(row, ir::frag_col(kernel::AccTile::layout(), lane, int(r)) * oes + cb);
                 std::vector<ir::Value> pair;
-                for (int q = 0; q < 2; ++q) {
-                  ir::Value x = alpha * acc[h][4 * j + r + q];
+                for (uint32_t q = 0; q < 2; ++q) {
+                  ir::Value x = alpha * acc.at(h, 0, j, r + q);
                   if (c.bias) x = x + bias[q];
                   if (a.act) x = a.act(x);
                   pair.push_back(c.out == ir::Scalar::F32 ? x : ir::cast(x, ir::Type::scalar(c.out)));
@@ -370,7 +362,7 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
               }
             }
             b.fence_proxy_async();  // the generic-proxy writes, before the TMA (async proxy) reads them
-            consumer_barrier();
+            ws.consumer_sync(wg);
             b.if_(leader, [&] {
               b.tma_store(map_c, {it.n0 + c0, it.m0 + row_wg + h * 64u, it.batch}, cbuf, buf);
               b.bulk_commit_group();
@@ -384,9 +376,10 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
         for (uint32_t h = 0; h < halves; ++h) {
           ir::Value row0 = it.m0 + row_wg + (h * 64u) + (warp % 4u) * 16u;
           for (uint32_t j = 0; j < v.bn / 8; ++j)
-            for (int r = 0; r < 4; r += 2) {
-              ir::Value row = row0 + ir::frag_row(fc, lane, r), col = it.n0 + (ir::frag_col(fc, lane, r) + j * 8);
-              b.if_(row < a.m, [&] { detail::store_c_vec(b, e, c, pairs != 0u, row, col, {acc[h][4 * j + r], acc[h][4 * j + r + 1]}); });
+            for (uint32_t r = 0; r < 4; r += 2) {
+              ir::Value row = row0 + ir::frag_row(kernel::AccTile::layout(), lane, int(r)),
+                        col = it.n0 + (ir::frag_col(kernel::AccTile::layout(), lane, int(r)) + j * 8);
+              b.if_(row < a.m, [&] { detail::store_c_vec(b, e, c, pairs != 0u, row, col, {acc.at(h, 0, j, r), acc.at(h, 0, j, r + 1)}); });
             }
         }
       });
@@ -397,5 +390,158 @@ ir::Kernel build_matmul_wgmma(const MatmulVariant& v, const MatmulConfig& c) {
   if (CX > 1) b.cluster_sync();  // no CTA leaves while a peer may still arrive on its barriers
   return b.build();
 }
+
+// Work items of the persistent kernels: tiles x batches x splits. Tile rows and columns;
+// along the cluster's direction a multiple of it (a CTA past the last tile still loads its
+// share of the tiles its peer reads).
+uint32_t tiles_m_of(const MatmulVariant& v, const MatmulProblem& p) {
+  const uint32_t c = v.cluster_n ? 1 : v.cluster;
+  return ((p.m + v.bm - 1) / v.bm + c - 1) / c * c;
+}
+uint32_t tiles_n_of(const MatmulVariant& v, const MatmulProblem& p) {
+  const uint32_t c = v.cluster_n ? v.cluster : 1;
+  return ((p.n + v.bn - 1) / v.bn + c - 1) / c * c;
+}
+uint32_t work_of(const MatmulVariant& v, const MatmulProblem& p) {
+  const uint64_t w = uint64_t(tiles_n_of(v, p)) * tiles_m_of(v, p) * p.batch * p.split_k;
+  return static_cast<uint32_t>(std::min<uint64_t>(w, 0xffffffffu));
+}
+
+uint32_t threads(const MatmulVariant& v) { return kernel::WarpSpecialized::threads(consumers_of(v)); }
+
+bool valid(const MatmulVariant& v, std::string* why) {
+  if (v.stages < 2 || v.stages > 8) return detail::refuse(v, why, "2 to 8 stages");
+  if (v.bm % 64 || v.bm > 256 || v.bn % 64 || v.bn > 256 || v.bk != 64 || (v.cluster != 1 && v.cluster != 2) ||
+      v.consumer_m % 64 || v.bm % v.consumer_m || v.consumer_m * v.bn > 128 * 256 || (v.pingpong && v.consumer_m != v.bm))
+    return detail::refuse(v, why,
+                          "BM and BN multiples of 64 up to 256; BK 64 (128 bytes of 16-bit k); clusters of 1 or 2; "
+                          "consumer_m x BN at most 128 x 256; ping-pong with consumer_m == BM");
+  if (shared_bytes(v) > jit::device_info_for("sm_90a").smem_per_block_optin)
+    return detail::refuse(v, why, "its stages and C buffers need " + std::to_string(shared_bytes(v)) + " bytes of shared memory");
+  return true;
+}
+
+bool can_implement(const MatmulVariant& v, const MatmulProblem& p, int sm, std::string* why) {
+  if (sm != 90)
+    return detail::refuse(v, why, "wgmma and TMA run on sm_90 devices (compiled for sm_90a), the device is sm_" + std::to_string(sm));
+  if (jit::interpret_mode()) return detail::refuse(v, why, "the interpreter does not model wgmma and TMA (an sm_90 GPU runs it)");
+  const bool tf32 = p.in == ir::Scalar::F32 && p.tf32, fp8 = p.in == ir::Scalar::E4M3 || p.in == ir::Scalar::E5M2;
+  if (p.in != ir::Scalar::F16 && p.in != ir::Scalar::BF16 && !tf32 && !fp8)
+    return detail::refuse(v, why, "wgmma takes f16 or bf16 inputs, e4m3 or e5m2 too (f32 with problem.tf32), not " +
+                                      std::string(ir::scalar_name(p.in)));
+  if ((tf32 || fp8) && (p.a != MatLayout::RowMajor || p.b != MatLayout::ColMajor))
+    return detail::refuse(v, why, std::string(fp8 ? "e4m3 / e5m2" : "tf32") +
+                                      " wgmma reads K-major operands only: A row-major and B column-major (the transposing forms "
+                                      "take 16-bit elements)");
+  if (fp8 && p.out != ir::Scalar::F32 && p.out != ir::Scalar::F16 && p.out != ir::Scalar::BF16)
+    return detail::refuse(v, why, "the output of e4m3 / e5m2 inputs is f32, f16 or bf16, not " + std::string(ir::scalar_name(p.out)));
+  if (!fp8 && p.out != ir::Scalar::F32 && p.out != p.in)
+    return detail::refuse(v, why, "the output is f32 or the input type, not " + std::string(ir::scalar_name(p.out)));
+  return detail::vector_rows_ok(v, p, why);
+}
+
+// Persistent: at most one block per SM, each takes work items in turn.
+jit::LaunchConfig launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream) {
+  return {.grid = {std::min<uint32_t>(work_of(v, p), jit::device_info().sm_count / v.cluster * v.cluster), 1, 1},
+          .block = {v.threads()},
+          .shared_bytes = shared_bytes(v),
+          .stream = stream,
+          .cluster = {v.cluster, 1, 1}};
+}
+
+// The tensor map of operand A (is_a) or B: 3-D (contiguous, other, batch), 128-byte
+// swizzle, out-of-bounds elements read as zeros.
+jit::TensorMap operand_map(const MatmulVariant& v, const MatmulProblem& p, bool is_a, uint64_t addr) {
+  const bool row = (is_a ? p.a : p.b) == MatLayout::RowMajor;
+  const bool k_major = is_a ? row : !row;
+  const uint64_t es = static_cast<uint64_t>(ir::scalar_bytes(p.in));
+  const uint64_t outer = is_a ? p.m : p.n;  // the operand's m or n extent
+  const uint64_t ld = is_a ? p.lda : p.ldb, stride = is_a ? p.stride_a : p.stride_b;
+  const TmaBox box = box_of(v, p.in, is_a, k_major);
+  jit::TensorMapTiled t;
+  t.dtype = p.in;
+  t.global_address = addr;
+  t.global_dims = {k_major ? p.k : outer, k_major ? outer : p.k, p.batch};
+  t.global_strides = {ld * es, stride * es};
+  t.box_dims = {box.inner, box.outer, 1};
+  t.swizzle = jit::TensorMapSwizzle::B128;
+  t.l2_promotion = jit::TensorMapL2Promotion::B256;
+  return jit::encode_tensor_map_tiled(t);
+}
+
+// A persistent grid of clusters holds only as many as can be resident at once: asked of the
+// driver once per row.
+uint32_t resident_clusters(const MatmulVariant& v, const jit::CompiledKernel& k, const jit::LaunchConfig& lc) {
+  static std::atomic<int> resident[64];
+  const size_t row = static_cast<size_t>(&v - matmul_variants().data());
+  if (row >= std::size(resident)) return static_cast<uint32_t>(std::max(1, k.max_active_clusters(lc)));
+  int n = resident[row].load(std::memory_order_relaxed);
+  if (n == 0) resident[row].store(n = std::max(1, k.max_active_clusters(lc)), std::memory_order_relaxed);
+  return static_cast<uint32_t>(n);
+}
+
+void launch(const MatmulVariant& v, const MatmulConfig& cfg, const detail::MatmulOperands& o, const MatmulProblem& p,
+            const jit::Stream* stream) {
+  WgmmaSignature sig(cfg);
+  sig.a_map.host = operand_map(v, p, true, o.a);
+  sig.b_map.host = operand_map(v, p, false, o.b);
+  // C through shared memory and TMA stores where the map can describe it (16-byte aligned
+  // rows and batches) and nothing needs reading or adding: beta == 0 and no split-K. The
+  // rows' length in bytes must be a multiple of 16 too: a TMA store writes the last
+  // 16-byte chunk of a row whole, so columns n.. up to the next 16 bytes would be written
+  // (measured on an H100 with n = 257, bf16: the row padding came back zeroed).
+  const uint64_t oes = static_cast<uint64_t>(ir::scalar_bytes(p.out));
+  const uint32_t tma_store = p.beta == 0.0f && p.split_k == 1 && o.c % 16 == 0 && p.ldc * oes % 16 == 0 &&
+                             p.n * oes % 16 == 0 && (p.batch == 1 || p.stride_c * oes % 16 == 0);
+  if (tma_store) {
+    jit::TensorMapTiled t;
+    t.dtype = p.out;
+    t.global_address = o.c;
+    t.global_dims = {p.n, p.m, p.batch};
+    t.global_strides = {p.ldc * oes, p.stride_c * oes};
+    t.box_dims = {static_cast<uint32_t>(128 / oes), 64, 1};
+    t.swizzle = jit::TensorMapSwizzle::B128;
+    sig.c_map.host = jit::encode_tensor_map_tiled(t);
+  }
+  sig.c.host = o.c;
+  sig.m.host = p.m;
+  sig.n.host = p.n;
+  sig.k.host = p.k;
+  sig.ldc.host = p.ldc;
+  sig.alpha.host = p.alpha;
+  sig.beta.host = p.beta;
+  sig.stride_c.host = p.stride_c;
+  sig.splits.host = p.split_k;
+  sig.k_chunk.host = matmul_k_chunk(p);
+  sig.tiles_n.host = tiles_n_of(v, p);
+  sig.tiles_m.host = tiles_m_of(v, p);
+  sig.work.host = work_of(v, p);
+  sig.pairs.host = p.ldc % 2 == 0 && (p.batch == 1 || p.stride_c % 2 == 0) && o.c % (2 * oes) == 0 && p.split_k == 1;
+  sig.tma_store.host = tma_store;
+  sig.scale_a.host = o.scales.a;
+  sig.scale_b.host = o.scales.b;
+  sig.scales.host = uint32_t(o.scales.a != 0) | uint32_t(o.scales.b != 0) << 1;
+  std::vector<jit::detail::Arg> args = kernel::pack(sig);
+  if (cfg.bias) args.push_back(jit::detail::Arg{jit::detail::Arg::Pointer, p.out, 0, p.epilogue.bias, 0});  // the epilogue's, last
+  const jit::CompiledKernel& k = matmul_family().get(cfg);
+  jit::LaunchConfig lc = launch_config(v, p, stream);
+  if (v.cluster > 1) lc.grid.x = std::min<uint64_t>(lc.grid.x, uint64_t(resident_clusters(v, k, lc)) * v.cluster);
+  k.launch_packed(lc, args.data(), args.size());
+}
+
+void declare(uint32_t index, const MatmulVariant& v, std::vector<MatmulConfig>& out) {
+  detail::declare_mma(index, v, out);
+  // FP8: K-major operands, bf16 out (torch._scaled_mm's usual)
+  for (ir::Scalar f8 : {ir::Scalar::E4M3, ir::Scalar::E5M2})
+    out.push_back({index, f8, ir::Scalar::BF16, MatLayout::RowMajor, MatLayout::ColMajor});
+}
+
+}  // namespace
+
+namespace detail {
+extern const MatmulEngineDef kMatmulEngineWgmma = {.name = "Wgmma", .build_sm = 0, .threads = threads, .valid = valid,
+                                                .can_implement = can_implement, .build = build,
+                                                .launch_config = launch_config, .launch = launch, .declare = declare};
+}  // namespace detail
 
 }  // namespace kaio::ops

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <string>
 
-#include "kaio/jit/driver.h"
+#include "kaio/jit/device.h"
 
 namespace kaio::ops {
 
@@ -162,17 +162,7 @@ void set_sm_count(uint32_t n) { sm_override.store(n, std::memory_order_relaxed);
 
 uint32_t sm_count() {
   if (uint32_t o = sm_override.load(std::memory_order_relaxed)) return o;
-  static const uint32_t n = [] {
-    if (jit::interpret_mode() || !jit::driver::available()) return 132u;
-    const auto& a = jit::driver::api();
-    CUdevice dev;
-    int count = 0;
-    if (a.device_get(&dev, 0) != CUDA_SUCCESS ||
-        a.device_get_attribute(&count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) != CUDA_SUCCESS || count <= 0)
-      return 132u;
-    return static_cast<uint32_t>(count);
-  }();
-  return n;
+  return jit::device_info().sm_count;
 }
 
 }  // namespace detail

@@ -15,6 +15,7 @@ cmake --install "$BUILD" --prefix "$PREFIX"
 cmake -S examples -B "$BUILD/installed-examples" -G Ninja -DCMAKE_PREFIX_PATH="$PREFIX"
 cmake --build "$BUILD/installed-examples"
 "$BUILD/installed-examples/quickstart"
+./scripts/check-installed-headers.sh "$PREFIX"
 rm -rf "$PREFIX" "$KAIO_CACHE_DIR"
 
 # Sanitizers (separate build folders, -O1 -g0): ASan + UBSan on the host tests and the

@@ -13,6 +13,7 @@
 #include "kaio/codegen/ptx.h"
 #include "kaio/ir/half.h"
 #include "kaio/jit/backend.h"
+#include "kaio/jit/device.h"
 
 namespace kaio::tuner {
 
@@ -24,7 +25,7 @@ using ops::MatmulVariant;
 
 uint32_t elem_bytes(ir::Scalar s) { return static_cast<uint32_t>(ir::scalar_bytes(s)); }
 
-int device_sm() { return codegen::parse_arch(jit::detail::backend().default_arch()).sm; }
+int device_sm() { return jit::device_info().sm; }
 
 // The bits can_implement looks at besides types, layouts and sizes.
 uint32_t align_bits(const MatmulProblem& q) {
@@ -172,11 +173,7 @@ std::string matmul_key(const MatmulProblem& p) {
 uint64_t matmul_table_hash() {
   static const uint64_t h = [] {
     std::string s;
-    for (const MatmulVariant& v : ops::matmul_variants())
-      s += std::string(v.name) + ":" + std::to_string(int(v.engine)) + ":" + std::to_string(v.bm) + "," +
-           std::to_string(v.bn) + "," + std::to_string(v.bk) + "," + std::to_string(v.tm) + "," + std::to_string(v.tn) +
-           "," + std::to_string(v.stages) + ",r" + std::to_string(v.max_registers) + ",c" + std::to_string(v.cluster) +
-           (v.pingpong ? ",pp" : "") + (v.cluster_n ? ",n" : "") + ";";  // a cap, a cluster or a schedule changes the kernel
+    for (const MatmulVariant& v : ops::matmul_variants()) s += v.str() + ";";  // a cap, a cluster or a schedule changes the kernel
     return XXH3_64bits(s.data(), s.size());
   }();
   return h;

@@ -108,7 +108,7 @@ void run(const ops::MatmulVariant& v, const MatmulProblem& q, bool launch) {
     }
     // the engine's builder (matmul_kernel gives the same kernel for a row of the table; this
     // also takes rows that are not in it)
-    ir::interp::interpret_packed(ops::build_matmul_gemv(v, cfg), {.grid = lc.grid, .block = lc.block}, args.data(),
+    ir::interp::interpret_packed(ops::matmul_kernel(cfg), {.grid = lc.grid, .block = lc.block}, args.data(),
                                  args.size());
   } else {
     DeviceBuffer<In> da(a), db(b);
@@ -175,7 +175,7 @@ TEST_CASE("matmul gemv: the last block's columns past n and a k that fills no st
   // columns past n), k below one step, rows of A past m in the block (m < BM)
   for (const ops::MatmulVariant* v : gemv_variants())
     for (MatLayout lb : {MatLayout::RowMajor, MatLayout::ColMajor}) {
-      MatmulProblem p{.m = std::max(1u, v->bm - 1), .n = v->tn * 8 + 3, .k = 9, .in = ir::Scalar::BF16, .b = lb, .beta = 0.5f};
+      MatmulProblem p{.m = std::max(1u, v->bm - 1), .n = v->lanes * 8 + 3, .k = 9, .in = ir::Scalar::BF16, .b = lb, .beta = 0.5f};
       p.ldb = round_up(lb == MatLayout::RowMajor ? p.n : p.k, 8);
       run<bfloat16, float>(*v, p, false);
       p.in = ir::Scalar::F32;
