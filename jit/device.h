@@ -5,10 +5,10 @@
 //   if (need > d.smem_per_block_optin) ...;          // instead of 232448
 //   grid = std::min(work, d.sm_count);                // instead of 132
 //
-// With a GPU (and not interpreting), the facts come from the driver (device 0). Without
-// one, or under KAIO_INTERPRET, they are the nominal facts of the backend's target arch
-// (device_info_for), with `present` false: launch configurations and can_implement checks
-// computed on a build box then match a typical part of that arch.
+// With a GPU (and not interpreting), the facts come from the driver (device 0). Under
+// KAIO_INTERPRET they are the nominal facts of the interpreter's target arch, and without a
+// driver those of sm_90 (device_info_for), with `present` false: launch configurations and
+// can_implement checks computed on a build box then match a typical part of that arch.
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -69,7 +70,7 @@ jit::LaunchConfig tiled_launch_config(const MatmulVariant& v, const MatmulProble
 // The arguments of the common signature (MatmulSignature) for a resolved problem, then the
 // engine's own `extra`, then the epilogue's bias when the config has one.
 void launch_common(const MatmulConfig& c, const MatmulOperands& o, const MatmulProblem& p, const jit::LaunchConfig& lc,
-                   std::vector<jit::detail::Arg> extra = {});
+                   std::span<const jit::detail::Arg> extra = {});
 // Declared configs of a tensor-core row: f16 and bf16 in, f32 out; f32 in (tf32) where the
 // row serves it.
 void declare_mma(uint32_t index, const MatmulVariant& v, std::vector<MatmulConfig>& out);

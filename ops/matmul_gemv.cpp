@@ -305,10 +305,10 @@ void launch(const MatmulVariant& v, const MatmulConfig& c, const detail::MatmulO
             const jit::Stream* stream) {
   // f16 / bf16: A and B again as pairs, for the 16-byte loads
   const ir::Scalar pair = p.in == ir::Scalar::BF16 ? ir::Scalar::BF16x2 : ir::Scalar::F16x2;
-  std::vector<jit::detail::Arg> extra;
-  if (p.in != ir::Scalar::F32)
-    extra = {jit::detail::Arg{jit::detail::Arg::Pointer, pair, 0, o.a, 0}, jit::detail::Arg{jit::detail::Arg::Pointer, pair, 0, o.b, 0}};
-  detail::launch_common(c, o, p, launch_config(v, p, stream), std::move(extra));
+  const jit::detail::Arg pairs[] = {jit::detail::Arg{jit::detail::Arg::Pointer, pair, 0, o.a, 0},
+                                    jit::detail::Arg{jit::detail::Arg::Pointer, pair, 0, o.b, 0}};
+  detail::launch_common(c, o, p, launch_config(v, p, stream),
+                        std::span<const jit::detail::Arg>(pairs, p.in == ir::Scalar::F32 ? 0 : 2));
 }
 
 uint32_t threads(const MatmulVariant& v) { return 32 * v.warps; }

@@ -140,7 +140,7 @@ jit::LaunchConfig tiled_launch_config(const MatmulVariant& v, const MatmulProble
 }
 
 void launch_common(const MatmulConfig& c, const MatmulOperands& o, const MatmulProblem& p, const jit::LaunchConfig& lc,
-                   std::vector<jit::detail::Arg> extra) {
+                   std::span<const jit::detail::Arg> extra) {
   MatmulSignature sig(c);
   sig.a.host = o.a;
   sig.b.host = o.b;
@@ -158,9 +158,9 @@ void launch_common(const MatmulConfig& c, const MatmulOperands& o, const MatmulP
   sig.stride_c.host = p.stride_c;
   sig.splits.host = p.split_k;
   sig.k_chunk.host = matmul_k_chunk(p);
-  std::vector<jit::detail::Arg> args = kernel::pack(sig);
-  args.insert(args.end(), extra.begin(), extra.end());
-  if (c.bias) args.push_back(jit::detail::Arg{jit::detail::Arg::Pointer, p.out, 0, p.epilogue.bias, 0});  // the epilogue's, last
+  kernel::PackedArgs args = kernel::pack(sig);
+  for (const jit::detail::Arg& x : extra) args.push(x);
+  if (c.bias) args.push(jit::detail::Arg{jit::detail::Arg::Pointer, p.out, 0, p.epilogue.bias, 0});  // the epilogue's, last
   matmul_family().get(c).launch_packed(lc, args.data(), args.size());
 }
 

@@ -521,8 +521,8 @@ void launch(const MatmulVariant& v, const MatmulConfig& cfg, const detail::Matmu
   sig.scale_a.host = o.scales.a;
   sig.scale_b.host = o.scales.b;
   sig.scales.host = uint32_t(o.scales.a != 0) | uint32_t(o.scales.b != 0) << 1;
-  std::vector<jit::detail::Arg> args = kernel::pack(sig);
-  if (cfg.bias) args.push_back(jit::detail::Arg{jit::detail::Arg::Pointer, p.out, 0, p.epilogue.bias, 0});  // the epilogue's, last
+  kernel::PackedArgs args = kernel::pack(sig);
+  if (cfg.bias) args.push(jit::detail::Arg{jit::detail::Arg::Pointer, p.out, 0, p.epilogue.bias, 0});  // the epilogue's, last
   const jit::CompiledKernel& k = matmul_family().get(cfg);
   jit::LaunchConfig lc = launch_config(v, p, stream);
   if (v.cluster > 1) lc.grid.x = std::min<uint64_t>(lc.grid.x, uint64_t(resident_clusters(v, k, lc)) * v.cluster);

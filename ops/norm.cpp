@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "kaio/ir/builder.h"
+#include "kaio/ops/kernel/signature.h"
+#include "kaio/ops/rows.h"
 
 namespace kaio::ops {
 
@@ -20,26 +22,48 @@ const char* op_name(Norm k) {
   return k == Norm::Rms ? "rms_norm" : k == Norm::Layer ? "layer_norm" : "add_rms_norm";
 }
 
+// The kernels' parameters, declared by build and packed by run: add_rms_norm has the
+// residual and the stored sum, layer_norm the bias.
+struct NormSignature {
+  kernel::Ptr x{"x"};
+  kernel::Opt<kernel::Ptr> residual{{"residual"}};
+  kernel::Ptr w{"w"};
+  kernel::Opt<kernel::Ptr> b{{"b"}};
+  kernel::Opt<kernel::Ptr> sum{{"sum"}};
+  kernel::Ptr y{"y"};
+  kernel::Ptr workspace{"workspace", ir::Scalar::F32};
+  kernel::Param<uint32_t> rows{"rows"}, cols{"cols"};
+  kernel::Param<uint64_t> x_stride{"x_stride"};
+  kernel::Opt<kernel::Param<uint64_t>> residual_stride{{"residual_stride"}}, sum_stride{{"sum_stride"}};
+  kernel::Param<uint64_t> y_stride{"y_stride"};
+  kernel::Param<float> eps{"eps"};
+  kernel::Param<uint32_t> span{"span"}, split{"split"};
+  // `access`: the element type of the row pointers (packed pairs for 16-bit vectors).
+  NormSignature(Norm kind, ir::Scalar access) {
+    residual.on = sum.on = residual_stride.on = sum_stride.on = kind == Norm::AddRms;
+    b.on = kind == Norm::Layer;
+    for (kernel::Ptr* p : {&x, static_cast<kernel::Ptr*>(&residual), &w, static_cast<kernel::Ptr*>(&b)}) {
+      p->elem = access;
+      p->is_const = true;
+    }
+    sum.elem = y.elem = access;
+  }
+  auto fields() {
+    return std::tie(x, residual, w, b, sum, y, workspace, rows, cols, x_stride, residual_stride, sum_stride, y_stride, eps,
+                    span, split);
+  }
+};
+
 ir::Kernel build(const RowKernelConfig& c, Norm kind) {
   detail::check_dtype(op_name(kind), "x", c.dtype);
   const bool layer = kind == Norm::Layer, add = kind == Norm::AddRms;
   ir::KernelBuilder b(op_name(kind) + c.suffix());
-  Value x = b.param("x", row_pointer(c, true));
-  Value r = add ? b.param("residual", row_pointer(c, true)) : Value();
-  Value w = b.param("w", row_pointer(c, true));
-  Value bias = layer ? b.param("b", row_pointer(c, true)) : Value();
-  Value sum = add ? b.param("sum", row_pointer(c, false)) : Value();
-  Value y = b.param("y", row_pointer(c, false));
-  Value ws = b.param<float*>("workspace");
-  Value rows = b.param<uint32_t>("rows");
-  Value cols = b.param<uint32_t>("cols");
-  Value xs = b.param<uint64_t>("x_stride");
-  Value rs = add ? b.param<uint64_t>("residual_stride") : Value();
-  Value ss = add ? b.param<uint64_t>("sum_stride") : Value();
-  Value ys = b.param<uint64_t>("y_stride");
-  Value eps = b.param<float>("eps");
-  Value span = b.param<uint32_t>("span");
-  Value split = b.param<uint32_t>("split");
+  NormSignature sig(kind, detail::access_type(c.dtype, c.vec));
+  kernel::declare(b, sig);
+  Value x = sig.x.ir, r = sig.residual.ir, w = sig.w.ir, bias = sig.b.ir, sum = sig.sum.ir, y = sig.y.ir, ws = sig.workspace.ir;
+  Value rows = sig.rows.ir, cols = sig.cols.ir;
+  Value xs = sig.x_stride.ir, rs = sig.residual_stride.ir, ss = sig.sum_stride.ir, ys = sig.y_stride.ir;
+  Value eps = sig.eps.ir, span = sig.span.ir, split = sig.split.ir;
   RowKernel rk(b, c);
   Value zero64 = b.constant<uint64_t>(0);
   Value inv_n = 1.0f / ir::cast<float>(cols);
@@ -163,14 +187,22 @@ jit::Family<RowKernelConfig>& family(Norm k) {
   return k == Norm::Rms ? rms : k == Norm::Layer ? layer : add;
 }
 
-// Checks, plans and launches one norm. `tensors` are the row tensors in parameter order
-// (x first, y last), `vectors` the weight (and bias).
-void run(Norm kind, const std::vector<const RowTensor*>& tensors, const std::vector<const RowTensor*>& vectors, float eps,
-         const jit::Stream* stream) {
-  const RowTensor& x = *tensors.front();
+// The tensors of one norm call (residual and sum: add_rms_norm; b: layer_norm).
+struct NormTensors {
+  const RowTensor& x;
+  const RowTensor* residual;
+  const RowTensor& w;
+  const RowTensor* b;
+  const RowTensor* sum;
+  const RowTensor& y;
+};
+
+// Plans and launches one norm (the tensors are checked).
+void run(Norm kind, const NormTensors& t, float eps, const jit::Stream* stream) {
+  const RowTensor& x = t.x;
   uint32_t vec = 16 / static_cast<uint32_t>(ir::scalar_bytes(x.dtype));
-  for (const RowTensor* t : tensors) vec = std::min(vec, vector_width(x.dtype, x.cols, {t}));
-  for (const RowTensor* t : vectors) vec = std::min(vec, vector_width(x.dtype, x.cols, {t}));
+  for (const RowTensor* u : {&t.x, t.residual, &t.w, t.b, t.sum, &t.y})
+    if (u) vec = std::min(vec, vector_width(x.dtype, x.cols, {u}));
   const RowPlan plan = detail::choose_plan(x.rows, x.cols, vec);
   detail::SplitSpan sp{x.cols, 1};
   detail::Workspace wsp;  // held (locked) until both kernels of a split row are enqueued
@@ -178,31 +210,33 @@ void run(Norm kind, const std::vector<const RowTensor*>& tensors, const std::vec
     sp = detail::split_span(x.cols, plan.split, vec);
     wsp = detail::workspace(stream, size_t(x.rows) * sp.split * 2 * sizeof(float));
   }
-  const uint64_t ws = wsp.address;
-  // Parameter order: row tensors but the last, vectors, [sum,] y, workspace, sizes, strides.
-  jit::detail::Arg arg[16];  // no allocation on the call path
-  size_t n = 0;
-  auto push = [&](const jit::detail::Arg& a) { arg[n++] = a; };
-  const size_t n_in = kind == Norm::AddRms ? 2 : 1;
-  for (size_t i = 0; i < n_in; ++i) push(detail::row_pointer_arg(tensors[i]->address, x.dtype, vec));
-  for (const RowTensor* v : vectors) push(detail::row_pointer_arg(v->address, x.dtype, vec));
-  for (size_t i = n_in; i < tensors.size(); ++i) push(detail::row_pointer_arg(tensors[i]->address, x.dtype, vec));
-  push(detail::row_pointer_arg(ws, ir::Scalar::F32, 1));
-  push(jit::detail::make_arg(x.rows));
-  push(jit::detail::make_arg(x.cols));
-  for (const RowTensor* t : tensors) push(jit::detail::make_arg(t->row_stride()));
-  push(jit::detail::make_arg(eps));
-  push(jit::detail::make_arg(sp.span));
-  push(jit::detail::make_arg(sp.split));
+  NormSignature sig(kind, detail::access_type(x.dtype, vec));
+  sig.x.host = x.address;
+  sig.residual.host = t.residual ? t.residual->address : 0;
+  sig.w.host = t.w.address;
+  sig.b.host = t.b ? t.b->address : 0;
+  sig.sum.host = t.sum ? t.sum->address : 0;
+  sig.y.host = t.y.address;
+  sig.workspace.host = wsp.address;
+  sig.rows.host = x.rows;
+  sig.cols.host = x.cols;
+  sig.x_stride.host = x.row_stride();
+  sig.residual_stride.host = t.residual ? t.residual->row_stride() : 0;
+  sig.sum_stride.host = t.sum ? t.sum->row_stride() : 0;
+  sig.y_stride.host = t.y.row_stride();
+  sig.eps.host = eps;
+  sig.span.host = sp.span;
+  sig.split.host = sp.split;
+  const kernel::PackedArgs args = kernel::pack(sig);  // no allocation on the call path
   const jit::Family<RowKernelConfig>& fam = family(kind);
   if (plan.split == 1) {
     RowKernelConfig c = row_kernel_config(x.dtype, plan);
-    fam.get(c).launch_packed(row_launch(c, x.rows, x.cols, 1, stream), arg, n);
+    fam.get(c).launch_packed(row_launch(c, x.rows, x.cols, 1, stream), args.data(), args.size());
     return;
   }
   for (uint32_t phase : {1u, 2u}) {
     RowKernelConfig c = row_kernel_config(x.dtype, plan, phase);
-    fam.get(c).launch_packed(row_launch(c, x.rows, x.cols, sp.split, stream), arg, n);
+    fam.get(c).launch_packed(row_launch(c, x.rows, x.cols, sp.split, stream), args.data(), args.size());
   }
 }
 
@@ -223,7 +257,7 @@ void rms_norm(const RowTensor& x, const RowTensor& w, const RowTensor& y, float 
   detail::check_vector(op, "w", w, x.cols, x.dtype);
   detail::check_same(op, "y", y, "x", x);
   check_eps(op, eps);
-  run(Norm::Rms, {&x, &y}, {&w}, eps, stream);
+  run(Norm::Rms, {.x = x, .residual = nullptr, .w = w, .b = nullptr, .sum = nullptr, .y = y}, eps, stream);
 }
 
 void layer_norm(const RowTensor& x, const RowTensor& w, const RowTensor& b, const RowTensor& y, float eps,
@@ -234,7 +268,7 @@ void layer_norm(const RowTensor& x, const RowTensor& w, const RowTensor& b, cons
   detail::check_vector(op, "b", b, x.cols, x.dtype);
   detail::check_same(op, "y", y, "x", x);
   check_eps(op, eps);
-  run(Norm::Layer, {&x, &y}, {&w, &b}, eps, stream);
+  run(Norm::Layer, {.x = x, .residual = nullptr, .w = w, .b = &b, .sum = nullptr, .y = y}, eps, stream);
 }
 
 void add_rms_norm(const RowTensor& x, const RowTensor& residual, const RowTensor& w, const RowTensor& sum,
@@ -246,7 +280,7 @@ void add_rms_norm(const RowTensor& x, const RowTensor& residual, const RowTensor
   detail::check_same(op, "sum", sum, "x", x);
   detail::check_same(op, "y", y, "x", x);
   check_eps(op, eps);
-  run(Norm::AddRms, {&x, &residual, &sum, &y}, {&w}, eps, stream);
+  run(Norm::AddRms, {.x = x, .residual = &residual, .w = w, .b = nullptr, .sum = &sum, .y = y}, eps, stream);
 }
 
 }  // namespace kaio::ops

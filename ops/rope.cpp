@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kaio/ir/builder.h"
+#include "kaio/ops/kernel/signature.h"
 
 namespace kaio::ops {
 
@@ -70,6 +71,28 @@ class Access {
   ir::Type f32_;
 };
 
+// The kernels' parameters, declared by build and packed by run.
+struct RopeSignature {
+  kernel::Ptr x{"x"}, y{"y"}, cos{"cos"}, sin{"sin"};
+  kernel::Param<uint32_t> units_total{"units_total"};  // tokens * heads * units
+  kernel::Param<uint32_t> units{"units"};              // per head: rotation units, then copy units
+  kernel::Param<uint32_t> rot_units{"rot_units"}, heads{"heads"}, head_dim{"head_dim"}, rotary_dim{"rotary_dim"};
+  kernel::Param<uint64_t> x_stride{"x_stride"}, y_stride{"y_stride"}, table_stride{"table_stride"};
+  kernel::Param<uint32_t> position_offset{"position_offset"};
+  kernel::Param<float> freq_exp{"freq_exp"};
+  kernel::Param<uint32_t> table_vec{"table_vec"};
+  // `access`: the row pointers' element (pairs for 16-bit vectors); `table`: the tables'.
+  RopeSignature(Scalar access, Scalar table) {
+    x.elem = y.elem = access;
+    cos.elem = sin.elem = table;
+    x.is_const = cos.is_const = sin.is_const = true;
+  }
+  auto fields() {
+    return std::tie(x, y, cos, sin, units_total, units, rot_units, heads, head_dim, rotary_dim, x_stride, y_stride, table_stride,
+                    position_offset, freq_exp, table_vec);
+  }
+};
+
 ir::Kernel build(const RopeConfig& c) {
   detail::check_dtype("rope", "x", c.dtype);
   if (c.table != Scalar::Pred) detail::check_dtype("rope", "cos", c.table);
@@ -78,22 +101,12 @@ ir::Kernel build(const RopeConfig& c) {
                                                  std::string("_table_") + ir::scalar_name(c.table)));
   const Scalar acc = detail::access_type(c.dtype, c.vec);
   const Scalar tab = c.table == Scalar::Pred ? Scalar::F32 : c.table;
-  Value x = b.param("x", ir::Type::pointer(acc, true));
-  Value y = b.param("y", ir::Type::pointer(acc, false));
-  Value cos_t = b.param("cos", ir::Type::pointer(tab, true));
-  Value sin_t = b.param("sin", ir::Type::pointer(tab, true));
-  Value units_total = b.param<uint32_t>("units_total");  // tokens * heads * units
-  Value units = b.param<uint32_t>("units");              // per head: rotation units, then copy units
-  Value rot_units = b.param<uint32_t>("rot_units");
-  Value heads = b.param<uint32_t>("heads");
-  Value head_dim = b.param<uint32_t>("head_dim");
-  Value rot = b.param<uint32_t>("rotary_dim");
-  Value xs = b.param<uint64_t>("x_stride");
-  Value ys = b.param<uint64_t>("y_stride");
-  Value ts = b.param<uint64_t>("table_stride");
-  Value offset = b.param<uint32_t>("position_offset");
-  Value freq_exp = b.param<float>("freq_exp");
-  Value table_vec = b.param<uint32_t>("table_vec");
+  RopeSignature sig(acc, tab);
+  kernel::declare(b, sig);
+  Value x = sig.x.ir, y = sig.y.ir, cos_t = sig.cos.ir, sin_t = sig.sin.ir;
+  Value units_total = sig.units_total.ir, units = sig.units.ir, rot_units = sig.rot_units.ir, heads = sig.heads.ir;
+  Value head_dim = sig.head_dim.ir, rot = sig.rotary_dim.ir, xs = sig.x_stride.ir, ys = sig.y_stride.ir;
+  Value ts = sig.table_stride.ir, offset = sig.position_offset.ir, freq_exp = sig.freq_exp.ir, table_vec = sig.table_vec.ir;
   b.launch_bounds(256);
   const uint32_t pv = pairs_per_unit(c);
   Access io(c);
@@ -254,25 +267,26 @@ void run(const RowTensor& x, const RowTensor& y, const RowTensor* cos, const Row
   // f32 tables read 16 bytes at a time when aligned (the kernel's units start on multiples
   // of 2 or 4 entries).
   const uint32_t table_vec = cos && cos->address % 16 == 0 && sin->address % 16 == 0 && cos->row_stride() % 4 == 0;
-  const jit::detail::Arg args[] = {
-      detail::row_pointer_arg(x.address, x.dtype, vec),
-      detail::row_pointer_arg(y.address, y.dtype, vec),
-      detail::row_pointer_arg(cos ? cos->address : 0, cos ? cos->dtype : ir::Scalar::F32, 1),
-      detail::row_pointer_arg(sin ? sin->address : 0, sin ? sin->dtype : ir::Scalar::F32, 1),
-      jit::detail::make_arg(static_cast<uint32_t>(total)),
-      jit::detail::make_arg(units),
-      jit::detail::make_arg(rot_units),
-      jit::detail::make_arg(r.heads),
-      jit::detail::make_arg(r.head_dim),
-      jit::detail::make_arg(rot),
-      jit::detail::make_arg(x.row_stride()),
-      jit::detail::make_arg(y.row_stride()),
-      jit::detail::make_arg(cos ? cos->row_stride() : uint64_t(0)),
-      jit::detail::make_arg(r.position_offset),
-      jit::detail::make_arg(freq_exp),
-      jit::detail::make_arg(table_vec)};
+  RopeSignature sig(detail::access_type(x.dtype, vec), cos ? cos->dtype : ir::Scalar::F32);
+  sig.x.host = x.address;
+  sig.y.host = y.address;
+  sig.cos.host = cos ? cos->address : 0;
+  sig.sin.host = sin ? sin->address : 0;
+  sig.units_total.host = static_cast<uint32_t>(total);
+  sig.units.host = units;
+  sig.rot_units.host = rot_units;
+  sig.heads.host = r.heads;
+  sig.head_dim.host = r.head_dim;
+  sig.rotary_dim.host = rot;
+  sig.x_stride.host = x.row_stride();
+  sig.y_stride.host = y.row_stride();
+  sig.table_stride.host = cos ? cos->row_stride() : uint64_t(0);
+  sig.position_offset.host = r.position_offset;
+  sig.freq_exp.host = freq_exp;
+  sig.table_vec.host = table_vec;
+  const kernel::PackedArgs args = kernel::pack(sig);
   const uint32_t blocks = static_cast<uint32_t>((total + 255) / 256);
-  rope_family().get(c).launch_packed({.grid = {blocks}, .block = {256}, .stream = stream}, args, 16);
+  rope_family().get(c).launch_packed({.grid = {blocks}, .block = {256}, .stream = stream}, args.data(), args.size());
 }
 
 }  // namespace

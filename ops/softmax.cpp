@@ -4,6 +4,8 @@
 #include <string>
 
 #include "kaio/ir/builder.h"
+#include "kaio/ops/kernel/signature.h"
+#include "kaio/ops/rows.h"
 
 namespace kaio::ops {
 
@@ -33,18 +35,26 @@ std::pair<Value, Value> team_combine(const RowKernel& rk, Value m, Value s) {
   return {M, S};
 }
 
+// The kernels' parameters, declared by build and packed by run.
+struct SoftmaxSignature {
+  kernel::Ptr x{"x"}, y{"y"}, workspace{"workspace", ir::Scalar::F32};
+  kernel::Param<uint32_t> rows{"rows"}, cols{"cols"};
+  kernel::Param<uint64_t> x_stride{"x_stride"}, y_stride{"y_stride"};
+  kernel::Param<uint32_t> span{"span"}, split{"split"};
+  explicit SoftmaxSignature(ir::Scalar access) {  // the row pointers' element (pairs for 16-bit vectors)
+    x.elem = y.elem = access;
+    x.is_const = true;
+  }
+  auto fields() { return std::tie(x, y, workspace, rows, cols, x_stride, y_stride, span, split); }
+};
+
 ir::Kernel build(const RowKernelConfig& c, bool log) {
   detail::check_dtype(log ? "log_softmax" : "softmax", "x", c.dtype);
   ir::KernelBuilder b(std::string(log ? "log_softmax" : "softmax") + c.suffix());
-  auto x = b.param("x", row_pointer(c, true));
-  auto y = b.param("y", row_pointer(c, false));
-  auto ws = b.param<float*>("workspace");
-  auto rows = b.param<uint32_t>("rows");
-  auto cols = b.param<uint32_t>("cols");
-  auto xs = b.param<uint64_t>("x_stride");
-  auto ys = b.param<uint64_t>("y_stride");
-  auto span = b.param<uint32_t>("span");
-  auto split = b.param<uint32_t>("split");
+  SoftmaxSignature sig(detail::access_type(c.dtype, c.vec));
+  kernel::declare(b, sig);
+  Value x = sig.x.ir, y = sig.y.ir, ws = sig.workspace.ir, rows = sig.rows.ir, cols = sig.cols.ir;
+  Value xs = sig.x_stride.ir, ys = sig.y_stride.ir, span = sig.span.ir, split = sig.split.ir;
   RowKernel rk(b, c);
   auto out = [&](const RowChunk& ch, Value M, Value S) {
     if (log) {
@@ -129,19 +139,25 @@ void run(const jit::Family<RowKernelConfig>& fam, const char* op, const RowTenso
     wsp = detail::workspace(stream, size_t(x.rows) * sp.split * 2 * sizeof(float));
   }
   const uint64_t ws = wsp.address;
-  const jit::detail::Arg args[] = {detail::row_pointer_arg(x.address, x.dtype, vec), detail::row_pointer_arg(y.address, y.dtype, vec),
-                                   detail::row_pointer_arg(ws, ir::Scalar::F32, 1),  jit::detail::make_arg(x.rows),
-                                   jit::detail::make_arg(x.cols),                jit::detail::make_arg(x.row_stride()),
-                                   jit::detail::make_arg(y.row_stride()),        jit::detail::make_arg(sp.span),
-                                   jit::detail::make_arg(sp.split)};
+  SoftmaxSignature sig(detail::access_type(x.dtype, vec));
+  sig.x.host = x.address;
+  sig.y.host = y.address;
+  sig.workspace.host = ws;
+  sig.rows.host = x.rows;
+  sig.cols.host = x.cols;
+  sig.x_stride.host = x.row_stride();
+  sig.y_stride.host = y.row_stride();
+  sig.span.host = sp.span;
+  sig.split.host = sp.split;
+  const kernel::PackedArgs args = kernel::pack(sig);  // no allocation on the call path
   if (plan.split == 1) {
     RowKernelConfig c = row_kernel_config(x.dtype, plan);
-    fam.get(c).launch_packed(row_launch(c, x.rows, x.cols, 1, stream), args, 9);
+    fam.get(c).launch_packed(row_launch(c, x.rows, x.cols, 1, stream), args.data(), args.size());
     return;
   }
   for (uint32_t phase : {1u, 2u}) {
     RowKernelConfig c = row_kernel_config(x.dtype, plan, phase);
-    fam.get(c).launch_packed(row_launch(c, x.rows, x.cols, sp.split, stream), args, 9);
+    fam.get(c).launch_packed(row_launch(c, x.rows, x.cols, sp.split, stream), args.data(), args.size());
   }
 }
 

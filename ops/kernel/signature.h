@@ -10,17 +10,23 @@
 //     auto fields() { return std::tie(x, y, alpha, n); }
 //   };
 //   // build:   AxpySig s; kernel::declare(b, s);  ... s.x.ir, s.n.ir are the IR values
-//   // launch:  AxpySig s; s.x.host = dx; s.n.host = n; k.launch_packed(lc, kernel::pack(s));
+//   // launch:  AxpySig s; s.x.host = dx; s.n.host = n; auto a = kernel::pack(s);
+//   //          k.launch_packed(lc, a.data(), a.size());
+//
+// pack() allocates nothing (a fixed array of kMaxArgs), so it stays on the call path.
 //
 // A member that only some configs have (an epilogue's bias, an FP8 scale) is an Opt<...>:
 // declared and packed only where its `on` flag is set, the same flag on both sides.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 #include <tuple>
 #include <vector>
 
 #include "kaio/ir/builder.h"
+#include "kaio/ir/error.h"
 #include "kaio/jit/compiled_kernel.h"
 #include "kaio/jit/tensor_map.h"
 
@@ -62,6 +68,23 @@ struct Opt : P {
   bool on = false;
 };
 
+// Packed launch arguments: a fixed array, no allocation.
+inline constexpr size_t kMaxArgs = 48;
+class PackedArgs {
+ public:
+  void push(const jit::detail::Arg& a) {
+    if (n_ == kMaxArgs) throw InternalError("a kernel signature has more than " + std::to_string(kMaxArgs) + " parameters");
+    a_[n_++] = a;
+  }
+  const jit::detail::Arg* data() const { return a_; }
+  size_t size() const { return n_; }
+  const jit::detail::Arg& operator[](size_t i) const { return a_[i]; }
+
+ private:
+  jit::detail::Arg a_[kMaxArgs];
+  size_t n_ = 0;
+};
+
 namespace detail {
 template <class P>
 void declare_one(ir::KernelBuilder& b, P& p) {
@@ -71,11 +94,11 @@ void declare_one(ir::KernelBuilder& b, P& p) {
   p.declare(b);
 }
 template <class P>
-void pack_one(std::vector<jit::detail::Arg>& out, const P& p) {
+void pack_one(PackedArgs& out, const P& p) {
   if constexpr (requires { p.on; }) {
     if (!p.on) return;
   }
-  out.push_back(p.arg());
+  out.push(p.arg());
 }
 }  // namespace detail
 
@@ -87,8 +110,8 @@ void declare(ir::KernelBuilder& b, Sig& sig) {
 
 // The launch arguments of `sig`, in fields() order (the same order declare() used).
 template <class Sig>
-std::vector<jit::detail::Arg> pack(Sig& sig) {
-  std::vector<jit::detail::Arg> out;
+PackedArgs pack(Sig& sig) {
+  PackedArgs out;
   std::apply([&](auto&... p) { (detail::pack_one(out, p), ...); }, sig.fields());
   return out;
 }

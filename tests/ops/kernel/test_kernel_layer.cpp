@@ -292,7 +292,7 @@ TEST_CASE("kernel layer: a signature struct declares the parameters and packs th
     s.alpha.host = 2.5f;
     s.n.host = 77;
     s.bias.host = 0x3000;
-    const std::vector<jit::detail::Arg> args = kn::pack(s);
+    const kn::PackedArgs args = kn::pack(s);
     REQUIRE(args.size() == k.params().size());
     REQUIRE(args.size() == (with_bias ? 5u : 4u));
     const char* names[] = {"x", "y", "alpha", "n", "bias"};
