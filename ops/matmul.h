@@ -3,17 +3,17 @@
 // tile shape, per-thread or per-warp tile); one builder per engine turns it into a kernel,
 // and no variant is a hand-copied kernel.
 //
-//   engines   Simt  f32: a BM x BN block tile, BK deep, TM x TN accumulators per thread
+//   engines   Simt  f32: a BM x BN block tile, BK deep, thread_m x thread_n accumulators per thread
 //             SimtDb  as Simt, with 16-byte global loads and double buffering (needs
 //                   leading dimensions and batch strides that are multiples of 4 elements)
-//             Mma   f16 / bf16 in, f32 accumulate (mma.sync m16n8k16): warps of WM x WN
+//             Mma   f16 / bf16 in, f32 accumulate (mma.sync m16n8k16): warps of warp_m x warp_n
 //                   tiles, operands through ldmatrix from padded shared tiles; f32 in
 //                   with problem.tf32: mma.sync m16n8k8 tf32, fragments read from shared
 //             MmaAsync  as Mma (tf32 too), the tiles brought in by cp.async through a ring
 //                   of 2-4 shared stages (needs 16-byte aligned rows: leading dimensions and
 //                   batch strides whole 16-byte vectors, 16-byte aligned pointers)
-//             Wgmma  Hopper (sm_90a, an sm_90 device): a TMA producer warpgroup and BM / TM
-//                   wgmma consumer warpgroups of TM x BN (or two taking alternate tiles:
+//             Wgmma  Hopper (sm_90a, an sm_90 device): a TMA producer warpgroup and BM / consumer_m
+//                   wgmma consumer warpgroups of consumer_m x BN (or two taking alternate tiles:
 //                   ping-pong), STAGES-deep mbarrier ring, C out through TMA stores; f16 /
 //                   bf16 (either layout), tf32 or e4m3 / e5m2 with per-tensor scales (A
 //                   row-major, B column-major); rows 16-byte aligned as for MmaAsync
@@ -21,12 +21,15 @@
 //             Gemv  m <= BM (1..8 rows of A): B streamed once, each element used for all m
 //                   rows; f32 / f16 / bf16 in, f32 accumulate; 16-byte loads of B along n
 //                   (row-major: k split over the block's threads, summed in shared memory)
-//                   or along k (col-major: a warp per TN columns, shuffle sums); ldb and B's
+//                   or along k (col-major: a warp per `lanes` columns, shuffle sums); ldb and B's
 //                   batch stride whole 16-byte vectors (matmul_gemv.cpp)
 //   problem   m, n, k; the input type (f32 for Simt; f16 / bf16 for Mma) and the output type
 //             (f32; f16 / bf16 too for Mma, rounded once); layouts; lda / ldb / ldc (0:
 //             packed); batch and element strides between batches (0: packed); an optional
 //             fused epilogue (a bias per column, an activation), on every engine
+//
+// Each engine is one file behind one interface (ops/matmul_engine.h): threads,
+// can_implement, build, launch config, argument packing, declared configs.
 //
 // Every variant has can_implement(problem, sm): a problem it cannot serve is refused with
 // the reason, and ops::matmul(variant, ...) throws that reason as a UsageError.

@@ -1,4 +1,4 @@
-// The SIMT matmul engine (f32): a BM x BN block tile of C, BK deep per step, TM x TN
+// The SIMT matmul engine (f32): a BM x BN block tile of C, BK deep per step, thread_m x thread_n
 // accumulators per thread in a register array (unrolled by C++ loops, so they never reach
 // local memory). Each step stages A (BK x BM, k-major) and B (BK x BN) in shared memory,
 // masked at the matrix edges (zeros, no loads outside), loaded along the dimension that is

@@ -16,6 +16,7 @@
 #include "kaio/jit/resources.h"
 #include "kaio/kaio.h"
 #include "kaio/ops/matmul.h"
+#include "kaio/ops/matmul_engine.h"
 #include "../support.h"
 #include "matmul_support.h"
 
@@ -108,7 +109,7 @@ void run(const ops::MatmulVariant& v, const MatmulProblem& q, bool launch) {
     }
     // the engine's builder (matmul_kernel gives the same kernel for a row of the table; this
     // also takes rows that are not in it)
-    ir::interp::interpret_packed(ops::matmul_kernel(cfg), {.grid = lc.grid, .block = lc.block}, args.data(),
+    ir::interp::interpret_packed(ops::detail::engine(v.engine).build(v, cfg), {.grid = lc.grid, .block = lc.block}, args.data(),
                                  args.size());
   } else {
     DeviceBuffer<In> da(a), db(b);
@@ -187,8 +188,9 @@ TEST_CASE("matmul gemv: rows of other shapes (one warp, one thread per row, 32 c
   // not in the table: the builder is general in BM, TM, TN and BK. 2-row steps read 16-bit A
   // as single pairs; TN = 32 leaves no k groups within a warp (no shuffles); TM = 1 no
   // shared-memory sum across warps
-  static constexpr ops::MatmulVariant kRows[] = {{"test_m2_w1_n1_k2", ops::MatmulEngine::Gemv, 2, 0, 2, 1, 1},
-                                                 {"test_m3_w2_n32_k32", ops::MatmulEngine::Gemv, 3, 0, 32, 2, 32}};
+  static constexpr ops::MatmulVariant kRows[] = {
+      {.name = "test_m2_w1_n1_k2", .engine = ops::MatmulEngine::Gemv, .bm = 2, .bk = 2, .warps = 1, .lanes = 1},
+      {.name = "test_m3_w2_n32_k32", .engine = ops::MatmulEngine::Gemv, .bm = 3, .bk = 32, .warps = 2, .lanes = 32}};
   static constexpr Shape kShapes[] = {{2, 37, 75}, {3, 70, 300}};
   for (const ops::MatmulVariant& v : kRows) {
     run_shapes<float, float>(v, kShapes, false);
