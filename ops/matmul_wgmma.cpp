@@ -51,6 +51,9 @@
 #include "kaio/ops/kernel/shared_tile.h"
 #include "kaio/ops/kernel/signature.h"
 #include "kaio/ops/kernel/stage_ring.h"
+#include "kaio/ops/kernel/tile_scheduler.h"
+#include "kaio/ops/kernel/tma_store.h"
+#include "kaio/ops/kernel/wgmma.h"
 #include "kaio/ops/kernel/warp_specialized.h"
 #include "kaio/ops/matmul_common.h"
 
@@ -60,7 +63,7 @@ namespace {
 
 using kernel::kSwizzleBytes;                          // the rows TMA writes and wgmma reads
 constexpr uint32_t kGroupRows = 8;                     // grouped raster: tile rows per group
-constexpr uint32_t kCChunkBytes = 64 * kSwizzleBytes;  // a TMA-store box of C: 64 rows of 128 bytes
+constexpr uint32_t kCChunkBytes = kernel::TmaStoreChunks::kChunkBytes;  // a TMA-store box of C: 64 rows of 128 bytes
 
 uint32_t elem_bytes(ir::Scalar s) { return static_cast<uint32_t>(ir::scalar_bytes(s)); }
 
@@ -130,34 +133,40 @@ struct WgmmaSignature {
   }
 };
 
-ir::Kernel build(const MatmulVariant& v, const MatmulConfig& c) {
+// The config's checks that depend on its layouts (the row's own are valid()'s).
+void check_config(const MatmulVariant& v, const MatmulConfig& c) {
   const ir::Scalar in = c.in;
   if ((in == ir::Scalar::F32 || elem_bytes(in) == 1) && (c.a != MatLayout::RowMajor || c.b != MatLayout::ColMajor))
     throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": " + ir::scalar_name(in) +
                                              " wgmma reads A row-major and B column-major only");
-  const uint32_t es = elem_bytes(in), BK = wgmma_bk(in), S = v.stages;
-  // Consumers: BM / consumer_m warpgroups sharing each tile, or two taking alternate tiles (ping-pong).
-  const uint32_t consumers = consumers_of(v), threads = v.threads();
-  const uint32_t per_stage = v.pingpong ? 1 : consumers;  // consumer warpgroups reading each stage
-  const uint32_t halves = v.consumer_m / 64;              // m64 wgmma row blocks of a consumer's tile
-  const bool tf32 = in == ir::Scalar::F32, fp8 = es == 1;
-  const uint32_t k_inst = tf32 ? 8 : fp8 ? 32 : 16;  // 32 bytes of k per wgmma
   const kernel::TmaTile ta = tile_a(v, c), tb = tile_b(v, c);
-  const bool a_k = ta.k_major, b_k = tb.k_major;  // K-major operands
-  const uint32_t per_row = ta.per_row();          // elements in a 128-byte row
-  const uint32_t CX = v.cluster;
+  const uint32_t per_row = ta.per_row(), CX = v.cluster;  // elements in a 128-byte row
   if (shared_bytes(v) > jit::device_info_for("sm_90a").smem_per_block_optin)
     throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": its stages and C buffers need " +
                                              std::to_string(shared_bytes(v)) + " bytes of shared memory, more than an sm_90 block has");
   // A cluster splits the shared tile (B, or A along n) between its CTAs: by rows (K-major)
   // or by 128-byte boxes.
-  const bool shared_k = v.cluster_n ? a_k : b_k;
+  const bool shared_k = v.cluster_n ? ta.k_major : tb.k_major;
   const uint32_t shared_rows = v.cluster_n ? v.bm : v.bn;
   const bool split_ok = shared_k ? shared_rows % (8 * CX) == 0 : shared_rows % per_row == 0 && (shared_rows / per_row) % CX == 0;
-  if (!split_ok || (!a_k && v.bm % per_row))
+  if (!split_ok || (!ta.k_major && v.bm % per_row))
     throw UsageError("matmul", "matmul", std::string("variant ") + v.name +
                                              ": a cluster's CTAs split the shared tile by 8 rows (K-major) or by 128-byte "
                                              "boxes, and an MN-major A needs BM a multiple of a 128-byte row");
+}
+
+ir::Kernel build(const MatmulVariant& v, const MatmulConfig& c) {
+  check_config(v, c);
+  const ir::Scalar in = c.in;
+  const uint32_t es = elem_bytes(in), BK = wgmma_bk(in), S = v.stages;
+  // Consumers: BM / consumer_m warpgroups sharing each tile, or two taking alternate tiles (ping-pong).
+  const uint32_t consumers = consumers_of(v), threads = v.threads();
+  const uint32_t per_stage = v.pingpong ? 1 : consumers;  // consumer warpgroups reading each stage
+  const uint32_t halves = v.consumer_m / 64;              // m64 wgmma row blocks of a consumer's tile
+  const bool fp8 = es == 1;
+  const kernel::TmaTile ta = tile_a(v, c), tb = tile_b(v, c);
+  const bool a_k = ta.k_major, b_k = tb.k_major;  // K-major operands
+  const uint32_t CX = v.cluster;
 
   ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
                       (a_k ? "_r" : "_c") + (b_k ? "c" : "r") + detail::epilogue_suffix(c));
@@ -179,24 +188,15 @@ ir::Kernel build(const MatmulVariant& v, const MatmulConfig& c) {
   ir::Value scale_a = sig.scale_a.ir, scale_b = sig.scale_b.ir, scales = sig.scales.ir;
   detail::epilogue_params(b, c, a);
 
-  // One work item: a tile of one batch's split. Tiles are visited in groups of kGroupRows
-  // tile rows, column by column (grouped raster), so that the blocks working at the same
-  // time share their A and B tiles in L2.
-  // With a cluster along n, a unit of `cn` consecutive items (the cluster's CTAs) takes
-  // neighbouring columns of one tile row, and the units follow the grouped raster.
+  // One work item: a tile of one batch's split, in the scheduler's grouped raster.
   struct Item { ir::Value m0, n0, batch, k_begin, steps; };
-  const uint32_t cn = v.cluster_n ? v.cluster : 1;
+  const kernel::TileScheduler sched{.tiles_m = tiles_m, .tiles_n = tiles_n, .cluster_n = v.cluster_n ? v.cluster : 1u,
+                                    .group_rows = kGroupRows};
   auto item = [&](ir::Value w) {
-    ir::Value unit = w / cn, units_n = tiles_n / cn;
-    ir::Value per_slice = tiles_m * units_n;
-    ir::Value zz = unit / per_slice, pid = unit % per_slice;
-    ir::Value per_group = units_n * kGroupRows;
-    ir::Value first_m = (pid / per_group) * kGroupRows;
-    ir::Value group_m = ir::min(tiles_m - first_m, kGroupRows);
-    ir::Value tile_m = first_m + (pid % per_group) % group_m, tile_n = (pid % per_group) / group_m * cn + w % cn;
-    ir::Value k_begin = (zz % a.splits) * chunk;
+    const kernel::TileScheduler::Tile t = sched.at(w);
+    ir::Value k_begin = (t.slice % a.splits) * chunk;
     ir::Value k_end = ir::max(k_begin, ir::min(a.k, k_begin + chunk));
-    return Item{tile_m * v.bm, tile_n * v.bn, zz / a.splits, k_begin, (k_end - k_begin + (BK - 1)) / BK};
+    return Item{t.m * v.bm, t.n * v.bn, t.slice / a.splits, k_begin, (k_end - k_begin + (BK - 1)) / BK};
   };
 
   auto smem = b.dynamic_shared(in, 1024);
@@ -253,8 +253,6 @@ ir::Kernel build(const MatmulVariant& v, const MatmulConfig& c) {
     // offset / 16 to the start field.
     ir::Value desc_a = ta.descriptor(b, smem, ta.row_start(row_wg));
     ir::Value desc_b = tb.descriptor(b, smem, tb.base);
-    const uint32_t a_k_step = ta.k_step_bytes(k_inst), b_k_step = tb.k_step_bytes(k_inst);  // bytes per wgmma along k
-    const uint32_t a_half = ta.row_block_bytes();  // bytes between m64 row blocks of A
     const kernel::AccTile acc(b, halves, 1, v.bn / 8);  // per m64 row block: a warp's 16 rows x BN
     ir::Value bias0 = bias_offset(v) / 4 + wg * v.bn;  // f32 index of this consumer's bias copy
     ir::Value alpha = a.alpha;  // FP8: alpha * scale_a * scale_b, read once
@@ -300,14 +298,8 @@ ir::Kernel build(const MatmulVariant& v, const MatmulConfig& c) {
       b.for_(0u, it.steps, [&](ir::Value t) {
         const kernel::MbarrierRing::Slot slot = ring.slot(step);
         ring.wait(slot);
-        ir::Value da = desc_a + ir::cast<uint64_t>(slot.stage * (ta.stage_bytes() / 16)),
-                  db = desc_b + ir::cast<uint64_t>(slot.stage * (tb.stage_bytes() / 16));
-        b.wgmma_fence();
-        for (uint32_t ki = 0; ki < BK / k_inst; ++ki)
-          for (uint32_t h = 0; h < halves; ++h)
-            b.wgmma(acc.array(h), da + b.constant<uint64_t>((ki * a_k_step + h * a_half) / 16),
-                    db + b.constant<uint64_t>(ki * b_k_step / 16), in, !a_k, !b_k);
-        b.wgmma_commit_group();
+        ir::Value da = ta.stage_descriptor(desc_a, slot.stage), db = tb.stage_descriptor(desc_b, slot.stage);
+        kernel::wgmma_stage(b, acc, ta, tb, da, db, in);
         b.wgmma_wait_group(1);  // the previous step's group is done: its stage is free
         b.if_(t > 0u, [&] { ring.release((slot.step + (S - 1)) % S, lane); });
         step = slot.step + 1u;
@@ -325,49 +317,28 @@ ir::Kernel build(const MatmulVariant& v, const MatmulConfig& c) {
       // Epilogue: the accumulator of m64nN has the m16n8 C layout per warp (16 rows each)
       // and per 8 columns; registers 2i and 2i + 1 are neighbours in a row.
       b.if_(tma_store != 0u, [&] {
-        // Through shared memory: 64 rows x 128 bytes of C at a time, written in the 128-byte
-        // swizzled layout of C's tensor map (conflict-free: the 8 rows of a store land in 8
-        // different 16-byte chunks), then stored by one TMA store that clips the edges.
-        // Two chunk buffers per consumer: one fills while the other's store reads it.
-        const uint32_t cols = kSwizzleBytes / oes;  // C columns of a chunk
-        ir::Value leader = (warp % 4u == 0u) && (lane == 0u);
-        ir::Value buf0 = wg * (2 * kCChunkBytes / oes) + c_off / oes;  // element index of this consumer's buffers
-        uint32_t chunk = 0;
-        for (uint32_t h = 0; h < halves; ++h)
-          for (uint32_t c0 = 0; c0 < v.bn; c0 += cols, ++chunk) {
-            ir::Value buf = buf0 + (chunk % 2) * (kCChunkBytes / oes);
-            b.if_(leader, [&] { b.bulk_wait_group(1, true); });  // the store that read this buffer two chunks ago is done
-            ws.consumer_sync(wg);
-            for (uint32_t j = c0 / 8; j < (c0 + cols) / 8; ++j) {
-              // The epilogue's bias at this thread's two columns of j (the same for both of its
-              // rows), from the consumer's copy (0 past n; the TMA store clips those columns).
-              ir::Value bias[2];
-              if (c.bias) {
-                std::vector<ir::Value> v2 = ir::load_vec(sbias, bias0 + acc.col(lane, j, 0), 2);
-                bias[0] = v2[0];
-                bias[1] = v2[1];
-              }
-              for (uint32_t r = 0; r < 4; r += 2) {
-                ir::Value row = (warp % 4u) * 16u + ir::frag_row(kernel::AccTile::layout(), lane, int(r));  // within the 64-row chunk
-                const uint32_t cb = (j * 8 - c0) * oes;                  // the pair's byte column, + frag col
-                ir::Value off = kernel::swizzle128(row, ir::frag_col(kernel::AccTile::layout(), lane, int(r)) * oes + cb);
-                std::vector<ir::Value> pair;
-                for (uint32_t q = 0; q < 2; ++q) {
-                  ir::Value x = alpha * acc.at(h, 0, j, r + q);
-                  if (c.bias) x = x + bias[q];
-                  if (a.act) x = a.act(x);
-                  pair.push_back(c.out == ir::Scalar::F32 ? x : ir::cast(x, ir::Type::scalar(c.out)));
-                }
-                ir::store_vec(cbuf, buf + off / oes, pair);
-              }
-            }
-            b.fence_proxy_async();  // the generic-proxy writes, before the TMA (async proxy) reads them
-            ws.consumer_sync(wg);
-            b.if_(leader, [&] {
+        // Through shared memory in 64-row x 128-byte chunks and TMA stores that clip the edges.
+        const kernel::TmaStoreChunks out{
+            .b = b, .buffer = cbuf, .first = [&] { return wg * (2 * kCChunkBytes / oes) + c_off / oes; }, .esize = oes,
+            .warp = warp, .lane = lane};
+        ir::Value bias[2];  // the epilogue's bias at this thread's two columns of an n8 block (0 past n: the store clips)
+        out.store(
+            acc, v.bn, [&] { ws.consumer_sync(wg); },
+            [&](uint32_t j) {
+              if (!c.bias) return;
+              std::vector<ir::Value> v2 = ir::load_vec(sbias, bias0 + acc.col(lane, j, 0), 2);
+              bias[0] = v2[0];
+              bias[1] = v2[1];
+            },
+            [&](uint32_t h, uint32_t j, uint32_t r, uint32_t q) {
+              ir::Value x = alpha * acc.at(h, 0, j, r + q);
+              if (c.bias) x = x + bias[q];
+              if (a.act) x = a.act(x);
+              return c.out == ir::Scalar::F32 ? x : ir::cast(x, ir::Type::scalar(c.out));
+            },
+            [&](uint32_t h, uint32_t c0, ir::Value buf) {
               b.tma_store(map_c, {it.n0 + c0, it.m0 + row_wg + h * 64u, it.batch}, cbuf, buf);
-              b.bulk_commit_group();
             });
-          }
       }).else_([&] {
         detail::MatmulArgs e = a;
         e.alpha = alpha;

@@ -64,6 +64,8 @@ struct TmaTile {
     const ir::WgmmaSwizzle sw = ir::WgmmaSwizzle::B128;
     return k_major ? b.wgmma_descriptor(smem, start, sw, 16, 1024) : b.wgmma_descriptor(smem, start, sw, box_bytes(), 1024);
   }
+  // A descriptor of stage 0 moved to stage `s` (its start field counts 16-byte units).
+  ir::Value stage_descriptor(ir::Value desc, ir::Value s) const { return desc + ir::cast<uint64_t>(s * (stage_bytes() / 16)); }
   // The element of stage 0 where row `r` (a multiple of 64) starts.
   ir::Value row_start(ir::Value r) const { return k_major ? r * (kSwizzleBytes / esize) : r / 64u * (box_bytes() / esize); }
 
