@@ -71,6 +71,19 @@ jit::LaunchConfig tiled_launch_config(const MatmulVariant& v, const MatmulProble
 // engine's own `extra`, then the epilogue's bias when the config has one.
 void launch_common(const MatmulConfig& c, const MatmulOperands& o, const MatmulProblem& p, const jit::LaunchConfig& lc,
                    std::span<const jit::detail::Arg> extra = {});
+// launch_config / launch of the tiled engines without dynamic shared memory, and the launch
+// of any engine whose kernels take the common signature (and, for Gemv, its extras).
+jit::LaunchConfig tiled_launch(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream);
+void launch_with_config(const MatmulVariant& v, const MatmulConfig& c, const MatmulOperands& o, const MatmulProblem& p,
+                        const jit::Stream* stream);
+// The SIMT engines' threads (one per thread_m x thread_n accumulator tile), row rules and
+// declared configs (f32 in and out).
+uint32_t simt_threads(const MatmulVariant& v);
+bool simt_valid(const MatmulVariant& v, std::string* why);
+bool simt_types_ok(const MatmulVariant& v, const MatmulProblem& p, std::string* why);
+void declare_f32(uint32_t index, const MatmulVariant& v, std::vector<MatmulConfig>& out);
+// The mma.sync engines' threads (a warp per warp_m x warp_n tile).
+uint32_t warp_tile_threads(const MatmulVariant& v);
 // Declared configs of a tensor-core row: f16 and bf16 in, f32 out; f32 in (tf32) where the
 // row serves it.
 void declare_mma(uint32_t index, const MatmulVariant& v, std::vector<MatmulConfig>& out);

@@ -319,16 +319,12 @@ bool valid(const MatmulVariant& v, std::string* why) {
   return true;
 }
 
-void declare(uint32_t index, const MatmulVariant& v, std::vector<MatmulConfig>& out) {
-  detail::declare_mma(index, v, out);
-}
-
 }  // namespace
 
 namespace detail {
 extern const MatmulEngineDef kMatmulEngineGemv = {.name = "Gemv", .build_sm = 80, .threads = threads, .valid = valid,
                                                .can_implement = can_implement, .build = build,
-                                               .launch_config = launch_config, .launch = launch, .declare = declare};
+                                               .launch_config = launch_config, .launch = launch, .declare = declare_mma};
 }  // namespace detail
 
 }  // namespace kaio::ops

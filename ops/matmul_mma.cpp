@@ -94,11 +94,8 @@ ir::Kernel build_matmul_mma(const MatmulVariant& v, const MatmulConfig& c) {
 
 namespace {
 
-uint32_t threads(const MatmulVariant& v) { return (v.bm / v.warp_m) * (v.bn / v.warp_n) * 32; }
-
 bool valid(const MatmulVariant& v, std::string* why) {
-  if (threads(v) > 1024) return detail::refuse(v, why, "(BM / warp_m) x (BN / warp_n) warps must be at most 32");
-  
+  if (detail::warp_tile_threads(v) > 1024) return detail::refuse(v, why, "(BM / warp_m) x (BN / warp_n) warps must be at most 32");
   return true;
 }
 
@@ -107,25 +104,15 @@ bool can_implement(const MatmulVariant& v, const MatmulProblem& p, int sm, std::
   const bool tf32 = p.in == ir::Scalar::F32 && p.tf32;
   if (tf32 && v.warp_m * v.warp_n > 32 * 32)  // its 64 x 64 warp tile spills
     return detail::refuse(v, why, "tf32 needs a warp tile of at most 32 x 32");
-  if (!detail::mma_types_ok(v, p, why)) return false;
-  return true;
-}
-
-jit::LaunchConfig launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream) {
-  return detail::tiled_launch_config(v, p, stream, 0);
-}
-
-void launch(const MatmulVariant& v, const MatmulConfig& c, const detail::MatmulOperands& o, const MatmulProblem& p,
-            const jit::Stream* stream) {
-  detail::launch_common(c, o, p, launch_config(v, p, stream));
+  return detail::mma_types_ok(v, p, why);
 }
 
 }  // namespace
 
 namespace detail {
-extern const MatmulEngineDef kMatmulEngineMma = {.name = "Mma", .build_sm = 80, .threads = threads, .valid = valid,
+extern const MatmulEngineDef kMatmulEngineMma = {.name = "Mma", .build_sm = 80, .threads = warp_tile_threads, .valid = valid,
                                                  .can_implement = can_implement, .build = build_matmul_mma,
-                                                 .launch_config = launch_config, .launch = launch, .declare = declare_mma};
+                                                 .launch_config = tiled_launch, .launch = launch_with_config, .declare = declare_mma};
 }  // namespace detail
 
 }  // namespace kaio::ops

@@ -289,10 +289,8 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
 
 namespace {
 
-uint32_t threads(const MatmulVariant& v) { return (v.bm / v.warp_m) * (v.bn / v.warp_n) * 32; }
-
 bool valid(const MatmulVariant& v, std::string* why) {
-  if (threads(v) > 1024) return detail::refuse(v, why, "(BM / warp_m) x (BN / warp_n) warps must be at most 32");
+  if (detail::warp_tile_threads(v) > 1024) return detail::refuse(v, why, "(BM / warp_m) x (BN / warp_n) warps must be at most 32");
   if (v.stages < 2 || v.stages > 4) return detail::refuse(v, why, "2 to 4 stages");
   return true;
 }
@@ -313,17 +311,12 @@ jit::LaunchConfig launch_config(const MatmulVariant& v, const MatmulProblem& p, 
   return detail::tiled_launch_config(v, p, stream, matmul_async_shared_bytes(v, p.in, p.a, p.b));
 }
 
-void launch(const MatmulVariant& v, const MatmulConfig& c, const detail::MatmulOperands& o, const MatmulProblem& p,
-            const jit::Stream* stream) {
-  detail::launch_common(c, o, p, launch_config(v, p, stream));
-}
-
 }  // namespace
 
 namespace detail {
-extern const MatmulEngineDef kMatmulEngineMmaAsync = {.name = "MmaAsync", .build_sm = 80, .threads = threads, .valid = valid,
+extern const MatmulEngineDef kMatmulEngineMmaAsync = {.name = "MmaAsync", .build_sm = 80, .threads = warp_tile_threads, .valid = valid,
                                                  .can_implement = can_implement, .build = build_matmul_mma_async,
-                                                 .launch_config = launch_config, .launch = launch, .declare = declare_mma};
+                                                 .launch_config = launch_config, .launch = launch_with_config, .declare = declare_mma};
 }  // namespace detail
 
 }  // namespace kaio::ops

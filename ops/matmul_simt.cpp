@@ -66,40 +66,17 @@ ir::Kernel build_matmul_simt(const MatmulVariant& v, const MatmulConfig& c) {
 
 }  // namespace
 
+
 namespace {
-
-uint32_t threads(const MatmulVariant& v) { return (v.bm / v.thread_m) * (v.bn / v.thread_n); }
-
-bool valid(const MatmulVariant& v, std::string* why) {
-  if (threads(v) > 1024 || threads(v) % 32) return detail::refuse(v, why, "(BM / thread_m) x (BN / thread_n) must be whole warps, at most 1024 threads");
-  return true;
-}
-
 bool can_implement(const MatmulVariant& v, const MatmulProblem& p, int, std::string* why) {
-  if (p.in != ir::Scalar::F32 || p.out != ir::Scalar::F32)
-    return detail::refuse(v, why, std::string("SIMT computes f32 x f32 -> f32, not ") + ir::scalar_name(p.in) + " -> " + ir::scalar_name(p.out));
-  return true;
+  return detail::simt_types_ok(v, p, why);
 }
-
-jit::LaunchConfig launch_config(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream) {
-  return detail::tiled_launch_config(v, p, stream);
-}
-
-void launch(const MatmulVariant& v, const MatmulConfig& c, const detail::MatmulOperands& o, const MatmulProblem& p,
-            const jit::Stream* stream) {
-  detail::launch_common(c, o, p, launch_config(v, p, stream));
-}
-
-void declare(uint32_t index, const MatmulVariant&, std::vector<MatmulConfig>& out) {
-  out.push_back({index, ir::Scalar::F32, ir::Scalar::F32});
-}
-
 }  // namespace
 
 namespace detail {
-extern const MatmulEngineDef kMatmulEngineSimt = {.name = "Simt", .build_sm = 80, .threads = threads, .valid = valid,
+extern const MatmulEngineDef kMatmulEngineSimt = {.name = "Simt", .build_sm = 80, .threads = simt_threads, .valid = simt_valid,
                                                  .can_implement = can_implement, .build = build_matmul_simt,
-                                                 .launch_config = launch_config, .launch = launch, .declare = declare};
+                                                 .launch_config = tiled_launch, .launch = launch_with_config, .declare = declare_f32};
 }  // namespace detail
 
 }  // namespace kaio::ops

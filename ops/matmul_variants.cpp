@@ -164,6 +164,35 @@ void launch_common(const MatmulConfig& c, const MatmulOperands& o, const MatmulP
   matmul_family().get(c).launch_packed(lc, args.data(), args.size());
 }
 
+jit::LaunchConfig tiled_launch(const MatmulVariant& v, const MatmulProblem& p, const jit::Stream* stream) {
+  return tiled_launch_config(v, p, stream);
+}
+
+void launch_with_config(const MatmulVariant& v, const MatmulConfig& c, const MatmulOperands& o, const MatmulProblem& p,
+                        const jit::Stream* stream) {
+  launch_common(c, o, p, engine(v.engine).launch_config(v, p, stream));
+}
+
+uint32_t simt_threads(const MatmulVariant& v) { return (v.bm / v.thread_m) * (v.bn / v.thread_n); }
+
+bool simt_valid(const MatmulVariant& v, std::string* why) {
+  if (simt_threads(v) > 1024 || simt_threads(v) % 32)
+    return refuse(v, why, "(BM / thread_m) x (BN / thread_n) must be whole warps, at most 1024 threads");
+  return true;
+}
+
+bool simt_types_ok(const MatmulVariant& v, const MatmulProblem& p, std::string* why) {
+  if (p.in != ir::Scalar::F32 || p.out != ir::Scalar::F32)
+    return refuse(v, why, std::string("SIMT computes f32 x f32 -> f32, not ") + ir::scalar_name(p.in) + " -> " + ir::scalar_name(p.out));
+  return true;
+}
+
+void declare_f32(uint32_t index, const MatmulVariant&, std::vector<MatmulConfig>& out) {
+  out.push_back({index, ir::Scalar::F32, ir::Scalar::F32});
+}
+
+uint32_t warp_tile_threads(const MatmulVariant& v) { return (v.bm / v.warp_m) * (v.bn / v.warp_n) * 32; }
+
 void declare_mma(uint32_t index, const MatmulVariant& v, std::vector<MatmulConfig>& out) {
   out.push_back({index, ir::Scalar::F16, ir::Scalar::F32});
   out.push_back({index, ir::Scalar::BF16, ir::Scalar::F32});
