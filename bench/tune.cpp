@@ -20,7 +20,7 @@
 #include "kaio/jit/driver.h"
 #include "kaio/kaio.h"
 #include "kaio/ops/matmul_auto.h"
-#include "kaio/tuner/matmul_tuner.h"
+#include "kaio/ops/matmul_tune.h"
 
 using namespace kaio;
 

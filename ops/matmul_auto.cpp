@@ -6,7 +6,7 @@
 #include <shared_mutex>
 #include <unordered_map>
 
-#include "kaio/tuner/matmul_tuner.h"
+#include "kaio/ops/matmul_tune.h"
 
 namespace kaio::ops {
 

@@ -1,6 +1,6 @@
 // The autotuner's core: shape buckets, the device identity, tuning records persisted in the
 // cache's "tuning" database, the timing loop and its counters. It knows nothing of any op:
-// an op (tuner/matmul_tuner.h) turns a problem into a key and a list of candidates.
+// an op (ops/matmul_tune.h) turns a problem into a key and a list of candidates.
 //
 //   first call in a bucket   the candidates (prepare = compile, run, check) are prepared in
 //                            parallel, checked once, timed (warm-up, median of >= 10 runs),

@@ -1,4 +1,4 @@
-#include "kaio/tuner/matmul_tuner.h"
+#include "kaio/ops/matmul_tune.h"
 
 #include <algorithm>
 #include <chrono>

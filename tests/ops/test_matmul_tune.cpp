@@ -12,7 +12,7 @@
 
 #include "kaio/cache/store.h"
 #include "kaio/ops/matmul.h"
-#include "kaio/tuner/matmul_tuner.h"
+#include "kaio/ops/matmul_tune.h"
 #include "../child_process.h"
 #include "../support.h"
 
