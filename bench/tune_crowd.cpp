@@ -172,5 +172,9 @@ int crowd_main(int threads, int procs, bool child, const char* self) {
               most <= 1 ? "each bucket once" : "SOME BUCKETS MORE THAN ONCE", (unsigned long long)totals["waits"],
               (unsigned long long)totals["taken_over"], (unsigned long long)totals["noisy"],
               (unsigned long long)totals["retimed"], secs, failed);
+  // The probe that lets a noisy record be tuned again: after a second of quiet the GPU
+  // should read idle (no: NVML is missing or another job runs).
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::printf("GPU idle now (NVML, what re-tunes noisy records): %s\n", tuner::gpu_idle() ? "yes" : "no");
   return failed || most > 1 ? 1 : 0;
 }
