@@ -225,8 +225,8 @@ Outcome run_tuning(const Job& job, cache::Store* s, const Attempt& a) {
   return o;
 }
 
-// The leader's part: the database, a claim, a tuning or a wait for another process's.
-Outcome lead(const Job& job) {
+// The leading call's part: the database, a claim, a tuning or a wait for another process's.
+Outcome lead_flight(const Job& job) {
   const std::shared_ptr<cache::Store> sp = store();
   cache::Store* s = sp.get();
   bool retune = job.force || mode() == Mode::Force;
@@ -331,8 +331,8 @@ Outcome tune_once(const Job& job) {
   }
   Outcome out;
   try {
-    out = lead(job);
-  } catch (const std::exception& e) {  // lead catches the tuning's failures; this is a last guard
+    out = lead_flight(job);
+  } catch (const std::exception& e) {  // lead_flight catches the tuning's failures; this is a last guard
     jit::log().warn("tuner: {}: {}", job.key, e.what());
     detail::count(detail::Counter::Fallbacks);
     out = Outcome{};
