@@ -358,8 +358,12 @@ void forget_outcomes() {
   Flights& fl = flights();
   std::lock_guard<std::mutex> g(fl.m);
   for (auto it = fl.by_key.begin(); it != fl.by_key.end();) {
-    std::lock_guard<std::mutex> fg(it->second->m);
-    it = it->second->done ? fl.by_key.erase(it) : std::next(it);
+    bool done = false;
+    {
+      std::lock_guard<std::mutex> fg(it->second->m);  // released before erase may free the flight
+      done = it->second->done;
+    }
+    it = done ? fl.by_key.erase(it) : std::next(it);
   }
   fl.next_check.clear();
 }
