@@ -11,16 +11,21 @@
 // 1000x1000x1008).
 // Usage: tune [--quick] [--dtype f32|tf32|f16|bf16|e4m3|e5m2]... [--shape MxNxK]...  (uses the kernel cache; set
 // KAIO_CACHE_DIR to a scratch folder to leave yours alone)
+//        tune --crowd N [--procs P]: N threads (in each of P processes) make their first calls at
+// once from a cold cache (a fresh folder unless KAIO_CACHE_DIR is set) and the tunings per
+// bucket are printed (tune_crowd.cpp); exit 1 when a bucket was tuned more than once.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "kaio/jit/driver.h"
 #include "kaio/kaio.h"
 #include "kaio/ops/matmul_auto.h"
-#include "kaio/tuner/matmul_tuner.h"
+#include "kaio/ops/matmul_tune.h"
+#include "tune_crowd.h"
 
 using namespace kaio;
 
@@ -37,11 +42,20 @@ double now_us() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, crowd_child = false;
+  int crowd = 0, procs = 1;
   std::vector<std::string> dtypes;
   std::vector<Shape> own;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--crowd") && i + 1 < argc) crowd = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--procs") && i + 1 < argc) procs = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--crowd-child")) crowd_child = true;
+    else if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+      std::printf("usage: tune [--quick] [--dtype f32|tf32|f16|bf16|e4m3|e5m2]... [--shape MxNxK]...\n"
+                  "       tune --crowd N [--procs P]   N threads x P processes, first calls at once, cold cache\n");
+      return 0;
+    }
     else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) dtypes.push_back(argv[++i]);
     else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
       Shape s{};
@@ -50,6 +64,22 @@ int main(int argc, char** argv) {
         return 1;
       }
       own.push_back(s);
+    }
+  }
+  if (crowd > 0 || procs != 1) {
+    if (crowd < 1 || procs < 1) {
+      std::fprintf(stderr, "tune: --crowd N and --procs P take positive counts\n");
+      return 1;
+    }
+    if (!jit::interpret_mode() && !jit::driver::available()) {
+      std::fprintf(stderr, "tune: needs a GPU (or KAIO_INTERPRET=1, where the times mean nothing)\n");
+      return 1;
+    }
+    try {
+      return crowd_main(crowd, procs, crowd_child, std::filesystem::read_symlink("/proc/self/exe").c_str());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tune: %s\n", e.what());
+      return 1;
     }
   }
   if (dtypes.empty()) dtypes = {"f32", "tf32", "f16", "bf16"};

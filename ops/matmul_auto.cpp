@@ -6,7 +6,8 @@
 #include <shared_mutex>
 #include <unordered_map>
 
-#include "kaio/tuner/matmul_tuner.h"
+#include "kaio/ops/matmul_tune.h"
+#include "kaio/tuner/once.h"
 
 namespace kaio::ops {
 
@@ -76,8 +77,9 @@ const MatmulVariant& lookup(const MatmulProblem& p, const jit::Stream* stream) {
     }
   }
   // First call of the bucket in this process: the tuning table, or a tuning. Concurrent
-  // first calls may both tune; the second store replaces an equal record.
+  // first calls share one (tuner/once.h); a stand-in while another tunes is not kept.
   const tuner::MatmulChoice ch = tuner::choose_matmul(p, stream);
+  if (!ch.final) return *ch.variant;
   std::unique_lock<std::shared_mutex> g(c.m);
   const MatmulVariant* v = c.map.emplace(b, ch.variant).first->second;
   last = {gen, b, v};
@@ -95,6 +97,7 @@ void matmul_auto(uint64_t a, uint64_t b, uint64_t c, const MatmulProblem& p, con
 }
 
 void matmul_auto_reset() {
+  tuner::forget_outcomes();
   std::unique_lock<std::shared_mutex> g(choices().m);
   choices().map.clear();
   g_generation.fetch_add(1, std::memory_order_acq_rel);

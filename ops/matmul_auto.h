@@ -1,5 +1,5 @@
 // C = alpha * A * B + beta * C with the variant the autotuner chose for the problem's
-// bucket (tuner/matmul_tuner.h): the first call of a bucket in a process reads the tuning
+// bucket (ops/matmul_tune.h): the first call of a bucket in a process reads the tuning
 // record or tunes (KAIO_TUNE), later calls look the bucket up in an in-process map and
 // launch the chosen variant's loaded kernel (no IR rebuild, no tuning-table read).
 //

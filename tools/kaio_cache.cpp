@@ -732,7 +732,7 @@ int main(int argc, char** argv) {
   tune->require_subcommand(1);
   tune->fallthrough();
   CLI::App* tune_ls = tune->add_subcommand(
-      "ls", "List tuning records: the winner, its time, the runner-up and how much slower it is");
+      "ls", "List tuning records: the winner, its time, the runner-up and how much slower it is; then tunings in progress (claims)");
   tune_ls->add_flag("--json", tune_json, "Print a JSON array");
 
   CLI11_PARSE(app, argc, argv);

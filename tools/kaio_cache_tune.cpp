@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kaio/cache/store.h"
+#include "kaio/tuner/once.h"
 #include "kaio/tuner/tuner.h"
 
 namespace kaio::tools {
@@ -43,10 +44,15 @@ std::vector<const tuner::CandidateResult*> ranked(const tuner::Record& r) {
 
 int tune_ls(const std::filesystem::path& dir, bool as_json) {
   std::vector<Row> rows;
+  std::vector<std::pair<std::string, std::optional<tuner::Claim>>> claims;  // tunings in progress
   std::error_code ec;
   if (std::filesystem::exists(dir / "data.mdb", ec)) {
     auto store = cache::Store::open(dir, {.move_aside_damaged = false});
     store->for_each("tuning", [&](std::string_view k, std::string_view v) {
+      if (tuner::is_claim_key(k)) {
+        claims.emplace_back(std::string(k.substr(tuner::kClaimPrefix.size())), tuner::decode_claim(v));
+        return;
+      }
       Row r{std::string(k), std::nullopt, ""};
       r.rec = tuner::decode(v, &r.why);
       rows.push_back(std::move(r));
@@ -58,6 +64,7 @@ int tune_ls(const std::filesystem::path& dir, bool as_json) {
   const uint64_t now = uint64_t(std::chrono::duration_cast<std::chrono::seconds>(
                                     std::chrono::system_clock::now().time_since_epoch())
                                     .count());
+  const uint64_t now_ms = tuner::now_ms();
   if (as_json) {
     json out = json::array();
     for (const Row& r : rows) {
@@ -76,16 +83,33 @@ int tune_ls(const std::filesystem::path& dir, bool as_json) {
                      {"tune_seconds", r.rec->tune_seconds},
                      {"table_hash", r.rec->table_hash},
                      {"created_unix", r.rec->created_unix},
+                     {"noisy", r.rec->noisy},
+                     {"drift", r.rec->drift},
                      {"candidates", cands}});
+    }
+    for (const auto& [key, c] : claims) {
+      if (!c) {
+        out.push_back({{"key", key}, {"claim", {{"damaged", true}}}});
+        continue;
+      }
+      const std::string stale = tuner::claim_stale(*c, now_ms);
+      out.push_back({{"key", key},
+                     {"claim",
+                      {{"pid", c->pid},
+                       {"host", c->host},
+                       {"start_ms", c->start_ms},
+                       {"deadline_ms", c->deadline_ms},
+                       {"stale", stale.empty() ? json(nullptr) : json(stale)}}}});
     }
     // Keys are ours (ASCII), but a foreign entry must not make the listing throw.
     std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
     return 0;
   }
-  std::vector<std::vector<std::string>> table{{"KEY", "WINNER", "TIME", "RUNNER-UP", "MARGIN", "TIMED", "FAILED", "TUNING", "AGE"}};
+  std::vector<std::vector<std::string>> table{
+      {"KEY", "WINNER", "TIME", "RUNNER-UP", "MARGIN", "TIMED", "FAILED", "TUNING", "AGE", "NOTE"}};
   for (const Row& r : rows) {
     if (!r.rec) {
-      table.push_back({r.key, "(damaged: " + r.why + ")", "", "", "", "", "", "", ""});
+      table.push_back({r.key, "(damaged: " + r.why + ")", "", "", "", "", "", "", "", ""});
       continue;
     }
     const auto rk = ranked(*r.rec);
@@ -97,7 +121,8 @@ int tune_ls(const std::filesystem::path& dir, bool as_json) {
                      margin ? fmt("+%.1f%%", *margin * 100) : "-", std::to_string(rk.size()), std::to_string(failed),
                      fmt("%.2f s", r.rec->tune_seconds),
                      age < 3600 ? std::to_string(age / 60) + "m" : age < 172800 ? std::to_string(age / 3600) + "h"
-                                                                              : std::to_string(age / 86400) + "d"});
+                                                                              : std::to_string(age / 86400) + "d",
+                     r.rec->noisy ? "noisy" : ""});
   }
   std::vector<size_t> w(table[0].size(), 0);
   for (const auto& row : table)
@@ -109,6 +134,21 @@ int tune_ls(const std::filesystem::path& dir, bool as_json) {
     std::cout << line << "\n";
   }
   std::cout << rows.size() << " tuning entries\n";
+  if (!claims.empty()) {
+    std::cout << "\ntunings in progress (claims):\n";
+    for (const auto& [key, c] : claims) {
+      if (!c) {
+        std::cout << "  " << key << "  (damaged claim)\n";
+        continue;
+      }
+      const std::string stale = tuner::claim_stale(*c, now_ms);
+      const double since = double(now_ms - std::min(now_ms, c->start_ms)) / 1000.0;
+      const double left = (double(c->deadline_ms) - double(now_ms)) / 1000.0;
+      std::cout << "  " << key << "  pid " << c->pid << " on " << c->host << ", started " << fmt("%.1f", since)
+                << " s ago, deadline " << (left >= 0 ? "in " + fmt("%.0f", left) + " s" : fmt("%.0f", -left) + " s ago")
+                << (stale.empty() ? "" : " (stale: " + stale + ")") << "\n";
+    }
+  }
   return 0;
 }
 

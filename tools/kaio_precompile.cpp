@@ -10,7 +10,7 @@
 //                   "layouts": ["row/row", "row/col"],       A/B: row | col (default row/row)
 //                   "shapes": [[4096, 4096, 4096], [16, 4096, 4096, 8]] } ] }   m, n, k[, batch]
 // For each matmul entry, layout and arch, every variant whose can_implement accepts one of
-// the shapes is compiled; --tune tunes each shape (tuner/matmul_tuner.h).
+// the shapes is compiled; --tune tunes each shape (ops/matmul_tune.h).
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -31,7 +31,7 @@
 #include "kaio/jit/driver.h"
 #include "kaio/ops/catalog.h"
 #include "kaio/ops/matmul.h"
-#include "kaio/tuner/matmul_tuner.h"
+#include "kaio/ops/matmul_tune.h"
 
 using namespace kaio;
 using json = nlohmann::json;

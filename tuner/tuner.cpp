@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <array>
 #include <future>
+#include <map>
 #include <mutex>
 
 #include <nlohmann/json.hpp>
@@ -31,10 +34,20 @@ constexpr const char* kDb = "tuning";
 
 struct Counters {
   std::atomic<uint64_t> tunings{0}, timed_runs{0}, stored_hits{0}, memory_hits{0}, failed{0}, untuned{0};
+  std::atomic<uint64_t> waits{0}, taken_over{0}, meanwhile{0}, fallbacks{0}, retimed{0}, noisy{0}, noisy_retunes{0};
+  std::mutex by_key_m;
+  std::map<std::string, uint64_t> by_key;
 };
 Counters& counters() {
   static Counters c;
   return c;
+}
+
+// One tuning at a time per device in this process: two buckets timed at once would each
+// time the other's kernels too.
+std::mutex& device_mutex(int device) {
+  static std::array<std::mutex, 16> m;
+  return m[size_t(std::clamp(device, 0, 15))];
 }
 
 std::mutex& timer_mutex() {
@@ -74,6 +87,26 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The interquartile range of v (0 with fewer than four samples).
+double iqr(std::vector<double> v) {
+  if (v.size() < 4) return 0;
+  std::sort(v.begin(), v.end());
+  const auto q = [&](double f) {
+    const double x = f * double(v.size() - 1);
+    const size_t i = size_t(x);
+    return i + 1 < v.size() ? v[i] + (x - double(i)) * (v[i + 1] - v[i]) : v[i];
+  };
+  return q(0.75) - q(0.25);
+}
+
+// The spread that counts against Options::max_spread: the IQR over the median, or 0 when
+// the IQR is within the events' resolution.
+double spread_of(const std::vector<double>& ms, const Options& o) {
+  const double m = median(ms), r = iqr(ms);
+  if (m <= 0 || r <= o.min_spread_ms) return 0;
+  return r / m;
 }
 
 std::string what_of(std::exception_ptr e) {
@@ -158,14 +191,17 @@ std::optional<double> Record::runner_up_margin() const {
 std::string encode(const Record& r) {
   json cands = json::array();
   for (const auto& c : r.candidates)
-    cands.push_back({{"name", c.name}, {"status", c.status}, {"median_ms", c.median_ms}, {"runs", c.runs}});
+    cands.push_back(
+        {{"name", c.name}, {"status", c.status}, {"median_ms", c.median_ms}, {"runs", c.runs}, {"spread", c.spread}});
   const std::string payload = json{{"key", r.key},
                                    {"op", r.op},
                                    {"winner", r.winner},
                                    {"table_hash", r.table_hash},
                                    {"created_unix", r.created_unix},
                                    {"tune_seconds", r.tune_seconds},
-                                   {"candidates", cands}}
+                                   {"candidates", cands},
+                                   {"noisy", r.noisy},
+                                   {"drift", r.drift}}
                                   .dump();
   std::string out(kMagic, sizeof kMagic);
   put_u32(out, kTuningSchema);
@@ -198,7 +234,10 @@ std::optional<Record> decode(std::string_view b, std::string* why) {
     r.created_unix = j.at("created_unix");
     r.tune_seconds = j.at("tune_seconds");
     for (const auto& c : j.at("candidates"))
-      r.candidates.push_back({c.at("name"), c.at("status"), c.at("median_ms"), c.at("runs")});
+      r.candidates.push_back({c.at("name"), c.at("status"), c.at("median_ms"), c.at("runs"), c.value("spread", 0.0)});
+    // Absent in records written before contention was measured: read as steady.
+    r.noisy = j.value("noisy", false);
+    r.drift = j.value("drift", 0.0);
     return r;
   } catch (const std::exception& e) {
     return fail(std::string("tuning record payload: ") + e.what());
@@ -246,6 +285,9 @@ Record tune(const std::string& key, const std::string& op, uint64_t table_hash, 
     }
   }
 
+  // Checking and timing hold the device: this process's other tunings wait (their compiles
+  // above still overlap), so that no tuning times another's kernels.
+  std::unique_lock<std::mutex> device_turn(device_mutex(o.device));
   // The budget covers checking and timing. Compiles are not counted: they happen once per
   // machine (the kernel cache keeps them, kaio-precompile does them ahead of time).
   const auto t_budget = Clock::now();
@@ -269,8 +311,10 @@ Record tune(const std::string& key, const std::string& op, uint64_t table_hash, 
   }
 
   // Time: warm-up, then enough runs for a stable median (at least min_runs) within the
-  // budget left per remaining candidate.
+  // budget left per remaining candidate. A spread above the bound is timed again (other
+  // work on the GPU comes and goes), keeping the steadiest set.
   double best = 0;
+  size_t first_timed = cands.size();
   for (size_t i = 0; i < cands.size(); ++i) {
     if (!ready[i]) continue;
     const double left = o.budget_seconds - std::chrono::duration<double>(Clock::now() - t_budget).count();
@@ -287,9 +331,24 @@ Record tune(const std::string& key, const std::string& op, uint64_t table_hash, 
       const uint32_t runs = std::clamp(uint32_t(per / one), o.min_runs, o.max_runs);
       std::vector<double> ms = timer(cands[i].name, cands[i].run, runs, o.stream);
       counters().timed_runs.fetch_add(ms.size(), std::memory_order_relaxed);
+      double spread = spread_of(ms, o);
+      for (uint32_t again = 0; again < o.retimes && spread > o.max_spread; ++again) {
+        counters().retimed.fetch_add(1, std::memory_order_relaxed);
+        std::vector<double> ms2 = timer(cands[i].name, cands[i].run, runs, o.stream);
+        counters().timed_runs.fetch_add(ms2.size(), std::memory_order_relaxed);
+        const double s2 = spread_of(ms2, o);
+        jit::log().debug("tuner: {} times {} again: spread {:.3f} then {:.3f}", key, cands[i].name, spread, s2);
+        if (s2 < spread) {
+          ms = std::move(ms2);
+          spread = s2;
+        }
+      }
       auto& c = r.candidates[i];
       c.median_ms = median(ms);
       c.runs = uint32_t(ms.size());
+      c.spread = spread;
+      if (spread > o.max_spread) r.noisy = true;
+      if (first_timed == cands.size()) first_timed = i;
       if (r.winner.empty() || c.median_ms < best) {
         best = c.median_ms;
         r.winner = c.name;
@@ -298,9 +357,31 @@ Record tune(const std::string& key, const std::string& op, uint64_t table_hash, 
       skip(i, "launch: " + what_of(std::current_exception()));
     }
   }
+  // Drift: the first candidate timed once more after the others. Load that came or went
+  // during the tuning moves it even when each candidate's own runs were steady.
+  size_t timed = 0;
+  for (const auto& c : r.candidates) timed += c.status == "ok" && c.runs > 0;
+  if (timed >= 2) {
+    try {
+      const std::vector<double> ms = timer(cands[first_timed].name, cands[first_timed].run, o.min_runs, o.stream);
+      counters().timed_runs.fetch_add(ms.size(), std::memory_order_relaxed);
+      const double before = r.candidates[first_timed].median_ms, after = median(ms);
+      if (before > 0 && std::fabs(after - before) > o.min_spread_ms) r.drift = after / before - 1.0;
+      if (std::fabs(r.drift) > o.max_spread) r.noisy = true;
+    } catch (...) {
+      // It was timed once already: a failure now says nothing about the choice.
+    }
+  }
+  device_turn.unlock();
   r.tune_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   counters().tunings.fetch_add(1, std::memory_order_relaxed);
-  jit::log().info("tuner: {} -> {} ({:.2f} s)", key, r.winner.empty() ? "none" : r.winner, r.tune_seconds);
+  if (r.noisy) counters().noisy.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> g(counters().by_key_m);
+    ++counters().by_key[key];
+  }
+  jit::log().info("tuner: {} -> {} ({:.2f} s{})", key, r.winner.empty() ? "none" : r.winner, r.tune_seconds,
+                  r.noisy ? ", noisy" : "");
   return r;
 }
 
@@ -333,23 +414,50 @@ void store(const Record& r) {
 
 Stats stats() {
   const Counters& c = counters();
-  return {c.tunings.load(), c.timed_runs.load(), c.stored_hits.load(), c.memory_hits.load(), c.failed.load(), c.untuned.load()};
+  Stats s;
+  s.tunings = c.tunings.load();
+  s.timed_runs = c.timed_runs.load();
+  s.stored_hits = c.stored_hits.load();
+  s.memory_hits = c.memory_hits.load();
+  s.failed_candidates = c.failed.load();
+  s.untuned = c.untuned.load();
+  s.waits = c.waits.load();
+  s.claims_taken_over = c.taken_over.load();
+  s.untimed_meanwhile = c.meanwhile.load();
+  s.fallbacks = c.fallbacks.load();
+  s.retimed = c.retimed.load();
+  s.noisy_records = c.noisy.load();
+  s.noisy_retunes = c.noisy_retunes.load();
+  return s;
 }
 
 void reset_stats() {
   Counters& c = counters();
-  c.tunings = 0;
-  c.timed_runs = 0;
-  c.stored_hits = 0;
-  c.memory_hits = 0;
-  c.failed = 0;
-  c.untuned = 0;
+  for (auto* a : {&c.tunings, &c.timed_runs, &c.stored_hits, &c.memory_hits, &c.failed, &c.untuned, &c.waits,
+                  &c.taken_over, &c.meanwhile, &c.fallbacks, &c.retimed, &c.noisy, &c.noisy_retunes})
+    a->store(0);
+  std::lock_guard<std::mutex> g(c.by_key_m);
+  c.by_key.clear();
+}
+
+std::vector<std::pair<std::string, uint64_t>> tunings_by_key() {
+  std::lock_guard<std::mutex> g(counters().by_key_m);
+  return {counters().by_key.begin(), counters().by_key.end()};
 }
 
 namespace detail {
 void count_memory_hit() { counters().memory_hits.fetch_add(1, std::memory_order_relaxed); }
 void count_stored_hit() { counters().stored_hits.fetch_add(1, std::memory_order_relaxed); }
 void count_untuned() { counters().untuned.fetch_add(1, std::memory_order_relaxed); }
+void count(Counter c) {
+  Counters& k = counters();
+  auto& a = c == Counter::Waits              ? k.waits
+            : c == Counter::TakenOver        ? k.taken_over
+            : c == Counter::UntimedMeanwhile ? k.meanwhile
+            : c == Counter::Fallbacks        ? k.fallbacks
+                                             : k.noisy_retunes;
+  a.fetch_add(1, std::memory_order_relaxed);
+}
 }  // namespace detail
 
 }  // namespace kaio::tuner

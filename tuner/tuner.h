@@ -1,6 +1,6 @@
 // The autotuner's core: shape buckets, the device identity, tuning records persisted in the
 // cache's "tuning" database, the timing loop and its counters. It knows nothing of any op:
-// an op (tuner/matmul_tuner.h) turns a problem into a key and a list of candidates.
+// an op (ops/matmul_tune.h) turns a problem into a key and a list of candidates.
 //
 //   first call in a bucket   the candidates (prepare = compile, run, check) are prepared in
 //                            parallel, checked once, timed (warm-up, median of >= 10 runs),
@@ -12,6 +12,13 @@
 // (tune again even when a record exists). A record whose table hash differs from the op's
 // current variant table is ignored and replaced, so changing one op's table re-tunes only
 // that op.
+//
+// Honest timings: a process times one bucket at a time per GPU (compiles still run in
+// parallel); a candidate whose runs spread more than Options::max_spread (interquartile
+// range over the median) is timed again, and the first candidate is timed once more at the
+// end: when the spread stays or the two times of the first candidate drift apart, the GPU
+// was busy with work the tuner does not control, and the record is marked `noisy` (tuned
+// again, once per process, when KAIO_TUNE=on finds the GPU idle; see tuner/once.h).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kaio/jit/buffer.h"
@@ -49,6 +57,7 @@ struct CandidateResult {
   std::string status = "ok";  // "ok", or why it was skipped ("compile: ...", "check: ...", "budget")
   double median_ms = 0;       // when ok
   uint32_t runs = 0;          // timed runs
+  double spread = 0;          // interquartile range of the runs over their median (when ok)
 };
 
 struct Record {
@@ -59,6 +68,12 @@ struct Record {
   uint64_t created_unix = 0;
   double tune_seconds = 0;   // wall time of the whole tuning
   std::vector<CandidateResult> candidates;
+  // The timings were disturbed (a spread or a drift above the bound): the winner stands
+  // until the bucket is tuned again on an idle GPU.
+  bool noisy = false;
+  // The first timed candidate's median when timed again after the others, over its first
+  // median, minus one (0 with fewer than two timed candidates).
+  double drift = 0;
   // The runner-up's time over the winner's, minus one (0.12: the runner-up is 12% slower);
   // nullopt with fewer than two timed candidates.
   std::optional<double> runner_up_margin() const;
@@ -96,6 +111,14 @@ struct Options {
   uint32_t min_runs = 10;
   uint32_t max_runs = 50;
   const jit::Stream* stream = nullptr;  // where the runs go (null: the default stream)
+  // Contention: runs whose interquartile range exceeds max_spread of their median (and
+  // min_spread_ms) are timed again up to `retimes` times (the steadiest set is kept); a
+  // spread left above it, or a drift of the first candidate above it, marks the record
+  // noisy.
+  double max_spread = 0.25;
+  double min_spread_ms = 0.002;  // below this the spread is the events' resolution, not contention
+  uint32_t retimes = 2;
+  int device = 0;  // the GPU the runs go to: tunings of one device take turns
 };
 
 // Tunes: prepares every candidate (in parallel), runs and checks each once, times those
@@ -118,13 +141,25 @@ struct Stats {
   uint64_t memory_hits = 0;   // calls answered by an op's in-process bucket map
   uint64_t failed_candidates = 0;
   uint64_t untuned = 0;       // buckets decided without timing (KAIO_TUNE=off)
+  // Tune once (tuner/once.h):
+  uint64_t waits = 0;              // calls that waited for another thread's or process's tuning
+  uint64_t claims_taken_over = 0;  // claims of a dead or overdue owner taken over
+  uint64_t untimed_meanwhile = 0;  // calls served by the default while a tuning ran (KAIO_TUNE_WAIT=off)
+  uint64_t fallbacks = 0;          // tunings that failed: their callers got the default
+  uint64_t retimed = 0;            // candidates timed again for a spread above the bound
+  uint64_t noisy_records = 0;      // tunings whose record is marked noisy
+  uint64_t noisy_retunes = 0;      // noisy records tuned again on an idle GPU
 };
 Stats stats();
 void reset_stats();
+// How many times this process tuned each key (since start or reset_stats()).
+std::vector<std::pair<std::string, uint64_t>> tunings_by_key();
 namespace detail {
 void count_memory_hit();
 void count_stored_hit();
 void count_untuned();
+enum class Counter { Waits, TakenOver, UntimedMeanwhile, Fallbacks, NoisyRetunes };
+void count(Counter c);
 }  // namespace detail
 
 }  // namespace kaio::tuner

@@ -117,13 +117,15 @@ TEST_CASE("matmul_auto from several threads: one bucket, correct results, one re
   ScopedEnv tune("KAIO_TUNE", "on");
   FakeTimerScope fake;
   ops::matmul_auto_reset();
+  tn::reset_stats();
   std::vector<double> errors(4, 1.0);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&errors, t] { errors[t] = run_auto<float>({.m = 9, .n = 11, .k = 13}); });
   for (auto& th : threads) th.join();
   for (double e : errors) CHECK(e < 1e-5);
-  // Concurrent first calls may each tune; they agree on one record per bucket.
+  // Concurrent first calls share one tuning (tuner/once.h) and one record.
+  CHECK(tn::stats().tunings == 1);
   uint64_t records = 0;
   kaio::cache::Store::open(dir.path())->for_each("tuning", [&](std::string_view, std::string_view) { ++records; });
   CHECK(records == 1);

@@ -18,7 +18,7 @@
 #include "kaio/kaio.h"
 #include "kaio/ops/matmul.h"
 #include "kaio/ops/matmul_auto.h"
-#include "kaio/tuner/matmul_tuner.h"
+#include "kaio/ops/matmul_tune.h"
 #include "../ir/mma_kernels.h"
 #include "../support.h"
 #include "matmul_support.h"

@@ -144,7 +144,10 @@ TEST_CASE("tune picks the fastest and records every candidate, skipping failures
   const tn::Stats s = tn::stats();
   CHECK(s.tunings == 1);
   CHECK(s.failed_candidates == 3);
-  CHECK(s.timed_runs == r.candidates[0].runs + r.candidates[2].runs + r.candidates[5].runs);
+  // ... and the first timed candidate once more (min_runs) for the drift.
+  CHECK(s.timed_runs == r.candidates[0].runs + r.candidates[2].runs + r.candidates[5].runs + 10);
+  CHECK(r.drift == 0);
+  CHECK_FALSE(r.noisy);
 }
 
 TEST_CASE("a candidate whose timing fails is skipped; none working gives no winner", "[tuner]") {

@@ -1,4 +1,4 @@
-#include "kaio/tuner/matmul_tuner.h"
+#include "kaio/ops/matmul_tune.h"
 
 #include <algorithm>
 #include <chrono>
@@ -14,6 +14,7 @@
 #include "kaio/ir/half.h"
 #include "kaio/jit/backend.h"
 #include "kaio/jit/device.h"
+#include "kaio/tuner/once.h"
 
 namespace kaio::tuner {
 
@@ -199,41 +200,44 @@ MatmulChoice choose_matmul(const MatmulProblem& p, const jit::Stream* stream, bo
     detail::count_untuned();
     return ch;
   }
-  const std::string key = matmul_key(p);
-  if (m != Mode::Force && !force) {
-    if (auto r = load(key, matmul_table_hash())) {
-      for (const MatmulVariant* v : able)
-        if (r->winner == v->name) {
-          ch.variant = v;
-          ch.source = MatmulChoice::Stored;
-          ch.record = std::move(*r);
-          detail::count_stored_hit();
-          return ch;
-        }
+  // Tuned once per bucket, however many threads and processes ask (tuner/once.h).
+  Job job;
+  job.key = matmul_key(p);
+  job.op = "matmul";
+  job.table_hash = matmul_table_hash();
+  job.force = force;
+  job.options = o;
+  if (!job.options.stream) job.options.stream = stream;
+  job.usable = [&able](const Record& r) {
+    for (const MatmulVariant* v : able)
+      if (r.winner == v->name) return true;
+    return false;
+  };
+  job.candidates = [&p, &able, stream] {
+    std::shared_ptr<Scratch> s = make_scratch(p);
+    std::vector<Candidate> cands;
+    for (const MatmulVariant* v : able) {
+      const ops::MatmulConfig cfg{static_cast<uint32_t>(v - ops::matmul_variants().data()), p.in, p.out, p.a, p.b};
+      cands.push_back({v->name, [cfg] { ops::matmul_family().get(cfg); },
+                       [s, v, stream] {
+                         const size_t i = s->next++ % s->a.size();
+                         ops::matmul(*v, s->a[i].device_address(), s->b[i].device_address(), s->c[i].device_address(),
+                                     s->p, stream);
+                       },
+                       [s, v, stream] { return check_against_reference(*s, *v, stream); }});
     }
+    return cands;
+  };
+  const Outcome out = tune_once(job);
+  ch.variant = able.front();  // the default: no record, a tuning that failed, or one still running elsewhere
+  ch.final = out.final;
+  ch.waited = out.waited;
+  if (out.record) {
+    ch.record = *out.record;
+    ch.source = out.source == Outcome::Stored ? MatmulChoice::Stored : MatmulChoice::Tuned;
+    for (const MatmulVariant* v : able)
+      if (ch.record.winner == v->name) ch.variant = v;
   }
-  const auto t0 = std::chrono::steady_clock::now();  // the bucket's tuning time includes its scratch inputs
-  std::shared_ptr<Scratch> s = make_scratch(p);
-  std::vector<Candidate> cands;
-  for (const MatmulVariant* v : able) {
-    const ops::MatmulConfig cfg{static_cast<uint32_t>(v - ops::matmul_variants().data()), p.in, p.out, p.a, p.b};
-    cands.push_back({v->name, [cfg] { ops::matmul_family().get(cfg); },
-                     [s, v, stream] {
-                       const size_t i = s->next++ % s->a.size();
-                       ops::matmul(*v, s->a[i].device_address(), s->b[i].device_address(), s->c[i].device_address(),
-                                   s->p, stream);
-                     },
-                     [s, v, stream] { return check_against_reference(*s, *v, stream); }});
-  }
-  Options opt = o;
-  if (!opt.stream) opt.stream = stream;
-  ch.record = tune(key, "matmul", matmul_table_hash(), std::move(cands), opt);
-  ch.record.tune_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  ch.source = MatmulChoice::Tuned;
-  ch.variant = able.front();
-  for (const MatmulVariant* v : able)
-    if (ch.record.winner == v->name) ch.variant = v;
-  if (!ch.record.winner.empty()) store(ch.record);
   return ch;
 }
 

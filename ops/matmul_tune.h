@@ -36,10 +36,16 @@ struct MatmulChoice {
   const ops::MatmulVariant* variant = nullptr;
   enum Source { Untuned, Stored, Tuned } source = Untuned;
   Record record;  // Stored / Tuned: the record
+  // False: the first variant that can serve stands in, untimed, while another thread or
+  // process tunes the bucket (KAIO_TUNE_WAIT=off, or the wait ran out): ask again later.
+  bool final = true;
+  bool waited = false;  // waited for another thread's or process's tuning of the bucket
 };
 
 // The variant for p's bucket: KAIO_TUNE=off the first that can serve p; else the stored
-// record, or (none, or KAIO_TUNE=force, or `force`) a tuning whose record is stored.
+// record, or (none, or KAIO_TUNE=force, or `force`) a tuning whose record is stored. One
+// tuning per bucket across threads and processes (tuner/once.h); a tuning that fails
+// gives the first variant that can serve, never an exception.
 // UsageError (op "matmul_auto") naming every variant's reason when none can serve p.
 MatmulChoice choose_matmul(const ops::MatmulProblem& p, const jit::Stream* stream = nullptr, bool force = false,
                            const Options& o = {});

@@ -9,10 +9,12 @@
 
 #include <map>
 #include <regex>
+#include <thread>
 
 #include "kaio/cache/store.h"
 #include "kaio/ops/matmul.h"
-#include "kaio/tuner/matmul_tuner.h"
+#include "kaio/ops/matmul_tune.h"
+#include "kaio/tuner/once.h"
 #include "../child_process.h"
 #include "../support.h"
 
@@ -179,4 +181,112 @@ TEST_CASE("matmul tuning keys bucket the shape and carry alignment", "[gpu][tune
   p.k = 1000;
   p.b = kaio::ops::MatLayout::ColMajor;
   CHECK(tn::matmul_key(p) != k);
+}
+
+// Tune once, with real matmul candidates in the interpreter and a fake timer.
+namespace {
+
+std::vector<std::string> claims_in(const TempDir& dir) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : tuning_entries(dir))
+    if (tn::is_claim_key(k)) out.push_back(v);
+  return out;
+}
+
+kaio::test::ChildResult raw_child(const TempDir& dir, std::vector<std::string> args,
+                                  std::map<std::string, std::string> env = {}) {
+  args.insert(args.begin(), kaio::test::beside_exe(KAIO_TUNE_CHILD_REL));
+  env["KAIO_CACHE_DIR"] = dir.str();
+  env["KAIO_INTERPRET"] = "1";
+  env["KAIO_TUNE"] = "on";
+  return run_child(args, env, 300);
+}
+
+}  // namespace
+
+TEST_CASE("matmul_auto from 16 threads on 4 buckets: 4 tunings, every call correct", "[tuner][matmul][concurrency]") {
+  TempDir dir;
+  // Each thread calls the four buckets in its own order; the child checks every call
+  // against float64 (err) and counts tunings.
+  auto r = child(dir, {"--threads", "16", "--m", "5,17,40,70", "--slow", "5", "--fastest", "simt_32x32x8_2x2"});
+  CHECK(r["tunings"] == "4");
+  CHECK(r["fallbacks"] == "0");
+  CHECK(r["meanwhile"] == "0");
+  CHECK(std::stoi(r["waits"]) <= 15 * 4);
+  CHECK(claims_in(dir).empty());
+  CHECK(tuning_entries(dir).size() == 4);
+  for (const char* m : {"5", "17", "40", "70"}) CHECK(r[std::string("variant_m") + m] == "simt_32x32x8_2x2");
+}
+
+TEST_CASE("4 processes on one cache: each bucket tuned once, the others read its record", "[tuner][matmul][concurrency]") {
+  TempDir dir;
+  const std::vector<std::string> fastest = {"simt_32x32x8_2x2", "simt_64x64x8_4x4", "simt_128x128x8_8x8",
+                                            "simt_32x32x8_2x2"};
+  std::vector<std::map<std::string, std::string>> out(4);
+  std::vector<std::thread> procs;
+  for (int i = 0; i < 4; ++i)
+    procs.emplace_back([&, i] {
+      // Slow timings: the four processes start while the first tunings run.
+      const auto r = raw_child(dir, {"--m", i % 2 ? "5,40" : "40,5", "--slow", "100", "--fastest", fastest[size_t(i)]});
+      if (r.exited && r.code == 0) out[size_t(i)] = parse(r.out);
+    });
+  for (auto& p : procs) p.join();
+  int tunings = 0;
+  for (const auto& o : out) {
+    REQUIRE(o.count("tunings"));
+    CHECK(std::stod(o.at("err")) < 1e-5);
+    tunings += std::stoi(o.at("tunings"));
+    // Each bucket: tuned here, or read from the record (after a wait or not).
+    CHECK(std::stoi(o.at("tunings")) + std::stoi(o.at("stored_hits")) == 2);
+    // One choice per bucket: the tuning process's (each process's timer prefers another).
+    CHECK(o.at("variant_m5") == out[0].at("variant_m5"));
+    CHECK(o.at("variant_m40") == out[0].at("variant_m40"));
+  }
+  CHECK(tunings == 2);
+  CHECK(claims_in(dir).empty());
+  CHECK(tuning_entries(dir).size() == 2);
+}
+
+TEST_CASE("a process killed in the middle of a tuning: another takes its claim over and finishes",
+          "[tuner][matmul][concurrency]") {
+  TempDir dir;
+  // The child kills itself with SIGKILL when it times simt_32x32x8_2x2: its claim stays.
+  const auto killed = raw_child(dir, {"--hang", "simt_32x32x8_2x2"}, {{"KAIO_TUNE_CLAIM_SECONDS", "600"}});
+  INFO(killed.describe());
+  REQUIRE(killed.signal == SIGKILL);
+  const auto left = claims_in(dir);
+  REQUIRE(left.size() == 1);
+  auto claim = tn::decode_claim(left[0]);
+  REQUIRE(claim);
+  CHECK(tuning_entries(dir).size() == 1);  // the claim, no record
+
+  // kaio-cache tune ls shows the tuning in progress, and that its owner is gone.
+  const auto ls = kaio::test::run_command("'" + kaio::test::cache_tool_exe() + "' --cache-dir '" + dir.str() + "' tune ls");
+  CHECK_THAT(ls.out, Contains("tunings in progress") && Contains("pid " + std::to_string(claim->pid)) &&
+                         Contains("is gone") && Contains("0 tuning entries"));
+  const auto j = nlohmann::json::parse(
+      kaio::test::run_command("'" + kaio::test::cache_tool_exe() + "' --cache-dir '" + dir.str() + "' tune ls --json").out);
+  REQUIRE(j.size() == 1);
+  CHECK(j[0].at("claim").at("pid") == claim->pid);
+
+  SECTION("on this host its dead pid frees the claim at once") {
+    auto r = child(dir, {"--fastest", "simt_64x64x8_4x4"});
+    CHECK(r["tunings"] == "1");
+    CHECK(r["taken_over"] == "1");
+    CHECK(r["variant"] == "simt_64x64x8_4x4");
+  }
+  SECTION("seen from another pid namespace, only its deadline frees it") {
+    claim->pid_ns = "pid:[1]";  // as a process of another container would have written it
+    claim->deadline_ms = tn::now_ms() + 1500;
+    kaio::cache::Store::open(dir.path())->put("tuning", tn::claim_key(claim->key), tn::encode_claim(*claim));
+    auto r = child(dir, {"--fastest", "simt_64x64x8_4x4"});
+    CHECK(r["waits"] == "1");
+    CHECK(r["taken_over"] == "1");
+    CHECK(r["tunings"] == "1");
+    auto rec = tn::decode(*kaio::cache::Store::open(dir.path())->get("tuning", claim->key));
+    REQUIRE(rec);
+    CHECK(rec->created_unix * 1000 + 999 >= claim->deadline_ms);  // tuned after the deadline
+  }
+  CHECK(claims_in(dir).empty());
+  CHECK(tuning_entries(dir).size() == 1);  // the record
 }
