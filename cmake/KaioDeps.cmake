@@ -14,3 +14,15 @@ find_path(KAIO_SPDLOG_INCLUDE spdlog/spdlog.h REQUIRED)
 find_library(KAIO_NVJITLINK NAMES nvJitLink PATHS ${KAIO_CUDA_HOME}/lib64 NO_DEFAULT_PATH REQUIRED)
 add_library(kaio_nvjitlink INTERFACE)
 target_link_libraries(kaio_nvjitlink INTERFACE $<BUILD_INTERFACE:${KAIO_NVJITLINK}>)
+
+# The remote cache tier: hiredis (Redis protocol) and OpenSSL's libcrypto (HMAC-SHA256),
+# both linked statically so that binaries run where neither is installed. Their headers
+# are in the default include path (<hiredis/hiredis.h>, <openssl/hmac.h>).
+find_path(KAIO_HIREDIS_INCLUDE hiredis/hiredis.h REQUIRED)
+find_library(KAIO_HIREDIS_STATIC NAMES libhiredis.a REQUIRED)
+find_path(KAIO_OPENSSL_INCLUDE openssl/hmac.h REQUIRED)
+find_library(KAIO_CRYPTO_STATIC NAMES libcrypto.a REQUIRED)
+add_library(kaio_remote_deps INTERFACE)
+# libcrypto.a needs libdl and pthreads (both in glibc on the target machines).
+target_link_libraries(kaio_remote_deps INTERFACE $<BUILD_INTERFACE:${KAIO_HIREDIS_STATIC}>
+                                                 $<BUILD_INTERFACE:${KAIO_CRYPTO_STATIC}> ${CMAKE_DL_LIBS})

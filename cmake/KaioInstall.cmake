@@ -8,7 +8,7 @@ foreach(dir ir codegen jit cache tuner ops)
 endforeach()
 install(FILES ${CMAKE_SOURCE_DIR}/kaio.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kaio)
 
-install(TARGETS kaio kaio_lmdb kaio_nvjitlink EXPORT kaioTargets
+install(TARGETS kaio kaio_lmdb kaio_nvjitlink kaio_remote_deps EXPORT kaioTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(EXPORT kaioTargets NAMESPACE kaio:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kaio)
 

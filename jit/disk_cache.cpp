@@ -17,6 +17,7 @@
 #include "kaio/cache/meta.h"
 #include "kaio/ir/error.h"
 #include "kaio/jit/compile.h"
+#include "kaio/jit/disk_cache_remote.h"
 #include "kaio/jit/log.h"
 
 namespace kaio::jit::disk {
@@ -89,6 +90,7 @@ struct Buffered {
   uint64_t hits = 0, misses = 0;
   uint64_t failures = 0, failure_unix = 0;
   std::string failure_message;
+  cache::RemoteCounters remote;
 
   void merge(Buffered&& o) {
     if (!store) store = std::move(o.store);
@@ -100,6 +102,7 @@ struct Buffered {
     hits += o.hits;
     misses += o.misses;
     failures += o.failures;
+    remote += o.remote;
     if (o.failure_unix >= failure_unix) {
       failure_unix = o.failure_unix;
       failure_message = std::move(o.failure_message);
@@ -183,6 +186,7 @@ struct Writer {
     for (const auto& [key, u] : b.keys) cache::add_usage(t, key, u.last_use_us, u.hits);
     cache::add_counters(t, b.hits, b.misses);
     cache::add_write_failures(t, b.failures, b.failure_unix, b.failure_message);
+    cache::add_remote_counters(t, b.remote);
   }
 
   void flush_usage(bool may_warn) {
@@ -295,6 +299,8 @@ struct Writer {
   // At exit: waits for writers, then saves the use counts, all within kExitWaitMs. A
   // writer still running then is left to the end of the process.
   void finish_at_exit() {
+    // Remote publishes first (bounded): their counters ride with the use counts below.
+    remote::flush(remote::kExitWaitMs);
     const auto deadline = Clock::now() + std::chrono::milliseconds(kExitWaitMs);
     bool idle = wait_idle(deadline);
     // The counts are saved on a thread of their own: on a failing disk the save may
@@ -415,6 +421,33 @@ Lookup read(const std::shared_ptr<cache::Store>& sp, const std::string& key, con
   return Lookup::Hit;
 }
 
+bool write_now(const std::shared_ptr<cache::Store>& sp, const std::string& key, const std::string& bytes) {
+  arm_exit_flush();
+  Writer& w = Writer::instance();
+  std::shared_ptr<cache::Store> s = sp;
+  if (!w.may_write(s->dir().string())) {
+    ++w.skipped;
+    return false;
+  }
+  try {
+    write_record(w, s, key, bytes, true);
+    w.on_success(s->dir().string());
+    return true;
+  } catch (const std::exception& e) {
+    w.on_failure(s, e.what());
+    return false;
+  }
+}
+
+void note_remote(const std::shared_ptr<cache::Store>& s, const cache::RemoteCounters& c) {
+  arm_exit_flush();
+  Writer& w = Writer::instance();
+  std::lock_guard<std::mutex> g(w.um);
+  Buffered& b = (*w.usage)[s.get()];
+  if (!b.store) b.store = s;
+  b.remote += c;
+}
+
 void write_async(std::shared_ptr<cache::Store> s, std::string key, cache::Record rec, bool replace) {
   arm_exit_flush();
   Writer& w = Writer::instance();
@@ -438,6 +471,7 @@ void write_async(std::shared_ptr<cache::Store> s, std::string key, cache::Record
 
 void flush() {
   arm_exit_flush();
+  remote::flush();
   Writer& w = Writer::instance();
   if (!w.wait_idle_while_progressing(std::chrono::seconds(kFlushStallSeconds))) {
     warn_once("flush", "kernel cache writes made no progress for " + std::to_string(kFlushStallSeconds) +

@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 
+#include "kaio/cache/meta.h"
 #include "kaio/cache/record.h"
 #include "kaio/cache/store.h"
 
@@ -46,10 +47,19 @@ enum class Lookup { Hit, Miss, Bad };
 Lookup read(const std::shared_ptr<cache::Store>& s, const std::string& key, const std::string& arch,
             cache::Record& out);
 
+// Writes a record now, on the calling thread (a record fetched from the remote tier is
+// stored before it is loaded). False when the write failed (counted and logged like a
+// queued write's failure; the record is still served from memory).
+bool write_now(const std::shared_ptr<cache::Store>& s, const std::string& key, const std::string& record_bytes);
+
+// Buffers the remote tier's counters with this store's use counts (saved with them).
+void note_remote(const std::shared_ptr<cache::Store>& s, const cache::RemoteCounters& c);
+
 // Queues a write; `replace` overwrites an existing (bad or forced) record. The write keeps
 // the cache under KAIO_CACHE_MAX_BYTES by evicting the least recently used records.
 void write_async(std::shared_ptr<cache::Store> s, std::string key, cache::Record rec, bool replace);
-// Waits for queued writes (see kFlushStallSeconds), then writes the buffered use counts.
+// Waits for queued writes (see kFlushStallSeconds) and remote publishes (bounded), then
+// writes the buffered use counts.
 void flush();
 
 // Write transactions that carried buffered use counts (for tests: hits must not write).
