@@ -278,7 +278,11 @@ RedisReply RedisConnection::command(const std::vector<std::string_view>& argv) {
   RedisReply r;
   {
     std::lock_guard<std::mutex> g(m_);
+    const bool reused = ctx_ != nullptr;
     if (ensure_connected(r)) r = run(argv);
+    // A connection kept from earlier may have been closed by a server restart (or an idle
+    // timeout) meanwhile: one fresh connection is tried before it counts as a failure.
+    if (reused && r.status == RedisStatus::Failed && ensure_connected(r)) r = run(argv);
   }
   // A server that answers (even with an error such as OOM) is reachable.
   const bool reachable = r.status == RedisStatus::Ok || r.status == RedisStatus::Nil ||

@@ -197,13 +197,14 @@ void Tier::note_reply(const cache::RedisReply& r, const std::shared_ptr<cache::S
     log().debug("remote cache {}: {} {}", what, cache::status_name(r.status), r.value);
 }
 
-Got Tier::get(char kind, const std::string& key, std::string& payload, std::string* why) {
+Got Tier::get(char kind, const std::string& key, std::string& payload, std::string* why,
+              const std::shared_ptr<cache::Store>& store) {
   const std::string rkey = cache::remote_key(s_.ns, kind, key);
   // GETRANGE bounds what an oversized (or hostile) value can make this process read: one
   // byte past the limit tells that it is over.
   const std::string last = std::to_string(s_.max_bytes);
   cache::RedisReply r = reader_->command({"GETRANGE", rkey, "0", last});
-  note_reply(r, nullptr, "read");
+  note_reply(r, store, "read");
   if (r.status == cache::RedisStatus::Nil || (r.ok() && r.value.empty())) return Got::Miss;
   if (!r.ok()) {
     if (why) *why = r.value;
@@ -224,8 +225,9 @@ std::string claimant_id() {
 }
 }  // namespace
 
-Got Tier::get_or_claim(char kind, const std::string& key, std::string& payload, std::string* why) {
-  Got g = get(kind, key, payload, why);
+Got Tier::get_or_claim(char kind, const std::string& key, std::string& payload, std::string* why,
+                       const std::shared_ptr<cache::Store>& store) {
+  Got g = get(kind, key, payload, why, store);
   if (g != Got::Miss || s_.claim_ms == 0 || !s_.can_publish()) return g;
   const std::string claim = cache::remote_key(s_.ns, 'c', kind == cache::kRemoteKernel ? cache::to_hex(key) : key);
   const std::string lease = std::to_string(s_.claim_ms), me = claimant_id();
@@ -233,13 +235,13 @@ Got Tier::get_or_claim(char kind, const std::string& key, std::string& payload, 
   int sleep_ms = 2;
   for (;;) {
     cache::RedisReply r = reader_->command({"SET", claim, me, "NX", "PX", lease});
-    note_reply(r, nullptr, "claim");
+    note_reply(r, store, "claim");
     if (r.ok()) return Got::Miss;                          // ours: compile and publish
     if (r.status != cache::RedisStatus::Nil) return Got::Miss;  // no claims today: compile
     // Another node is compiling it: its record appears when it publishes.
     std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
     sleep_ms = std::min(sleep_ms * 2, 50);
-    g = get(kind, key, payload, why);
+    g = get(kind, key, payload, why, store);
     if (g != Got::Miss) return g;
     if (Clock::now() >= deadline) {
       if (debug_enabled()) log().debug("remote cache: waited {} ms for another node's record; compiling", s_.claim_ms);
@@ -248,7 +250,8 @@ Got Tier::get_or_claim(char kind, const std::string& key, std::string& payload, 
   }
 }
 
-PutOutcome Tier::put(char kind, const std::string& key, const std::string& payload, bool replace) {
+PutOutcome Tier::put(char kind, const std::string& key, const std::string& payload, bool replace,
+                     const std::shared_ptr<cache::Store>& store) {
   PutOutcome out;
   if (!s_.can_publish()) {
     out.error = "read-only: no KAIO_REMOTE_CACHE_KEY_FILE (KAIO_REMOTE_CACHE_TRUST=unsigned publishes unsigned records)";
@@ -271,7 +274,7 @@ PutOutcome Tier::put(char kind, const std::string& key, const std::string& paylo
   if (r.status == cache::RedisStatus::Nil) out.exists = true;
   else if (r.ok()) out.written = true;
   else out.error = std::string(cache::status_name(r.status)) + ": " + r.value;
-  note_reply(r, nullptr, "write");
+  note_reply(r, store, "write");
   return out;
 }
 
@@ -303,7 +306,7 @@ void Tier::publish_async(char kind, std::string key, std::string payload, bool r
               im.queued_bytes -= j.payload.size();
               im.busy = true;
             }
-            PutOutcome o = put(j.kind, j.key, j.payload, j.replace);
+            PutOutcome o = put(j.kind, j.key, j.payload, j.replace, j.store);
             if (o.written) count(j.store, one(&cache::RemoteCounters::published));
             // The record is there: a claim this node may hold has done its work.
             if ((o.written || o.exists) && s_.claim_ms)
@@ -429,7 +432,7 @@ disk::Lookup fetch_kernel(Tier& t, const std::shared_ptr<cache::Store>& store, c
                           const std::string& arch, cache::Record& out, bool& remote_bad) {
   remote_bad = false;
   std::string payload, why;
-  const Got g = t.get_or_claim(cache::kRemoteKernel, key, payload, &why);
+  const Got g = t.get_or_claim(cache::kRemoteKernel, key, payload, &why, store);
   if (g == Got::Miss) count(store, one(&cache::RemoteCounters::misses));
   if (g == Got::Unavailable || g == Got::Miss) return disk::Lookup::Miss;
   std::optional<cache::Record> rec;
@@ -464,7 +467,7 @@ std::optional<std::string> fetch_tuning(const std::shared_ptr<cache::Store>& sto
   std::shared_ptr<Tier> t = tier_for("");
   if (!t) return std::nullopt;
   std::string payload, why;
-  Got g = t->get(cache::kRemoteTuning, key, payload, &why);
+  Got g = t->get(cache::kRemoteTuning, key, payload, &why, store);
   if (g == Got::Hit && !valid(payload, &why)) g = Got::Bad;
   if (g == Got::Miss) count(store, one(&cache::RemoteCounters::misses));
   if (g == Got::Bad) bad_record(store, "tuning", why);

@@ -82,14 +82,18 @@ class Tier {
   ~Tier();
   const Settings& settings() const { return s_; }
   // A verified payload (envelope checks only; the payload's own format is the caller's).
-  Got get(char kind, const std::string& key, std::string& payload, std::string* why);
+  // `store` (may be null) receives the counters of what went wrong.
+  Got get(char kind, const std::string& key, std::string& payload, std::string* why,
+          const std::shared_ptr<cache::Store>& store = nullptr);
   // get(), and on a miss the fleet's compile-once protocol: claim the key (then Miss: the
   // caller compiles and publishes) or wait for the claimant's record (Hit), bounded by
   // claim_ms (then Miss). Only a tier that can publish claims.
-  Got get_or_claim(char kind, const std::string& key, std::string& payload, std::string* why);
+  Got get_or_claim(char kind, const std::string& key, std::string& payload, std::string* why,
+                   const std::shared_ptr<cache::Store>& store = nullptr);
   // Synchronous publish (tools). Refuses oversize records and publishing without a key
   // (unless trusted unsigned).
-  PutOutcome put(char kind, const std::string& key, const std::string& payload, bool replace);
+  PutOutcome put(char kind, const std::string& key, const std::string& payload, bool replace,
+                 const std::shared_ptr<cache::Store>& store = nullptr);
   // Queues a publish; never blocks. `store` receives the counters (may be null).
   void publish_async(char kind, std::string key, std::string payload, bool replace, std::shared_ptr<cache::Store> store);
   // Waits up to `ms` for queued publishes; false when some are left.

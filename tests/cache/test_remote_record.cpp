@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "kaio/cache/record.h"
+#include "kaio/cache/meta.h"
 #include "kaio/cache/redis_client.h"
 #include "kaio/cache/remote_record.h"
 
@@ -146,9 +147,7 @@ TEST_CASE("a connection to a port with nothing listening fails fast and opens th
   r = c.command({"PING"});
   CHECK(r.status == RedisStatus::Failed);
   CHECK_FALSE(r.outage_began);
-  const auto t0 = std::chrono::steady_clock::now();
+  // With the breaker open nothing is sent at all.
   for (int i = 0; i < 1000; ++i) CHECK(c.command({"PING"}).status == RedisStatus::Unavailable);
-  // Not a timing threshold on the network: with the breaker open nothing is sent at all.
   CHECK(br->is_open());
-  (void)t0;
 }

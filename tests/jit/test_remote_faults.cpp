@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <fstream>
+#include <future>
 #include <random>
 #include <thread>
 
