@@ -10,6 +10,7 @@
 #include <ctime>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include <spdlog/spdlog.h>
@@ -421,24 +422,6 @@ Lookup read(const std::shared_ptr<cache::Store>& sp, const std::string& key, con
   return Lookup::Hit;
 }
 
-bool write_now(const std::shared_ptr<cache::Store>& sp, const std::string& key, const std::string& bytes) {
-  arm_exit_flush();
-  Writer& w = Writer::instance();
-  std::shared_ptr<cache::Store> s = sp;
-  if (!w.may_write(s->dir().string())) {
-    ++w.skipped;
-    return false;
-  }
-  try {
-    write_record(w, s, key, bytes, true);
-    w.on_success(s->dir().string());
-    return true;
-  } catch (const std::exception& e) {
-    w.on_failure(s, e.what());
-    return false;
-  }
-}
-
 void note_remote(const std::shared_ptr<cache::Store>& s, const cache::RemoteCounters& c) {
   arm_exit_flush();
   Writer& w = Writer::instance();
@@ -467,6 +450,85 @@ void write_async(std::shared_ptr<cache::Store> s, std::string key, cache::Record
     }
   });
   if (!started) warn_once("thread", "kernel cache write skipped: no thread could be started");
+}
+
+namespace {
+// Records fetched from the remote tier, waiting for the LMDB: one thread drains them, all
+// queued records of a store in one transaction (a remote hit costs no thread start and no
+// commit of its own; a node warming up from Redis commits in batches).
+struct Fetched {
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<std::tuple<std::shared_ptr<cache::Store>, std::string, std::string>> queue;
+  bool draining = false;
+  pid_t pid = 0;
+};
+Fetched& fetched() {
+  static Fetched* f = new Fetched;  // never destroyed, like the writers
+  return *f;
+}
+
+void drain_fetched(Writer& w) {
+  Fetched& f = fetched();
+  for (;;) {
+    std::vector<std::tuple<std::shared_ptr<cache::Store>, std::string, std::string>> batch;
+    {
+      // A node warming up fetches records back to back: the thread stays a moment for
+      // the next ones instead of ending and being started again for each.
+      std::unique_lock<std::mutex> g(f.m);
+      f.cv.wait_for(g, std::chrono::milliseconds(kFetchedLingerMs), [&] { return !f.queue.empty(); });
+      batch.swap(f.queue);
+      if (batch.empty()) {
+        f.draining = false;
+        return;
+      }
+    }
+    std::string env_error;
+    const uint64_t max_bytes = cache::max_bytes_from_env(&env_error);
+    std::unordered_map<cache::Store*, std::vector<size_t>> by_store;
+    for (size_t i = 0; i < batch.size(); ++i) by_store[std::get<0>(batch[i]).get()].push_back(i);
+    for (auto& [ptr, idx] : by_store) {
+      std::shared_ptr<cache::Store> s = std::get<0>(batch[idx[0]]);
+      const std::string dir = s->dir().string();
+      if (!w.may_write(dir)) {
+        w.skipped += idx.size();
+        continue;
+      }
+      try {
+        if (s->damaged()) s = cache::Store::open(s->dir());
+        s->update([&](cache::Txn& t) {
+          for (size_t i : idx) cache::put_record(t, std::get<1>(batch[i]), std::get<2>(batch[i]), true, max_bytes);
+        });
+        for (size_t n = 0; n < idx.size(); ++n) w.on_success(dir);
+      } catch (const std::exception& e) {
+        w.on_failure(s, e.what());
+      }
+    }
+  }
+}
+}  // namespace
+
+void write_fetched_async(std::shared_ptr<cache::Store> s, std::string key, std::string bytes) {
+  arm_exit_flush();
+  Writer& w = Writer::instance();
+  Fetched& f = fetched();
+  std::lock_guard<std::mutex> g(f.m);
+  if (f.pid != getpid()) {  // a forked child: the parent's drainer is not here
+    f.pid = getpid();
+    f.queue.clear();
+    f.draining = false;
+  }
+  f.queue.emplace_back(std::move(s), std::move(key), std::move(bytes));
+  if (f.draining) {
+    f.cv.notify_one();
+    return;
+  }
+  f.draining = true;
+  if (!w.spawn([&w] { drain_fetched(w); })) {
+    f.draining = false;
+    f.queue.clear();
+    warn_once("thread", "kernel cache write skipped: no thread could be started");
+  }
 }
 
 void flush() {

@@ -187,7 +187,7 @@ void Tier::note_reply(const cache::RedisReply& r, const std::shared_ptr<cache::S
   else if (r.status == RedisStatus::Unavailable) count(store, one(&cache::RemoteCounters::skipped));
   else if (r.status == RedisStatus::Refused) {
     count(store, one(&cache::RemoteCounters::errors));
-    warn_once(std::string("remote-refused:") + what, "remote cache " + s_.endpoint.describe() + " refused a " + what +
+    warn_once("remote-refused:" + s_.endpoint.describe(), "remote cache " + s_.endpoint.describe() + " refused a " + what +
                                                          " (" + r.value + "); going on without it");
   }
   if (r.outage_began)
@@ -236,7 +236,12 @@ Got Tier::get_or_claim(char kind, const std::string& key, std::string& payload, 
   for (;;) {
     cache::RedisReply r = reader_->command({"SET", claim, me, "NX", "PX", lease});
     note_reply(r, store, "claim");
-    if (r.ok()) return Got::Miss;                          // ours: compile and publish
+    if (r.ok()) {
+      // Ours. The previous claimant publishes its record before it drops its claim, so a
+      // record that appeared meanwhile is there now: one more look before compiling.
+      g = get(kind, key, payload, why, store);
+      return g == Got::Hit || g == Got::Bad ? g : Got::Miss;
+    }
     if (r.status != cache::RedisStatus::Nil) return Got::Miss;  // no claims today: compile
     // Another node is compiling it: its record appears when it publishes.
     std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
@@ -452,7 +457,9 @@ disk::Lookup fetch_kernel(Tier& t, const std::shared_ptr<cache::Store>& store, c
     return disk::Lookup::Miss;
   }
   count(store, one(&cache::RemoteCounters::hits));
-  disk::write_now(store, key, payload);  // into LMDB first: the next process finds it locally
+  // Into the local LMDB (queued, like a compiled record: a synchronous commit would cost an
+  // fsync, more than the round trip), so the next process finds it there.
+  disk::write_fetched_async(store, key, std::move(payload));
   out = std::move(*rec);
   return disk::Lookup::Hit;
 }

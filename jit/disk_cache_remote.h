@@ -3,7 +3,8 @@
 //
 //   read-through   a local miss asks Redis; a record that passes every check (envelope:
 //                  key, kind, size, signature; record: magic, schema, checksum, sizes;
-//                  then arch and toolchain) is stored in the local LMDB, then loaded
+//                  then arch and toolchain) is queued for the local LMDB (like a
+//                  compiled record) and loaded from the verified bytes
 //   write-behind   a freshly compiled record is queued for a background publisher (a
 //                  bounded queue: when full the record is dropped, never waited for)
 //   tuning         records of the tuning table travel the same way, keyed by the tuning
@@ -115,7 +116,7 @@ class Tier {
   friend struct Impl;
 };
 
-// The compile path. A verified record is written to `store` (LMDB) and returned as a Hit;
+// The compile path. A verified record is queued for `store` (LMDB) and returned as a Hit;
 // `remote_bad` is set when the remote record was refused (the compile then replaces it).
 disk::Lookup fetch_kernel(Tier& t, const std::shared_ptr<cache::Store>& store, const std::string& key,
                           const std::string& arch, cache::Record& out, bool& remote_bad);

@@ -36,8 +36,11 @@ class KeyFile {
 using Env = std::map<std::string, std::string>;
 
 // The environment of one machine: its own cache directory, the shared Redis and key.
+// Timeouts are generous (a loaded CI box or a sanitizer build is slow, not an outage); the
+// fault tests that are about timeouts set short ones.
 inline Env machine_env(const TempDir& cache, const std::string& url, const std::string& key_file) {
-  Env e{{"KAIO_CACHE_DIR", cache.str()}, {"KAIO_REMOTE_CACHE", url}, {"KAIO_INTERPRET", "0"}};
+  Env e{{"KAIO_CACHE_DIR", cache.str()}, {"KAIO_REMOTE_CACHE", url}, {"KAIO_INTERPRET", "0"},
+        {"KAIO_REMOTE_CACHE_TIMEOUT_MS", "5000"}, {"KAIO_REMOTE_CACHE_CONNECT_TIMEOUT_MS", "5000"}};
   e["KAIO_REMOTE_CACHE_KEY_FILE"] = key_file;
   return e;
 }
