@@ -313,12 +313,11 @@ void Tier::publish_async(char kind, std::string key, std::string payload, bool r
             }
             PutOutcome o = put(j.kind, j.key, j.payload, j.replace, j.store);
             if (o.written) count(j.store, one(&cache::RemoteCounters::published));
-            // The record is there: a claim this node may hold has done its work.
-            if ((o.written || o.exists) && s_.claim_ms)
-              impl_->conn->command({"DEL", cache::remote_key(s_.ns, 'c', j.kind == cache::kRemoteKernel
-                                                                             ? cache::to_hex(j.key)
-                                                                             : j.key)});
             else if (!o.exists) count(j.store, one(&cache::RemoteCounters::dropped));
+            // The record is there, or will not be (oversize, refused): a claim this node
+            // may hold has done its work, and the nodes waiting on it stop waiting.
+            if (j.kind == cache::kRemoteKernel && s_.claim_ms)
+              impl_->conn->command({"DEL", cache::remote_key(s_.ns, 'c', cache::to_hex(j.key))});
             std::lock_guard<std::mutex> g(im.m);
             im.busy = false;
             im.idle_cv.notify_all();

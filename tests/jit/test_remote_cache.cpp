@@ -184,3 +184,38 @@ TEST_CASE("a wrong remote setting is one warning and no tier; the job goes on", 
   CHECK_THAT(r.err, Contains("KAIO_REMOTE_CACHE_KEY_FILE"));
   CHECK(child_stats(r.out)["errors"] == 0);  // no tier: nothing was asked
 }
+
+TEST_CASE("namespace, TTL and the size limit on the publishing side", "[jit][remote]") {
+  RedisServer redis;
+  KAIO_REQUIRE_REDIS(redis);
+  TempDir a, b, c;
+  KeyFile key;
+  Env e = machine_env(a, redis.url(), key.path());
+  e["KAIO_REMOTE_CACHE_NAMESPACE"] = "teamA";
+  e["KAIO_REMOTE_CACHE_TTL"] = "3600";
+  const ChildResult r = remote_child("compile", "ns", 3, e);
+  REQUIRE(r.code == 0);
+  CHECK(child_stats(r.out)["published"] == 3);
+  const auto lines = kernel_lines(r.out);
+  REQUIRE(lines.size() == 3u);
+  const std::string rkey = "teamA:k:" + lines[0].key;
+  CHECK(redis.strlen_of(rkey) > 0);
+  const long long ttl = std::atoll(redis.cli({"TTL", rkey}).c_str());
+  CHECK(ttl > 0);
+  CHECK(ttl <= 3600);
+
+  // Another namespace shares nothing.
+  const ChildResult other = remote_child("compile", "ns", 3, machine_env(b, redis.url(), key.path()));
+  CHECK(child_stats(other.out)["builds"] == 3);
+  CHECK(child_stats(other.out)["remote_hits"] == 0);
+
+  // Records over the limit are not published (counted as dropped).
+  Env small = machine_env(c, redis.url(), key.path());
+  small["KAIO_REMOTE_CACHE_NAMESPACE"] = "small";
+  small["KAIO_REMOTE_CACHE_MAX_BYTES"] = "1k";
+  const ChildResult s = remote_child("compile", "big", 3, small);
+  REQUIRE(s.code == 0);
+  CHECK(child_stats(s.out)["published"] == 0);
+  CHECK(child_stats(s.out)["dropped"] == 3);
+  CHECK(redis.cli({"KEYS", "small:k:*"}).empty());
+}
