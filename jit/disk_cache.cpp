@@ -461,6 +461,7 @@ struct Fetched {
   std::condition_variable cv;
   std::vector<std::tuple<std::shared_ptr<cache::Store>, std::string, std::string>> queue;
   bool draining = false;
+  bool flush_now = false;  // flush() and exit do not wait out the collecting moment
   pid_t pid = 0;
 };
 Fetched& fetched() {
@@ -473,10 +474,12 @@ void drain_fetched(Writer& w) {
   for (;;) {
     std::vector<std::tuple<std::shared_ptr<cache::Store>, std::string, std::string>> batch;
     {
-      // A node warming up fetches records back to back: the thread stays a moment for
-      // the next ones instead of ending and being started again for each.
+      // A node warming up fetches records back to back: the thread collects them for a
+      // moment and writes them together, instead of waking (and taking a core from the
+      // compile path) for each one, or ending and being started again.
       std::unique_lock<std::mutex> g(f.m);
-      f.cv.wait_for(g, std::chrono::milliseconds(kFetchedLingerMs), [&] { return !f.queue.empty(); });
+      f.cv.wait_for(g, std::chrono::milliseconds(kFetchedLingerMs), [&] { return f.flush_now; });
+      f.flush_now = false;
       batch.swap(f.queue);
       if (batch.empty()) {
         f.draining = false;
@@ -519,10 +522,7 @@ void write_fetched_async(std::shared_ptr<cache::Store> s, std::string key, std::
     f.draining = false;
   }
   f.queue.emplace_back(std::move(s), std::move(key), std::move(bytes));
-  if (f.draining) {
-    f.cv.notify_one();
-    return;
-  }
+  if (f.draining) return;  // the writer takes it with the next batch
   f.draining = true;
   if (!w.spawn([&w] { drain_fetched(w); })) {
     f.draining = false;
@@ -534,6 +534,12 @@ void write_fetched_async(std::shared_ptr<cache::Store> s, std::string key, std::
 void flush() {
   arm_exit_flush();
   remote::flush();
+  {
+    Fetched& f = fetched();
+    std::lock_guard<std::mutex> g(f.m);
+    f.flush_now = true;
+    f.cv.notify_all();
+  }
   Writer& w = Writer::instance();
   if (!w.wait_idle_while_progressing(std::chrono::seconds(kFlushStallSeconds))) {
     warn_once("flush", "kernel cache writes made no progress for " + std::to_string(kFlushStallSeconds) +
