@@ -127,6 +127,50 @@ void add_counters(Txn& t, uint64_t hits, uint64_t misses) {
   add_counter(t, kMissesKey, misses);
 }
 
+RemoteCounters& RemoteCounters::operator+=(const RemoteCounters& o) {
+  hits += o.hits;
+  misses += o.misses;
+  bad += o.bad;
+  timeouts += o.timeouts;
+  errors += o.errors;
+  skipped += o.skipped;
+  published += o.published;
+  dropped += o.dropped;
+  return *this;
+}
+
+bool RemoteCounters::empty() const {
+  return !(hits | misses | bad | timeouts | errors | skipped | published | dropped);
+}
+
+namespace {
+// Each counter with its "meta" key, in one table so that reading and adding cannot drift.
+template <class C, class Fn>
+void each_remote_counter(C& c, Fn&& fn) {
+  fn("c:remote_hits", c.hits);
+  fn("c:remote_misses", c.misses);
+  fn("c:remote_bad", c.bad);
+  fn("c:remote_timeouts", c.timeouts);
+  fn("c:remote_errors", c.errors);
+  fn("c:remote_skipped", c.skipped);
+  fn("c:remote_published", c.published);
+  fn("c:remote_dropped", c.dropped);
+}
+}  // namespace
+
+RemoteCounters read_remote_counters(Txn& t) {
+  RemoteCounters c;
+  each_remote_counter(c, [&](std::string_view key, uint64_t& v) { v = read_counter(t, key); });
+  return c;
+}
+
+void add_remote_counters(Txn& t, const RemoteCounters& c) {
+  if (c.empty()) return;
+  each_remote_counter(c, [&](std::string_view key, const uint64_t& v) {
+    if (v) add_counter(t, key, v);
+  });
+}
+
 WriteFailures read_write_failures(Txn& t) {
   WriteFailures w;
   w.count = read_counter(t, kWriteFailuresKey);

@@ -59,6 +59,23 @@ struct Counters {
 Counters read_counters(Txn& t);
 void add_counters(Txn& t, uint64_t hits, uint64_t misses);
 
+// The remote tier's counters (cache/remote_record.h), saved like the hit counters:
+// "c:remote_<name>" in "meta".
+struct RemoteCounters {
+  uint64_t hits = 0;       // local misses answered by the remote tier (verified)
+  uint64_t misses = 0;     // asked, not there
+  uint64_t bad = 0;        // there, refused (signature, checksum, size, schema, arch)
+  uint64_t timeouts = 0;   // connect or command timeouts
+  uint64_t errors = 0;     // other failures (refused connection, reset, garbage, server errors)
+  uint64_t skipped = 0;    // not asked: the circuit breaker was open
+  uint64_t published = 0;  // records written to the remote tier
+  uint64_t dropped = 0;    // records not published (queue full, remote failing, oversize)
+  RemoteCounters& operator+=(const RemoteCounters& o);
+  bool empty() const;
+};
+RemoteCounters read_remote_counters(Txn& t);
+void add_remote_counters(Txn& t, const RemoteCounters& c);
+
 struct WriteFailures {
   uint64_t count = 0;
   uint64_t last_unix = 0;  // seconds since the epoch; 0 when none was saved

@@ -22,7 +22,7 @@ foreach(h ${KAIO_PUBLIC_HEADERS})
   install(FILES ${CMAKE_SOURCE_DIR}/${h} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kaio/${d})
 endforeach()
 
-install(TARGETS kaio kaio_lmdb kaio_nvjitlink EXPORT kaioTargets
+install(TARGETS kaio kaio_lmdb kaio_nvjitlink kaio_remote_deps EXPORT kaioTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(EXPORT kaioTargets NAMESPACE kaio:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kaio)
 

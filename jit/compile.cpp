@@ -16,6 +16,7 @@
 #include "kaio/codegen/ptx.h"
 #include "kaio/jit/backend.h"
 #include "kaio/jit/disk_cache.h"
+#include "kaio/jit/disk_cache_remote.h"
 #include "kaio/jit/kernel_state.h"
 #include "kaio/jit/linker.h"
 #include "kaio/jit/log.h"
@@ -163,6 +164,21 @@ std::shared_ptr<detail::KernelState> build(const ir::Kernel& k, const std::strin
     }
     replace = r == disk::Lookup::Bad;
   }
+  // The remote tier sits behind LMDB: asked on a local miss, never on a forced compile.
+  std::shared_ptr<remote::Tier> tier = store ? remote::tier_for(o.remote_cache) : nullptr;
+  bool replace_remote = force_disk;
+  if (tier && !force_disk) {
+    auto t0 = std::chrono::steady_clock::now();
+    cache::Record rec;
+    if (remote::fetch_kernel(*tier, store, key.bytes(), arch, rec, replace_remote) == disk::Lookup::Hit) {
+      st->cubin = std::move(rec.cubin);
+      st->ptx = std::move(rec.ptx);
+      st->info_log = std::move(rec.info_log);
+      from_disk = true;
+      if (debug_enabled()) log().debug("{} {}: remote hit ({:.3f} ms)", k.name(), key.hex().substr(0, 12), ms_since(t0));
+      return st;
+    }
+  }
 
   const Toolchain& tc = toolchain();
   ++g_builds;
@@ -188,6 +204,7 @@ std::shared_ptr<detail::KernelState> build(const ir::Kernel& k, const std::strin
     rec.cubin = st->cubin;
     rec.ptx = st->ptx;
     rec.info_log = st->info_log;
+    if (tier) remote::publish_kernel(*tier, store, key.bytes(), cache::encode_record(rec), replace_remote);
     disk::write_async(store, key.bytes(), std::move(rec), replace);
   }
   return st;

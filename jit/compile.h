@@ -14,6 +14,10 @@ struct CompileOptions {
   bool use_cache = true;   // the on-disk cache (KAIO_DISABLE_CACHE=1 also turns it off)
   bool force = false;      // ignore cached entries: recompile and overwrite
   std::string cache_dir;   // empty: $KAIO_CACHE_DIR, $XDG_CACHE_HOME/kaio, ~/.cache/kaio
+  // The fleet-shared tier behind the on-disk cache: redis://[user:password@]host:port[/db];
+  // empty: $KAIO_REMOTE_CACHE; "off": none. Other settings (signing key, namespace,
+  // timeouts) come from KAIO_REMOTE_CACHE_* (docs/remote-cache.md).
+  std::string remote_cache;
 };
 
 CompiledKernel compile(const ir::Kernel& k, const CompileOptions& options = {});

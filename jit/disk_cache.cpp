@@ -10,6 +10,7 @@
 #include <ctime>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include <spdlog/spdlog.h>
@@ -17,6 +18,7 @@
 #include "kaio/cache/meta.h"
 #include "kaio/ir/error.h"
 #include "kaio/jit/compile.h"
+#include "kaio/jit/disk_cache_remote.h"
 #include "kaio/jit/log.h"
 
 namespace kaio::jit::disk {
@@ -89,6 +91,7 @@ struct Buffered {
   uint64_t hits = 0, misses = 0;
   uint64_t failures = 0, failure_unix = 0;
   std::string failure_message;
+  cache::RemoteCounters remote;
 
   void merge(Buffered&& o) {
     if (!store) store = std::move(o.store);
@@ -100,6 +103,7 @@ struct Buffered {
     hits += o.hits;
     misses += o.misses;
     failures += o.failures;
+    remote += o.remote;
     if (o.failure_unix >= failure_unix) {
       failure_unix = o.failure_unix;
       failure_message = std::move(o.failure_message);
@@ -183,6 +187,7 @@ struct Writer {
     for (const auto& [key, u] : b.keys) cache::add_usage(t, key, u.last_use_us, u.hits);
     cache::add_counters(t, b.hits, b.misses);
     cache::add_write_failures(t, b.failures, b.failure_unix, b.failure_message);
+    cache::add_remote_counters(t, b.remote);
   }
 
   void flush_usage(bool may_warn) {
@@ -295,6 +300,8 @@ struct Writer {
   // At exit: waits for writers, then saves the use counts, all within kExitWaitMs. A
   // writer still running then is left to the end of the process.
   void finish_at_exit() {
+    // Remote publishes first (bounded): their counters ride with the use counts below.
+    remote::flush(remote::kExitWaitMs);
     const auto deadline = Clock::now() + std::chrono::milliseconds(kExitWaitMs);
     bool idle = wait_idle(deadline);
     // The counts are saved on a thread of their own: on a failing disk the save may
@@ -415,6 +422,15 @@ Lookup read(const std::shared_ptr<cache::Store>& sp, const std::string& key, con
   return Lookup::Hit;
 }
 
+void note_remote(const std::shared_ptr<cache::Store>& s, const cache::RemoteCounters& c) {
+  arm_exit_flush();
+  Writer& w = Writer::instance();
+  std::lock_guard<std::mutex> g(w.um);
+  Buffered& b = (*w.usage)[s.get()];
+  if (!b.store) b.store = s;
+  b.remote += c;
+}
+
 void write_async(std::shared_ptr<cache::Store> s, std::string key, cache::Record rec, bool replace) {
   arm_exit_flush();
   Writer& w = Writer::instance();
@@ -436,8 +452,94 @@ void write_async(std::shared_ptr<cache::Store> s, std::string key, cache::Record
   if (!started) warn_once("thread", "kernel cache write skipped: no thread could be started");
 }
 
+namespace {
+// Records fetched from the remote tier, waiting for the LMDB: one thread drains them, all
+// queued records of a store in one transaction (a remote hit costs no thread start and no
+// commit of its own; a node warming up from Redis commits in batches).
+struct Fetched {
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<std::tuple<std::shared_ptr<cache::Store>, std::string, std::string>> queue;
+  bool draining = false;
+  bool flush_now = false;  // flush() and exit do not wait out the collecting moment
+  pid_t pid = 0;
+};
+Fetched& fetched() {
+  static Fetched* f = new Fetched;  // never destroyed, like the writers
+  return *f;
+}
+
+void drain_fetched(Writer& w) {
+  Fetched& f = fetched();
+  for (;;) {
+    std::vector<std::tuple<std::shared_ptr<cache::Store>, std::string, std::string>> batch;
+    {
+      // A node warming up fetches records back to back: the thread collects them for a
+      // moment and writes them together, instead of waking (and taking a core from the
+      // compile path) for each one, or ending and being started again.
+      std::unique_lock<std::mutex> g(f.m);
+      f.cv.wait_for(g, std::chrono::milliseconds(kFetchedLingerMs), [&] { return f.flush_now; });
+      f.flush_now = false;
+      batch.swap(f.queue);
+      if (batch.empty()) {
+        f.draining = false;
+        return;
+      }
+    }
+    std::string env_error;
+    const uint64_t max_bytes = cache::max_bytes_from_env(&env_error);
+    std::unordered_map<cache::Store*, std::vector<size_t>> by_store;
+    for (size_t i = 0; i < batch.size(); ++i) by_store[std::get<0>(batch[i]).get()].push_back(i);
+    for (auto& [ptr, idx] : by_store) {
+      std::shared_ptr<cache::Store> s = std::get<0>(batch[idx[0]]);
+      const std::string dir = s->dir().string();
+      if (!w.may_write(dir)) {
+        w.skipped += idx.size();
+        continue;
+      }
+      try {
+        if (s->damaged()) s = cache::Store::open(s->dir());
+        s->update([&](cache::Txn& t) {
+          for (size_t i : idx) cache::put_record(t, std::get<1>(batch[i]), std::get<2>(batch[i]), true, max_bytes);
+        });
+        for (size_t n = 0; n < idx.size(); ++n) w.on_success(dir);
+      } catch (const std::exception& e) {
+        w.on_failure(s, e.what());
+      }
+    }
+  }
+}
+}  // namespace
+
+void write_fetched_async(std::shared_ptr<cache::Store> s, std::string key, std::string bytes) {
+  arm_exit_flush();
+  Writer& w = Writer::instance();
+  Fetched& f = fetched();
+  std::lock_guard<std::mutex> g(f.m);
+  if (f.pid != getpid()) {  // a forked child: the parent's drainer is not here
+    f.pid = getpid();
+    f.queue.clear();
+    f.draining = false;
+  }
+  f.queue.emplace_back(std::move(s), std::move(key), std::move(bytes));
+  if (f.draining) return;  // the writer takes it with the next batch
+  f.draining = true;
+  if (!w.spawn([&w] { drain_fetched(w); })) {
+    f.draining = false;
+    f.queue.clear();
+    warn_once("thread", "kernel cache write skipped: no thread could be started");
+  }
+}
+
 void flush() {
   arm_exit_flush();
+  remote::flush();
+  {
+    Fetched& f = fetched();
+    std::lock_guard<std::mutex> g(f.m);
+    f.flush_now = true;
+    f.cv.notify_all();
+  }
   Writer& w = Writer::instance();
   if (!w.wait_idle_while_progressing(std::chrono::seconds(kFlushStallSeconds))) {
     warn_once("flush", "kernel cache writes made no progress for " + std::to_string(kFlushStallSeconds) +

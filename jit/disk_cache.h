@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 
+#include "kaio/cache/meta.h"
 #include "kaio/cache/record.h"
 #include "kaio/cache/store.h"
 
@@ -35,6 +36,8 @@ inline constexpr int kExitWaitMs = 2000;
 // applications and tests that then expect the records to be there: slow progress is
 // waited for, a stuck writer is not).
 inline constexpr int kFlushStallSeconds = 10;
+// How long the writer of fetched remote records waits for more before it ends.
+inline constexpr int kFetchedLingerMs = 20;
 
 // The store for `dir` (empty: default location), or null when the cache is unusable. A
 // store found damaged is dropped and the cache opened afresh (its file was moved aside).
@@ -46,10 +49,17 @@ enum class Lookup { Hit, Miss, Bad };
 Lookup read(const std::shared_ptr<cache::Store>& s, const std::string& key, const std::string& arch,
             cache::Record& out);
 
+// Buffers the remote tier's counters with this store's use counts (saved with them).
+void note_remote(const std::shared_ptr<cache::Store>& s, const cache::RemoteCounters& c);
+
 // Queues a write; `replace` overwrites an existing (bad or forced) record. The write keeps
 // the cache under KAIO_CACHE_MAX_BYTES by evicting the least recently used records.
 void write_async(std::shared_ptr<cache::Store> s, std::string key, cache::Record rec, bool replace);
-// Waits for queued writes (see kFlushStallSeconds), then writes the buffered use counts.
+// Queues a record fetched (and verified) from the remote tier, replacing any local one.
+// One background thread writes the queue, a store's records in one transaction.
+void write_fetched_async(std::shared_ptr<cache::Store> s, std::string key, std::string bytes);
+// Waits for queued writes (see kFlushStallSeconds) and remote publishes (bounded), then
+// writes the buffered use counts.
 void flush();
 
 // Write transactions that carried buffered use counts (for tests: hits must not write).

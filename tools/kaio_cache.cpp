@@ -10,6 +10,9 @@
 //   kaio-cache export FILE
 //   kaio-cache import FILE [--any-toolchain]
 //   kaio-cache tune ls [--json]
+//   kaio-cache remote status [--url URL] [--json]
+//   kaio-cache remote push [--url URL] [--arch ARCH...] [--force] [--no-tuning]
+//   kaio-cache remote pull [--url URL] [--arch ARCH...] [--no-tuning]
 //
 // The cache directory is --cache-dir, else $KAIO_CACHE_DIR, $XDG_CACHE_HOME/kaio or
 // ~/.cache/kaio. Only `import` creates a cache that does not exist.
@@ -42,6 +45,7 @@
 #include "kaio/cache/store.h"
 #include "kaio/ir/error.h"
 #include "kaio/jit/compile.h"
+#include "kaio_cache_remote.h"
 #include "kaio_cache_tune.h"
 
 namespace {
@@ -403,8 +407,10 @@ int cmd_stats(const fs::path& dir, bool as_json) {
   uint64_t entries = 0, record_bytes = 0, size = 0, tuning = 0, damaged = 0, other = 0;
   kc::Counters c;
   kc::WriteFailures wf;
+  kc::RemoteCounters rc;
   const std::string& tc = kaio::jit::toolchain_id();
   store->view([&](kc::Txn& t) {
+    rc = kc::read_remote_counters(t);
     entries = t.count("kernels");
     tuning = t.count("tuning");
     size = kc::cache_bytes(t);
@@ -434,6 +440,9 @@ int cmd_stats(const fs::path& dir, bool as_json) {
             {"tuning_entries", tuning},
             {"write_failures", wf.count},
             {"toolchain", tc}});
+  j["remote"] = {{"hits", rc.hits},       {"misses", rc.misses},   {"bad", rc.bad},
+                 {"timeouts", rc.timeouts}, {"errors", rc.errors},   {"skipped", rc.skipped},
+                 {"published", rc.published}, {"dropped", rc.dropped}};
   if (wf.last_unix) j["last_write_failure"] = {{"unix", wf.last_unix}, {"error", wf.last_error}};
   if (as_json) {
     std::cout << j.dump(2) << "\n";
@@ -454,6 +463,10 @@ int cmd_stats(const fs::path& dir, bool as_json) {
       {"tuning", std::to_string(tuning) + " entries"},
       {"write failures", std::to_string(wf.count) +
                              (wf.last_unix ? " (last " + iso_time(wf.last_unix) + ": " + wf.last_error + ")" : "")},
+      {"remote", "hits " + std::to_string(rc.hits) + ", misses " + std::to_string(rc.misses) + ", bad records " +
+                     std::to_string(rc.bad) + ", timeouts " + std::to_string(rc.timeouts) + ", errors " +
+                     std::to_string(rc.errors) + ", skipped (circuit open) " + std::to_string(rc.skipped) +
+                     ", published " + std::to_string(rc.published) + ", dropped " + std::to_string(rc.dropped)},
       {"toolchain", tc}};
   print_columns(rows, {false, false});
   if (!env_error.empty()) std::cerr << env_error << "\n";
@@ -735,7 +748,31 @@ int main(int argc, char** argv) {
       "ls", "List tuning records: the winner, its time, the runner-up and how much slower it is; then tunings in progress (claims)");
   tune_ls->add_flag("--json", tune_json, "Print a JSON array");
 
+  kaio::tools::RemoteOptions remote_o;
+  CLI::App* remote = app.add_subcommand("remote", "The fleet-shared remote tier (Redis; KAIO_REMOTE_CACHE)");
+  remote->require_subcommand(1);
+  remote->fallthrough();
+  remote->add_option("--url", remote_o.url, "redis://[user:password@]host:port[/db] (default: $KAIO_REMOTE_CACHE)")
+      ->type_name("URL");
+  CLI::App* remote_status = remote->add_subcommand(
+      "status", "Reachability, round-trip latency, the namespace's records and bytes, this cache's remote counters "
+                "(exit 1 when Redis does not answer)");
+  remote_status->add_flag("--json", remote_o.json, "Print a JSON object");
+  CLI::App* remote_push = remote->add_subcommand(
+      "push", "Publish this cache's records (signed with KAIO_REMOTE_CACHE_KEY_FILE) and tuning records");
+  CLI::App* remote_pull =
+      remote->add_subcommand("pull", "Copy the namespace's records into this cache, each checked like a read-through");
+  bool no_tuning = false;
+  for (CLI::App* sub : {remote_push, remote_pull}) {
+    sub->add_option("--arch", remote_o.archs, "Only records for these targets (sm_80,sm_90 or repeated)")
+        ->delimiter(',')
+        ->type_name("ARCH");
+    sub->add_flag("--no-tuning", no_tuning, "Leave the tuning records out");
+  }
+  remote_push->add_flag("--force", remote_o.force, "Overwrite records already there");
+
   CLI11_PARSE(app, argc, argv);
+  remote_o.tuning = !no_tuning;
 
   try {
     const fs::path dir = cache_dir.empty() ? kc::default_dir() : fs::path(cache_dir);
@@ -749,6 +786,9 @@ int main(int argc, char** argv) {
     if (exp->parsed()) return cmd_export(dir, export_file);
     if (imp->parsed()) return cmd_import(dir, import_file, import_any);
     if (tune_ls->parsed()) return cmd_tune_ls(dir, tune_json);
+    if (remote_status->parsed()) return kaio::tools::remote_status(dir, remote_o);
+    if (remote_push->parsed()) return kaio::tools::remote_push(dir, remote_o);
+    if (remote_pull->parsed()) return kaio::tools::remote_pull(dir, remote_o);
     return 2;
   } catch (const Failure& e) {
     std::cout.flush();

@@ -11,6 +11,10 @@
 //                   "shapes": [[4096, 4096, 4096], [16, 4096, 4096, 8]] } ] }   m, n, k[, batch]
 // For each matmul entry, layout and arch, every variant whose can_implement accepts one of
 // the shapes is compiled; --tune tunes each shape (ops/matmul_tune.h).
+//
+// --push publishes what was compiled (and tuned) to the fleet's remote tier
+// (KAIO_REMOTE_CACHE or --remote; signed with KAIO_REMOTE_CACHE_KEY_FILE): a build box
+// without a GPU compiles the manifest for the fleet's SMs once, every node reads it.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -32,6 +36,9 @@
 #include "kaio/ops/catalog.h"
 #include "kaio/ops/matmul.h"
 #include "kaio/ops/matmul_tune.h"
+#include "kaio/cache/store.h"
+#include "kaio/jit/disk_cache_remote.h"
+#include "kaio_cache_remote.h"
 
 using namespace kaio;
 using json = nlohmann::json;
@@ -234,6 +241,13 @@ int main(int argc, char** argv) {
   app.add_flag("--print-manifest", print_manifest, "Print the built-in manifest and exit");
   app.add_flag("--tune", tune, "Also tune the manifest's matmul shapes on this machine's GPU (needs a GPU)");
   app.add_flag("-v,--verbose", verbose, "One line per kernel");
+  bool push = false;
+  std::string remote_url;
+  app.add_flag("--push", push,
+               "Publish the compiled kernels (and --tune's records) to the remote tier (KAIO_REMOTE_CACHE or --remote; "
+               "signed with KAIO_REMOTE_CACHE_KEY_FILE)");
+  app.add_option("--remote", remote_url, "redis://[user:password@]host:port[/db] for --push (default: $KAIO_REMOTE_CACHE)")
+      ->type_name("URL");
   CLI11_PARSE(app, argc, argv);
 
   if (print_manifest) {
@@ -251,6 +265,15 @@ int main(int argc, char** argv) {
       name = manifest_file;
     }
     const Manifest manifest = parse_manifest(text, name);
+    if (push) {
+      // Checked before compiling: a push that cannot happen should not cost the compiles.
+      if (!remote_url.empty()) setenv("KAIO_REMOTE_CACHE", remote_url.c_str(), 1);  // --tune's records too
+      std::string error;
+      auto rs = jit::remote::resolve(remote_url, &error);
+      if (!rs) throw Failure(!error.empty() ? error : "--push: no remote cache (set KAIO_REMOTE_CACHE or pass --remote)");
+      if (!rs->can_publish())
+        throw Failure("--push: the remote cache is read-only without KAIO_REMOTE_CACHE_KEY_FILE (a shared signing key)");
+    }
     const bool gpu = jit::interpret_mode() || jit::driver::available();
     if (tune && !gpu)
       throw Failure("--tune times kernels on a GPU and this machine has none (no CUDA driver or device); "
@@ -280,6 +303,7 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     std::atomic<size_t> next{0}, done{0}, compiled{0}, cached{0}, failed{0};
     std::mutex out_m;
+    std::vector<std::string> keys(jobs.size());  // for --push: what this manifest compiled
     const bool tty = isatty(fileno(stderr));
     auto worker = [&] {
       for (size_t i; (i = next.fetch_add(1)) < jobs.size();) {
@@ -292,6 +316,7 @@ int main(int argc, char** argv) {
           const std::string arch = k.arch_specific() && j.arch == "sm_90" ? "sm_90a" : j.arch;
           jit::CompiledKernel ck = jit::compile(k, {.arch = arch, .force = force, .cache_dir = cache_dir});
           (ck.from_cache() ? cached : compiled).fetch_add(1);
+          keys[i] = ck.key().bytes();
           line = std::string(ck.from_cache() ? "cached  " : "compiled") + "  " + j.label + "  " + arch;
         } catch (const std::exception& e) {
           failed.fetch_add(1);
@@ -338,7 +363,23 @@ int main(int argc, char** argv) {
             std::fflush(stdout);
           }
     }
-    return failed || tune_failed ? 1 : 0;
+    size_t push_failed = 0;
+    if (push) {
+      jit::flush_cache_writes();
+      std::vector<std::string> present;
+      for (auto& k : keys)
+        if (!k.empty()) present.push_back(std::move(k));
+      std::sort(present.begin(), present.end());
+      present.erase(std::unique(present.begin(), present.end()), present.end());
+      tools::RemoteOptions ro;
+      ro.url = remote_url;
+      ro.force = force;
+      auto store = cache::Store::open(cache_dir.empty() ? cache::default_dir() : std::filesystem::path(cache_dir));
+      const tools::PushSummary ps = tools::push_keys(*store, present, ro);
+      std::printf("push: %s\n", tools::describe(ps).c_str());
+      push_failed = ps.failed;
+    }
+    return failed || tune_failed || push_failed ? 1 : 0;
   } catch (const Failure& e) {
     std::fprintf(stderr, "kaio-precompile: %s\n", e.what());
     return 2;

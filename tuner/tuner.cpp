@@ -18,6 +18,7 @@
 
 #include "kaio/cache/store.h"
 #include "kaio/jit/disk_cache.h"
+#include "kaio/jit/disk_cache_remote.h"
 #include "kaio/jit/driver.h"
 #include "kaio/jit/event.h"
 #include "kaio/jit/log.h"
@@ -393,8 +394,18 @@ std::optional<Record> load(const std::string& key, uint64_t table_hash) {
     if (!s) return std::nullopt;
     std::optional<Record> r;
     std::string why;
-    s->visit(kDb, key, [&](std::string_view v) { r = decode(v, &why); });
+    const bool found = s->visit(kDb, key, [&](std::string_view v) { r = decode(v, &why); });
     if (!r && !why.empty()) jit::log().warn("tuner: ignoring the record of {}: {}", key, why);
+    // A local miss asks the fleet's remote tier (KAIO_REMOTE_CACHE); a record it gives is kept here.
+    if (!found) {
+      auto bytes = jit::remote::fetch_tuning(s, key, [&](const std::string& b, std::string* w) {
+        r = decode(b, w);
+        if (r && (r->table_hash != table_hash || r->key != key)) *w = "tuned for another variant table or key";
+        return r && r->table_hash == table_hash && r->key == key;
+      });
+      if (bytes) s->put(kDb, key, *bytes);
+      else r.reset();
+    }
     if (r && (r->table_hash != table_hash || r->key != key)) return std::nullopt;  // tuned for another table
     return r;
   } catch (const std::exception& e) {
@@ -406,7 +417,11 @@ std::optional<Record> load(const std::string& key, uint64_t table_hash) {
 void store(const Record& r) {
   if (cache_disabled()) return;
   try {
-    if (auto s = jit::disk::store_for(cache::default_dir().string())) s->put(kDb, r.key, encode(r));
+    if (auto s = jit::disk::store_for(cache::default_dir().string())) {
+      const std::string bytes = encode(r);
+      s->put(kDb, r.key, bytes);
+      jit::remote::publish_tuning(s, r.key, bytes);  // write-behind to the fleet (KAIO_REMOTE_CACHE)
+    }
   } catch (const std::exception& e) {
     jit::warn_once("tuner-cache-write", std::string("tuning records cannot be written: ") + e.what());
   }
