@@ -64,16 +64,15 @@ ops::Reduce reduce_op(const char* op, const char* name) {
 void launch_map(const ops::detail::MapKernels& m, const char* op, const kaio_tensor* out_t,
                 const kaio_tensor* const* in_t, size_t n_in, const float* scalars, size_t n_scalars, void* stream) {
   m.check_counts(n_in, n_scalars);
+  std::vector<View> in;
+  for (size_t k = 0; k < n_in; ++k) in.push_back(view(op, m.spec().inputs[k].c_str(), in_t[k]));
   View out = view(op, "out", out_t);
   require_float(op, "out", out);
-  std::vector<View> in;
   HostRegions regions;
   regions.add(out);
   for (size_t k = 0; k < n_in; ++k) {
-    const char* name = m.spec().inputs[k].c_str();
-    in.push_back(view(op, name, in_t[k]));
-    require_same(op, name, in.back(), "out", out);
-    regions.add(in.back());
+    require_same(op, m.spec().inputs[k].c_str(), in[k], "out", out);
+    regions.add(in[k]);
   }
   if (out.numel == 0) return;
   jit::Stream s = stream_of(stream);

@@ -103,7 +103,8 @@ def from_object(op: str, arg: str, x: Any, stream: int | None = None) -> Tensor:
     if not hasattr(x, "__dlpack__"):
         raise UsageError.make(op, f"argument '{arg}': {type(x).__name__} is not an array (it has no __dlpack__)")
     try:
-        if _INTERPRET or stream is None:
+        dev = x.__dlpack_device__()[0] if hasattr(x, "__dlpack_device__") else KDL_CUDA
+        if _INTERPRET or stream is None or dev == KDL_CPU:
             cap = x.__dlpack__()
         else:
             # The producer orders its pending work before `stream` (DLPack's contract); 1 is

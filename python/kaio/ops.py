@@ -146,10 +146,17 @@ class Reduce(str, enum.Enum):
     ARGMAX = "argmax"
 
 
+def _reduce_name(op: "Reduce | str") -> str:
+    try:
+        return Reduce(op).value
+    except ValueError:
+        raise UsageError.make("reduce", f"argument 'op': '{op}' is not one of sum, max, min, mean, argmax") from None
+
+
 def reduce_rows(op: "Reduce | str", x: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """op ("sum", "max", "min", "mean") of each row of x along its last axis, into float32 of
     x's shape without the last axis ("argmax": int64 indices of the first maximum)."""
-    name = Reduce(op).value if not isinstance(op, Reduce) else op.value
+    name = _reduce_name(op)
     h = stream_handle(stream, x)
     opn = "argmax_rows" if name == "argmax" else "reduce_rows"
     tx = from_object(opn, "x", x, h)
@@ -166,7 +173,7 @@ def argmax_rows(x: Array, out: Optional[Array] = None, *, stream: Any = None) ->
 def reduce(op: "Reduce | str", x: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """op ("sum", "max", "min") of all of x (contiguous) into a float32 array of shape ();
     deterministic: the same input gives the same bits on every run."""
-    name = Reduce(op).value if not isinstance(op, Reduce) else op.value
+    name = _reduce_name(op)
     h = stream_handle(stream, x)
     tx = from_object("reduce", "x", x, h)
     res, to = _out("reduce", out, x, (), "float32", h)
