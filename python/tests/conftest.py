@@ -14,6 +14,14 @@ import pytest  # noqa: E402
 import kaio  # noqa: E402
 
 
+def _torch() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def _torch_cuda() -> bool:
     try:
         import torch
@@ -24,8 +32,9 @@ def _torch_cuda() -> bool:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     gpu_ok = not kaio.interpret_mode() and _torch_cuda()
+    cpu_torch_ok = kaio.interpret_mode() and _torch()
     for item in items:
-        if "gpu" in item.keywords and not gpu_ok:
+        if "gpu" in item.keywords and not gpu_ok and not ("cpu_ok" in item.keywords and cpu_torch_ok):
             item.add_marker(pytest.mark.skip(reason="needs a CUDA device, torch and KAIO_INTERPRET unset"))
         if "interpret" in item.keywords and not kaio.interpret_mode():
             item.add_marker(pytest.mark.skip(reason="host arrays are device arrays only with KAIO_INTERPRET=1"))
