@@ -62,7 +62,7 @@ class MatmulOptions(ctypes.Structure):
         ("tf32", ctypes.c_int32),
         ("fast_math", ctypes.c_int32),
         ("split_k", ctypes.c_uint32),
-        ("bias", ctypes.POINTER(DLTensor)),
+        ("bias", ctypes.c_void_p),
         ("activation", ctypes.c_char_p),
         ("activation_map", ctypes.c_void_p),
     ]
@@ -80,7 +80,7 @@ class CompileOptions(ctypes.Structure):
 class Arg(ctypes.Structure):
     _fields_ = [
         ("kind", ctypes.c_int32),
-        ("tensor", ctypes.POINTER(DLTensor)),
+        ("tensor", ctypes.c_void_p),
         ("i", ctypes.c_int64),
         ("f", ctypes.c_double),
         ("address", ctypes.c_uint64),
@@ -102,8 +102,8 @@ MAP_BODY_FN = ctypes.CFUNCTYPE(
 )
 
 _P = ctypes.c_void_p
-_T = ctypes.POINTER(DLTensor)
-_TT = ctypes.POINTER(_T)
+_T = ctypes.c_void_p  # a DLTensor, by address
+_TT = ctypes.POINTER(ctypes.c_void_p)  # an array of DLTensor addresses
 _U32P = ctypes.POINTER(ctypes.c_uint32)
 _S = ctypes.c_char_p
 _F = ctypes.c_float

@@ -91,7 +91,7 @@ class CompiledKernel:
             else:
                 t = from_object("launch", f"argument {i}", a, h)
                 keep.append(t)
-                p.kind, p.tensor = 0, ctypes.pointer(t.dl)
+                p.kind, p.tensor = 0, t.addr
         _lib.check(
             _lib.lib.kaio_launch(self._h, _dim3("launch", "grid", grid), _dim3("launch", "block", block), shared_bytes,
                                  h, packed, len(args))

@@ -85,7 +85,7 @@ class Map:
         ts = [from_object(self.name, f"in{i}", a, h) for i, a in enumerate(arrays)]
         res = out if out is not None else empty_like(self.name, arrays[0], ts[0].shape, ts[0].dtype)
         to = from_object(self.name, "out", res, h)
-        arr = (ctypes.POINTER(_lib.DLTensor) * len(ts))(*[ctypes.pointer(t.dl) for t in ts])
+        arr = (ctypes.c_void_p * len(ts))(*[t.addr for t in ts])
         sc = (ctypes.c_float * max(1, len(scalars)))(*scalars)
         self._pending.check(_lib.lib.kaio_map_call(self._handle, to.ref, arr, len(ts), sc, len(scalars), h))
         return res

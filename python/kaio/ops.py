@@ -47,8 +47,7 @@ _F32P = ctypes.POINTER(ctypes.c_float)
 
 
 def _tensor_array(ts: Sequence[Tensor]) -> Any:
-    arr = (ctypes.POINTER(_lib.DLTensor) * len(ts))(*[ctypes.pointer(t.dl) for t in ts])
-    return arr
+    return (ctypes.c_void_p * len(ts))(*[t.addr for t in ts])
 
 
 def _out(op: str, out: Optional[Array], like: Any, shape: Sequence[int], dtype: str, stream: int) -> tuple[Any, Tensor]:
@@ -273,7 +272,7 @@ def _matmul(variant: Optional[str], a: Array, b: Array, out: Optional[Array], al
     tbias = None
     if bias is not None:
         tbias = from_object(op, "bias", bias, h)
-        o.bias = ctypes.pointer(tbias.dl)
+        o.bias = tbias.addr
     if activation is not None:
         if isinstance(activation, str):
             o.activation = activation.encode()
