@@ -86,7 +86,7 @@ class Map:
         res = out if out is not None else empty_like(self.name, arrays[0], ts[0].shape, ts[0].dtype)
         to = from_object(self.name, "out", res, h)
         arr = (ctypes.c_void_p * len(ts))(*[t.addr for t in ts])
-        sc = (ctypes.c_float * max(1, len(scalars)))(*scalars)
+        sc = (ctypes.c_float * len(scalars))(*scalars) if scalars else None
         self._pending.check(_lib.lib.kaio_map_call(self._handle, to.ref, arr, len(ts), sc, len(scalars), h))
         return res
 

@@ -43,11 +43,13 @@ ELEMENTWISE_OPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "gelu_gate_tanh": (("x", "gate"), ()),
 }
 
-_F32P = ctypes.POINTER(ctypes.c_float)
+_ADDRS = [ctypes.c_void_p * n for n in range(9)]  # array types made once (making one costs microseconds)
+_FLOATS = [ctypes.c_float * n for n in range(9)]
+_OP_BYTES = {name: name.encode() for name in ELEMENTWISE_OPS}
 
 
 def _tensor_array(ts: Sequence[Tensor]) -> Any:
-    return (ctypes.c_void_p * len(ts))(*[t.addr for t in ts])
+    return _ADDRS[len(ts)](*[t.addr for t in ts])
 
 
 def _out(op: str, out: Optional[Array], like: Any, shape: Sequence[int], dtype: str, stream: int) -> tuple[Any, Tensor]:
@@ -70,8 +72,8 @@ def elementwise(op: str, *inputs: Array, scalars: Sequence[float] = (), out: Opt
     h = stream_handle(stream, inputs[0])
     ts = [from_object(op, n, x, h) for n, x in zip(names, inputs)]
     res, to = _out(op, out, inputs[0], ts[0].shape, ts[0].dtype, h)
-    sc = (ctypes.c_float * max(1, len(scalars)))(*scalars)
-    _lib.check(_lib.lib.kaio_elementwise(op.encode(), to.ref, _tensor_array(ts), len(ts), sc, len(scalars), h))
+    sc = _FLOATS[len(scalars)](*scalars) if scalars else None
+    _lib.check(_lib.lib.kaio_elementwise(_OP_BYTES[op], to.addr, _tensor_array(ts), len(ts), sc, len(scalars), h))
     return res
 
 
