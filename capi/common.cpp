@@ -245,30 +245,51 @@ std::map<uint64_t, std::pair<uint64_t, uint64_t>>& regions() {  // base -> (coun
 }
 }  // namespace
 
-void HostRegions::add(const View& v) {
-  if (!jit::interpret_mode() || v.numel == 0) return;
-  const uint64_t bytes = static_cast<uint64_t>(v.extent()) * ir::scalar_bytes(v.dtype);
-  std::lock_guard<std::mutex> g(regions_mutex);
-  auto& e = regions()[v.address];
+namespace {
+// Counted registrations keyed by base (the interpreter's registry holds one extent per base).
+void acquire(uint64_t base, uint64_t bytes) {
+  auto& e = regions()[base];
   ++e.first;
   if (bytes > e.second) {
     e.second = bytes;
-    ir::interp::register_allocation(v.address, bytes);
+    ir::interp::register_allocation(base, bytes);
   }
-  bases_.push_back(v.address);
+}
+void release(uint64_t base) {
+  auto it = regions().find(base);
+  if (it == regions().end()) return;
+  if (--it->second.first == 0) {
+    ir::interp::unregister_allocation(base);
+    regions().erase(it);
+  }
+}
+}  // namespace
+
+void HostRegions::add(const View& v) {
+  if (!jit::interpret_mode() || v.numel == 0) return;
+  uint64_t b = v.address, e = v.address + static_cast<uint64_t>(v.extent()) * ir::scalar_bytes(v.dtype);
+  std::lock_guard<std::mutex> g(regions_mutex);
+  // Arguments that overlap (views of one array) become one region: the interpreter finds an
+  // address in the region with the nearest base below it, which must then hold it.
+  for (size_t k = 0; k < spans_.size();) {
+    if (spans_[k].first <= e && b <= spans_[k].second) {
+      b = std::min(b, spans_[k].first);
+      e = std::max(e, spans_[k].second);
+      release(spans_[k].first);
+      spans_.erase(spans_.begin() + static_cast<std::ptrdiff_t>(k));
+      k = 0;
+    } else {
+      ++k;
+    }
+  }
+  acquire(b, e - b);
+  spans_.emplace_back(b, e);
 }
 
 HostRegions::~HostRegions() {
-  if (bases_.empty()) return;
+  if (spans_.empty()) return;
   std::lock_guard<std::mutex> g(regions_mutex);
-  for (uint64_t b : bases_) {
-    auto it = regions().find(b);
-    if (it == regions().end()) continue;
-    if (--it->second.first == 0) {
-      ir::interp::unregister_allocation(b);
-      regions().erase(it);
-    }
-  }
+  for (const auto& sp : spans_) release(sp.first);
 }
 
 // ---------------- types ----------------

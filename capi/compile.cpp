@@ -7,6 +7,7 @@
 #include "kaio/capi/internal.h"
 #include "kaio/capi/map_handle.h"
 #include "kaio/ir/half.h"
+#include "kaio/jit/backend.h"
 #include "kaio/jit/compile.h"
 #include "kaio/jit/compiled_kernel.h"
 
@@ -72,9 +73,11 @@ extern "C" {
 int kaio_kernel_cache_key(const kaio_kernel* k, const char* arch, char* hex33) {
   return capi::guard([&] {
     std::string a = arch ? arch : "";
-    if (a.empty()) a = jit::interpret_mode() ? "sm_90" : "";
     const ir::Kernel& kern = capi::kernel_of(k);
-    if (a.empty()) a = jit::compile(kern, {.use_cache = true}).arch();
+    if (a.empty()) {  // what compile() targets: the device's arch, with "a" for sm_90a-only kernels
+      a = jit::detail::backend().default_arch();
+      if (kern.arch_specific() && a == "sm_90") a += "a";
+    }
     std::string h = jit::cache_key(kern, a).hex();
     std::memcpy(hex33, h.c_str(), h.size() + 1);
   });

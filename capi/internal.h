@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kaio/capi/kaio.h"
@@ -74,7 +75,7 @@ class HostRegions {
   void add(const View& v);
 
  private:
-  std::vector<uint64_t> bases_;
+  std::vector<std::pair<uint64_t, uint64_t>> spans_;  // [begin, end) registered for this call
 };
 
 // The caller's CUstream as a jit::Stream (borrowed, not destroyed).

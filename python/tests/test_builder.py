@@ -202,3 +202,18 @@ def test_launch_checks_arguments() -> None:
     k.launch(1, 32, a, 4)
     assert np.array_equal(a, [0, 2, 4, 6])
     assert len(k.cubin) > 0 and ".entry" in k.ptx and k.arch == "sm_90"
+
+
+@pytest.mark.interpret
+def test_overlapping_views_of_one_array() -> None:
+    # src is the whole array, dst one element inside it: the interpreter must see both as
+    # one allocation (it finds an address in the registration with the nearest lower base).
+    b = kaio.KernelBuilder("last_to_slot")
+    src = b.param(kaio.const_f32_ptr, "src")
+    dst = b.param(kaio.f32_ptr, "dst")
+    n = b.param(kaio.u32, "n")
+    b.if_(b.global_id_x() == 0, lambda: dst.__setitem__(0, src[n - 1]))
+    k = kaio.compile(b.build())
+    arr = np.arange(100, dtype=np.float32)
+    k.launch(1, 32, arr, arr[4:5], 100)
+    assert arr[4] == 99.0 and arr[5] == 5.0
