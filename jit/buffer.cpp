@@ -28,7 +28,9 @@ void fill_device_bytes(uint64_t dst, uint8_t byte, size_t bytes) {
 
 Stream::Stream() : h_(detail::backend().stream_create()) {}
 
-Stream::~Stream() { detail::backend().stream_destroy(h_); }
+Stream::~Stream() {
+  if (owned_) detail::backend().stream_destroy(h_);
+}
 
 void Stream::synchronize() const { detail::backend().stream_synchronize(h_); }
 

@@ -87,8 +87,14 @@ class Stream {
   void synchronize() const;
   void* handle() const { return h_; }  // CUstream
 
+  // A stream created elsewhere (e.g. a framework's current stream, a CUstream): launches
+  // go on it; it is not destroyed with this object. Null: the default stream.
+  static Stream borrow(void* handle) { return Stream(handle); }
+
  private:
+  explicit Stream(void* borrowed) : h_(borrowed), owned_(false) {}
   void* h_ = nullptr;
+  bool owned_ = true;
 };
 
 // Waits for all work on the device.

@@ -4,7 +4,7 @@
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
-PKGS="cmake ninja-build g++ liblmdb-dev libspdlog-dev libfmt-dev catch2 libxxhash-dev libcli11-dev nlohmann-json3-dev redis-server libhiredis-dev libssl-dev"
+PKGS="cmake ninja-build g++ liblmdb-dev libspdlog-dev libfmt-dev catch2 libxxhash-dev libcli11-dev nlohmann-json3-dev redis-server libhiredis-dev libssl-dev python3 python3-venv"
 missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -18,6 +18,9 @@ cmake --build "$BUILD/installed-examples"
 ./scripts/check-installed-headers.sh "$PREFIX"
 rm -rf "$PREFIX" "$KAIO_CACHE_DIR"
 
+# The Python package over the C ABI (python/), from the same build folder.
+./scripts/test-python.sh
+
 # Sanitizers (separate build folders, -O1 -g0): ASan + UBSan on the host tests and the
 # interpreted [gpu] suite, TSan on the [concurrency] tests. KAIO_CI_SANITIZERS=0 skips them.
 if [ "${KAIO_CI_SANITIZERS:-1}" != "0" ]; then

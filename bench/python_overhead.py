@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Microseconds per call of kaio.ops.add / softmax / matmul_auto on small torch CUDA tensors,
+beside torch's own op, kaio's C++ call (bench/python_overhead_cpp, the same shapes) and a
+Triton kernel of the same body where Triton is importable.
+
+Each figure is the wall time of N back-to-back calls on torch's current stream plus one
+synchronize, over N: at these sizes every call is bound by its host cost, so the table
+shows what each binding adds per call.
+
+    python bench/python_overhead.py [--cpp build/bench/python_overhead_cpp] [-n 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import time
+from typing import Any, Callable, Optional
+
+import torch
+
+import kaio
+import kaio.torch as kt
+
+ELEMS, ROWS, COLS, MM = 4096, 8, 128, 64
+
+
+def us_per_call(fn: Callable[[], Any], n: int) -> float:
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+def triton_ops() -> Optional[dict[str, Callable[..., Any]]]:
+    try:
+        import triton
+        import triton.language as tl
+    except ImportError:
+        return None
+
+    @triton.jit
+    def add_kernel(a, b, c, n, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = i < n
+        tl.store(c + i, tl.load(a + i, mask=m) + tl.load(b + i, mask=m), mask=m)
+
+    @triton.jit
+    def softmax_kernel(x, y, cols, BLOCK: tl.constexpr):
+        r = tl.program_id(0)
+        j = tl.arange(0, BLOCK)
+        m = j < cols
+        v = tl.load(x + r * cols + j, mask=m, other=-float("inf"))
+        e = tl.exp(v - tl.max(v, 0))
+        tl.store(y + r * cols + j, e / tl.sum(e, 0), mask=m)
+
+    @triton.jit
+    def mm_kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        pm, pn = tl.program_id(0), tl.program_id(1)
+        rm = pm * BM + tl.arange(0, BM)
+        rn = pn * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, K, BK):
+            x = tl.load(a + rm[:, None] * K + (k + rk)[None, :])
+            w = tl.load(b + (k + rk)[:, None] * N + rn[None, :])
+            acc += tl.dot(x, w, input_precision="ieee")
+        tl.store(c + rm[:, None] * N + rn[None, :], acc)
+
+    def add(a: Any, b: Any) -> Any:
+        c = torch.empty_like(a)
+        add_kernel[(triton.cdiv(a.numel(), 1024),)](a, b, c, a.numel(), BLOCK=1024)
+        return c
+
+    def softmax(x: Any) -> Any:
+        y = torch.empty_like(x)
+        softmax_kernel[(x.shape[0],)](x, y, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+        return y
+
+    def mm(a: Any, b: Any) -> Any:
+        c = torch.empty(a.shape[0], b.shape[1], device=a.device)
+        mm_kernel[(a.shape[0] // 32, b.shape[1] // 32)](a, b, c, a.shape[0], b.shape[1], a.shape[1], BM=32, BN=32, BK=32)
+        return c
+
+    return {"add": add, "softmax": softmax, "matmul_auto": mm}
+
+
+def cpp_times(path: Optional[str], n: int) -> dict[str, float]:
+    if not path or not os.path.exists(path):
+        return {}
+    out = subprocess.run([path, str(n)], capture_output=True, text=True, check=True).stdout
+    return {op: float(us) for op, us in (line.split() for line in out.splitlines() if line.strip())}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cpp", default="build/bench/python_overhead_cpp", help="the C++ bench binary")
+    ap.add_argument("-n", type=int, default=2000, help="calls per measurement")
+    args = ap.parse_args()
+
+    dev = "cuda"
+    a, b = torch.randn(ELEMS, device=dev), torch.randn(ELEMS, device=dev)
+    x = torch.randn(ROWS, COLS, device=dev)
+    ma, mb = torch.randn(MM, MM, device=dev), torch.randn(MM, MM, device=dev)
+    out_add, out_sm, out_mm = torch.empty_like(a), torch.empty_like(x), torch.empty(MM, MM, device=dev)
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+    rows: dict[str, dict[str, Callable[[], Any]]] = {
+        "add": {
+            "kaio.ops": lambda: kaio.ops.add(a, b),
+            "kaio.ops out=": lambda: kaio.ops.add(a, b, out=out_add),
+            "torch.ops.kaio": lambda: kt.add(a, b),
+            "torch": lambda: torch.add(a, b),
+        },
+        "softmax": {
+            "kaio.ops": lambda: kaio.ops.softmax(x),
+            "kaio.ops out=": lambda: kaio.ops.softmax(x, out=out_sm),
+            "torch.ops.kaio": lambda: kt.softmax(x),
+            "torch": lambda: torch.softmax(x, -1),
+        },
+        "matmul_auto": {
+            "kaio.ops": lambda: kaio.ops.matmul_auto(ma, mb),
+            "kaio.ops out=": lambda: kaio.ops.matmul_auto(ma, mb, out=out_mm),
+            "torch.ops.kaio": lambda: kt.matmul(ma, mb),
+            "torch": lambda: torch.matmul(ma, mb),
+        },
+    }
+    tr = triton_ops()
+    if tr:
+        rows["add"]["triton"] = lambda: tr["add"](a, b)
+        rows["softmax"]["triton"] = lambda: tr["softmax"](x)
+        rows["matmul_auto"]["triton"] = lambda: tr["matmul_auto"](ma, mb)
+    cpp = cpp_times(args.cpp, args.n)
+
+    cols = ["kaio C++", "kaio.ops", "kaio.ops out=", "torch.ops.kaio", "torch", "triton"]
+    print(f"us per call ({torch.cuda.get_device_name()}, torch {torch.__version__}, n = {args.n}); "
+          f"add {ELEMS} f32, softmax {ROWS}x{COLS} f32, matmul {MM}^3 f32")
+    print(f"{'op':<12}" + "".join(f"{c:>16}" for c in cols))
+    for op, impls in rows.items():
+        t = {name: us_per_call(fn, args.n) for name, fn in impls.items()}
+        if op in cpp:
+            t["kaio C++"] = cpp[op]
+        print(f"{op:<12}" + "".join(f"{t[c]:>16.2f}" if c in t else f"{'-':>16}" for c in cols))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+"""kaio's ops as PyTorch custom ops (torch.ops.kaio.*): registered with
+torch.library.custom_op and register_fake (so torch.compile and FakeTensor tracing see them),
+with register_autograd where a backward exists (matmul, softmax, log_softmax, rms_norm,
+layer_norm). Importable only where torch is installed.
+
+    import kaio.torch
+    y = torch.ops.kaio.rms_norm(x, w, 1e-6)     # or kaio.torch.rms_norm(x, w, 1e-6)
+
+Kernels go on torch's current stream, so the ops need no synchronisation and CUDA graphs
+capture them. Inputs that are not contiguous are made contiguous first (matmul takes
+transposed views as they are).
+"""
+
+import torch  # noqa: F401  (ImportError here: kaio.torch needs torch)
+
+from typing import Any, Callable
+
+from . import ops as _ops
+
+__all__ = [
+    "add", "sub", "mul", "axpby", "relu", "silu", "gelu", "gelu_tanh", "exp", "silu_gate", "gelu_gate",
+    "gelu_gate_tanh", "softmax", "log_softmax", "rms_norm", "layer_norm", "add_rms_norm", "rope",
+    "reduce_rows", "argmax_rows", "matmul", "OPS",
+]  # fmt: skip
+
+OPS: dict[str, Any] = {}  # name -> the registered op (torch.ops.kaio.<name>)
+
+
+def _c(t: torch.Tensor) -> torch.Tensor:
+    return t if t.is_contiguous() else t.contiguous()
+
+
+def _register(name: str, schema: str, impl: Callable[..., Any], fake: Callable[..., Any]) -> Any:
+    op = torch.library.custom_op(f"kaio::{name}", impl, mutates_args=(), schema=schema)
+    op.register_fake(fake)
+    OPS[name] = op
+    return op
+
+
+# ---- elementwise ----
+def _unary(name: str) -> Any:
+    fn = getattr(_ops, name)
+    return _register(name, "(Tensor x) -> Tensor", lambda x: fn(_c(x)), lambda x: torch.empty_like(x))
+
+
+def _binary(name: str, a: str, b: str) -> Any:
+    fn = getattr(_ops, name)
+    return _register(name, f"(Tensor {a}, Tensor {b}) -> Tensor", lambda x, y: fn(_c(x), _c(y)),
+                     lambda x, y: torch.empty_like(x))
+
+
+relu, silu, gelu, gelu_tanh, exp = (_unary(n) for n in ("relu", "silu", "gelu", "gelu_tanh", "exp"))
+add, sub, mul = (_binary(n, "a", "b") for n in ("add", "sub", "mul"))
+silu_gate, gelu_gate, gelu_gate_tanh = (_binary(n, "x", "gate") for n in ("silu_gate", "gelu_gate", "gelu_gate_tanh"))
+axpby = _register(
+    "axpby",
+    "(Tensor x, Tensor y, float alpha, float beta) -> Tensor",
+    lambda x, y, alpha, beta: _ops.axpby(_c(x), _c(y), alpha, beta),
+    lambda x, y, alpha, beta: torch.empty_like(x),
+)
+
+# ---- rows ----
+softmax = _register("softmax", "(Tensor x) -> Tensor", lambda x: _ops.softmax(_c(x)), lambda x: torch.empty_like(x))
+log_softmax = _register("log_softmax", "(Tensor x) -> Tensor", lambda x: _ops.log_softmax(_c(x)),
+                        lambda x: torch.empty_like(x))
+rms_norm = _register(
+    "rms_norm",
+    "(Tensor x, Tensor w, float eps) -> Tensor",
+    lambda x, w, eps: _ops.rms_norm(_c(x), _c(w), eps),
+    lambda x, w, eps: torch.empty_like(x),
+)
+layer_norm = _register(
+    "layer_norm",
+    "(Tensor x, Tensor w, Tensor b, float eps) -> Tensor",
+    lambda x, w, b, eps: _ops.layer_norm(_c(x), _c(w), _c(b), eps),
+    lambda x, w, b, eps: torch.empty_like(x),
+)
+add_rms_norm = _register(
+    "add_rms_norm",
+    "(Tensor x, Tensor residual, Tensor w, float eps) -> (Tensor, Tensor)",
+    lambda x, r, w, eps: _ops.add_rms_norm(_c(x), _c(r), _c(w), eps),
+    lambda x, r, w, eps: (torch.empty_like(x), torch.empty_like(x)),
+)
+rope = _register(
+    "rope",
+    "(Tensor x, int heads, int head_dim, int rotary_dim, float theta, int position_offset, str style) -> Tensor",
+    lambda x, heads, head_dim, rotary_dim, theta, position_offset, style: _ops.rope(
+        _c(x), heads=heads, head_dim=head_dim, rotary_dim=rotary_dim, theta=theta, position_offset=position_offset,
+        style=style),
+    lambda x, *args: torch.empty_like(x),
+)
+reduce_rows = _register(
+    "reduce_rows",
+    "(Tensor x, str op) -> Tensor",
+    lambda x, op: _ops.reduce_rows(op, _c(x)),
+    lambda x, op: x.new_empty(x.shape[:-1], dtype=torch.float32),
+)
+argmax_rows = _register(
+    "argmax_rows",
+    "(Tensor x) -> Tensor",
+    lambda x: _ops.argmax_rows(_c(x)),
+    lambda x: x.new_empty(x.shape[:-1], dtype=torch.int64),
+)
+
+
+# ---- matmul (matmul_auto: the tuned variant) ----
+def _mm_shape(a: torch.Tensor, b: torch.Tensor) -> tuple:
+    lead = a.shape[:-2] if a.dim() == 3 else (b.shape[:-2] if b.dim() == 3 else ())
+    return (*lead, a.shape[-2], b.shape[-1])
+
+
+def _mm_operand(t: torch.Tensor) -> torch.Tensor:
+    # Row-major and transposed (column-major) views are read as they are.
+    if t.stride(-1) == 1 or t.stride(-2) == 1:
+        return t
+    return t.contiguous()
+
+
+matmul = _register(
+    "matmul",
+    "(Tensor a, Tensor b) -> Tensor",
+    lambda a, b: _ops.matmul_auto(_mm_operand(a), _mm_operand(b)),
+    lambda a, b: a.new_empty(_mm_shape(a, b)),
+)
+
+
+# ---- autograd ----
+def _mm_setup(ctx: Any, inputs: tuple, output: Any) -> None:
+    ctx.save_for_backward(*inputs)
+
+
+def _mm_backward(ctx: Any, g: torch.Tensor) -> tuple:
+    a, b = ctx.saved_tensors
+    ga = gb = None
+    if ctx.needs_input_grad[0]:
+        ga = matmul(g, b.transpose(-1, -2))
+        if a.dim() == 2 and ga.dim() == 3:
+            ga = ga.sum(0)
+    if ctx.needs_input_grad[1]:
+        gb = matmul(a.transpose(-1, -2), g)
+        if b.dim() == 2 and gb.dim() == 3:
+            gb = gb.sum(0)
+    return ga, gb
+
+
+def _softmax_setup(ctx: Any, inputs: tuple, output: Any) -> None:
+    ctx.save_for_backward(output)
+
+
+def _softmax_backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+    (y,) = ctx.saved_tensors
+    y32, g32 = y.float(), g.float()
+    return (y32 * (g32 - (g32 * y32).sum(-1, keepdim=True))).to(y.dtype)
+
+
+def _log_softmax_backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+    (y,) = ctx.saved_tensors
+    g32 = g.float()
+    return (g32 - torch.exp(y.float()) * g32.sum(-1, keepdim=True)).to(y.dtype)
+
+
+def _norm_setup(ctx: Any, inputs: tuple, output: Any) -> None:
+    ctx.save_for_backward(*[t for t in inputs if isinstance(t, torch.Tensor)])
+    ctx.eps = inputs[-1]
+
+
+def _rms_backward(ctx: Any, g: torch.Tensor) -> tuple:
+    x, w = ctx.saved_tensors
+    x32, w32, g32 = x.float(), w.float(), g.float()
+    r = torch.rsqrt((x32 * x32).mean(-1, keepdim=True) + ctx.eps)
+    gw = g32 * w32
+    gx = r * (gw - x32 * r * r * (gw * x32).mean(-1, keepdim=True))
+    gwt = (g32 * x32 * r).reshape(-1, x.shape[-1]).sum(0)
+    return gx.to(x.dtype), gwt.to(w.dtype), None
+
+
+def _ln_backward(ctx: Any, g: torch.Tensor) -> tuple:
+    x, w, b = ctx.saved_tensors
+    x32, w32, g32 = x.float(), w.float(), g.float()
+    mu = x32.mean(-1, keepdim=True)
+    r = torch.rsqrt(((x32 - mu) ** 2).mean(-1, keepdim=True) + ctx.eps)
+    xhat = (x32 - mu) * r
+    gw = g32 * w32
+    gx = r * (gw - gw.mean(-1, keepdim=True) - xhat * (gw * xhat).mean(-1, keepdim=True))
+    cols = x.shape[-1]
+    return (gx.to(x.dtype), (g32 * xhat).reshape(-1, cols).sum(0).to(w.dtype),
+            g32.reshape(-1, cols).sum(0).to(b.dtype), None)
+
+
+matmul.register_autograd(_mm_backward, setup_context=_mm_setup)
+softmax.register_autograd(_softmax_backward, setup_context=_softmax_setup)
+log_softmax.register_autograd(_log_softmax_backward, setup_context=_softmax_setup)
+rms_norm.register_autograd(_rms_backward, setup_context=_norm_setup)
+layer_norm.register_autograd(_ln_backward, setup_context=_norm_setup)

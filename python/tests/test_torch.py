@@ -1,0 +1,157 @@
+"""kaio.torch: custom ops (opcheck), gradients against torch's own, torch's current stream
+and CUDA graph capture. The [gpu] tests run on CUDA tensors; those also marked cpu_ok run on
+CPU tensors in interpret mode too (KAIO_INTERPRET=1 with torch installed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import kaio  # noqa: E402
+import kaio.torch as kt  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def dev() -> str:
+    return "cpu" if kaio.interpret_mode() else "cuda"
+
+
+def _r(dev: str, *shape: int, dtype: Any = None, grad: bool = False, seed: int = 0) -> Any:
+    g = torch.Generator(device="cpu").manual_seed(seed + sum(shape))
+    t = torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype or torch.float32).to(dev)
+    return t.requires_grad_(grad)
+
+
+def _samples(dev: str) -> dict[str, list[tuple]]:
+    x, y = _r(dev, 4, 64, seed=1), _r(dev, 4, 64, seed=2)
+    w, b = _r(dev, 64, seed=3), _r(dev, 64, seed=4)
+    xg, wg, bg = _r(dev, 4, 64, grad=True, seed=5), _r(dev, 64, grad=True, seed=6), _r(dev, 64, grad=True, seed=7)
+    a, m = _r(dev, 8, 16, grad=True, seed=8), _r(dev, 16, 24, grad=True, seed=9)
+    return {
+        **{n: [(x,)] for n in ("relu", "silu", "gelu", "gelu_tanh", "exp", "argmax_rows")},
+        **{n: [(x, y)] for n in ("add", "sub", "mul", "silu_gate", "gelu_gate", "gelu_gate_tanh")},
+        "axpby": [(x, y, 2.0, -0.5)],
+        "softmax": [(x,), (xg,)],
+        "log_softmax": [(x,), (xg,)],
+        "rms_norm": [(x, w, 1e-6), (xg, wg, 1e-6)],
+        "layer_norm": [(x, w, b, 1e-5), (xg, wg, bg, 1e-5)],
+        "add_rms_norm": [(x, y, w, 1e-6)],
+        "rope": [(_r(dev, 5, 2 * 16, seed=10), 2, 16, 0, 10000.0, 3, "neox")],
+        "reduce_rows": [(x, "sum"), (x, "max")],
+        "matmul": [(a.detach(), m.detach()), (a, m), (_r(dev, 3, 8, 16, grad=True), _r(dev, 3, 16, 8, grad=True))],
+    }
+
+
+@pytest.mark.cpu_ok
+def test_opcheck_every_registered_op(dev: str) -> None:
+    samples = _samples(dev)
+    assert set(samples) == set(kt.OPS), "every registered op needs a sample"
+    for name, op in kt.OPS.items():
+        for args in samples[name]:
+            torch.library.opcheck(op, args)
+
+
+@pytest.mark.cpu_ok
+def test_values_match_torch(dev: str) -> None:
+    x, y = _r(dev, 6, 96, seed=11), _r(dev, 6, 96, seed=12)
+    F = torch.nn.functional
+    torch.testing.assert_close(kt.add(x, y), x + y)
+    torch.testing.assert_close(kt.silu_gate(x, y), F.silu(x) * y, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(kt.gelu(x), F.gelu(x), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(kt.softmax(x), torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(kt.reduce_rows(x, "mean"), x.mean(-1), rtol=1e-5, atol=1e-5)
+    assert torch.equal(kt.argmax_rows(x), x.argmax(-1))
+
+
+@pytest.mark.cpu_ok
+@pytest.mark.parametrize("name", ["matmul", "softmax", "log_softmax", "rms_norm", "layer_norm"])
+def test_gradients_match_torch(dev: str, name: str) -> None:
+    F = torch.nn.functional
+    x = _r(dev, 5, 48, grad=True, seed=13)
+    w = _r(dev, 48, grad=True, seed=14)
+    b = _r(dev, 48, grad=True, seed=15)
+    m = _r(dev, 48, 20, grad=True, seed=16)
+    ref_fns = {
+        "matmul": (lambda: kt.matmul(x, m), lambda: x @ m, (x, m)),
+        "softmax": (lambda: kt.softmax(x), lambda: torch.softmax(x, -1), (x,)),
+        "log_softmax": (lambda: kt.log_softmax(x), lambda: torch.log_softmax(x, -1), (x,)),
+        "rms_norm": (lambda: kt.rms_norm(x, w, 1e-6), lambda: F.rms_norm(x, (48,), w, 1e-6), (x, w)),
+        "layer_norm": (lambda: kt.layer_norm(x, w, b, 1e-5), lambda: F.layer_norm(x, (48,), w, b, 1e-5), (x, w, b)),
+    }
+    ours, theirs, inputs = ref_fns[name]
+    y1, y2 = ours(), theirs()
+    torch.testing.assert_close(y1, y2, rtol=1e-4, atol=1e-5)
+    g = _r(dev, *y1.shape, seed=17)
+    g1 = torch.autograd.grad(y1, inputs, g)
+    g2 = torch.autograd.grad(y2, inputs, g)
+    for a, c in zip(g1, g2):
+        torch.testing.assert_close(a, c, rtol=1e-4, atol=1e-4)
+
+
+def test_non_default_stream() -> None:
+    # On a side stream, the input is written after a long sleep: a kaio op that ran on any
+    # other stream would read it before it is written.
+    s = torch.cuda.Stream()
+    a = torch.zeros(1 << 20, device="cuda")
+    b = torch.ones(1 << 20, device="cuda")
+    torch.cuda.synchronize()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(200_000_000)
+        a.fill_(2.0)
+        y = kaio.ops.add(a, b)
+        z = kaio.ops.softmax(y.view(1024, 1024))
+    s.synchronize()
+    assert torch.all(y == 3.0)
+    torch.testing.assert_close(z, torch.full((1024, 1024), 1.0 / 1024, device="cuda"))
+    # An explicit stream= wins over the current one.
+    y2 = torch.empty_like(a)
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(200_000_000)
+        a.fill_(5.0)
+    kaio.ops.add(a, b, out=y2, stream=s)
+    s.synchronize()
+    assert torch.all(y2 == 6.0)
+
+
+def test_cuda_graph_of_kaio_ops() -> None:
+    x = torch.randn(64, 256, device="cuda")
+    r = torch.randn(64, 256, device="cuda")
+    w = torch.randn(256, device="cuda")
+    m = torch.randn(256, 128, device="cuda")
+
+    def step() -> Any:
+        h = kaio.ops.add(x, r)
+        h = kaio.ops.rms_norm(h, w, 1e-6)
+        h = kaio.ops.matmul_auto(h, m)
+        h = kaio.ops.gelu(h)
+        return kaio.ops.softmax(h)
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm up on the capture stream: kernels loaded, matmul tuned, workspaces made
+        for _ in range(2):
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        out = step()
+    x.copy_(torch.randn(64, 256, device="cuda"))  # new input, replayed without any Python
+    g.replay()
+    torch.cuda.synchronize()
+    F = torch.nn.functional
+    ref = torch.softmax(F.gelu(F.rms_norm(x + r, (256,), w, 1e-6) @ m), -1)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_torch_compile_sees_the_ops() -> None:
+    def f(x: Any, w: Any) -> Any:
+        return kt.softmax(kt.rms_norm(x, w, 1e-6)) * 2
+
+    x, w = torch.randn(8, 64, device="cuda"), torch.randn(64, device="cuda")
+    cf = torch.compile(f, fullgraph=True)
+    torch.testing.assert_close(cf(x, w), f(x, w))
