@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh
+./scripts/check-docs.sh
 BUILD="${KAIO_BUILD_DIR:-build}"
 export KAIO_CACHE_DIR="$(mktemp -d /tmp/kaio-ci-cache-XXXXXX)"
 (cd "$BUILD" && ctest --output-on-failure)
