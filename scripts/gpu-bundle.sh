@@ -7,7 +7,10 @@ BUILD="${KAIO_BUILD_DIR:-build}"
 rm -rf .carry && mkdir -p .carry/build/{tests,tools,bench,examples}
 cp "$BUILD"/tests/kaio_tests "$BUILD"/tests/kaio_test_child "$BUILD"/tests/kaio_cache_child "$BUILD"/tests/kaio_tune_child .carry/build/tests/
 cp "$BUILD"/tools/kaio-cache "$BUILD"/tools/kaio-precompile .carry/build/tools/
-for b in jit_latency family build_scale ops ops_rows matmul tune; do
+for t in kaio_remote_child kaio_py_reference; do
+  if [ -x "$BUILD/tests/$t" ]; then cp "$BUILD/tests/$t" .carry/build/tests/; fi
+done
+for b in jit_latency family build_scale ops ops_rows matmul tune python_overhead_cpp; do
   if [ -x "$BUILD/bench/$b" ]; then cp "$BUILD/bench/$b" .carry/build/bench/; fi
 done
 for f in bench/*.py; do [ -e "$f" ] && cp "$f" .carry/build/bench/; done
