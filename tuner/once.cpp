@@ -1,5 +1,7 @@
 #include "kaio/tuner/once.h"
 
+#include "kaio/jit/disk_cache_remote.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -139,6 +141,13 @@ std::optional<Record> decode_usable(const Job& job, std::optional<std::string_vi
 Attempt attempt(const Job& job, cache::Store* s, bool retune) {
   Attempt a;
   if (!s) return a;  // no database: this process tunes for itself
+  if (!retune) {  // a local miss asks the fleet's remote tier (tuner::load keeps what it gives)
+    if (auto r = load(job.key, job.table_hash); r && usable(job, *r)) {
+      a.kind = Attempt::Found;
+      a.record = std::move(r);
+      return a;
+    }
+  }
   const std::string ck = claim_key(job.key);
   const auto look = [&](cache::Txn& t) -> bool {  // true: decided without claiming
     if (!retune) {
@@ -194,6 +203,8 @@ void publish(cache::Store* s, const Attempt& a, const Record* r) {
       if (auto v = t.get(kDb, ck))
         if (auto c = decode_claim(*v); c && c->token == a.claim.token) t.erase(kDb, ck);
     });
+    if (r && !r->winner.empty())  // write-behind to the fleet (KAIO_REMOTE_CACHE)
+      if (auto shared = jit::disk::store_for(cache::default_dir().string())) jit::remote::publish_tuning(shared, r->key, encode(*r));
   } catch (const std::exception& e) {
     jit::warn_once("tuner-cache-write", std::string("tuning records cannot be written: ") + e.what());
   }
