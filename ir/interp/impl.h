@@ -106,7 +106,6 @@ struct LaunchCtx {
   const Kernel::Data* k = nullptr;  // the launched kernel (names for messages)
   LaunchShape shape;
   std::vector<LRegion> regions;
-  std::atomic<bool> stop{false};
 };
 
 // Per-block state. Shared memory lives here (shape.shared_bytes of dynamic shared memory,

@@ -424,23 +424,29 @@ RunStats run(const Kernel& k, const LaunchShape& shape, std::span<const uint64_t
   nthreads = static_cast<unsigned>(std::min<uint64_t>(nthreads, nblocks));
   std::atomic<uint64_t> next{0};
   std::atomic<uint64_t> total_steps{0}, total_lanes{0};
+  // The error reported is the lowest-numbered failing block's, whichever worker meets its error
+  // first: blocks are taken in increasing order, so every lower block is already running when one
+  // fails, and no worker takes a block above it afterwards. The same launch gives the same message.
   std::mutex err_m;
   std::exception_ptr err;
+  std::atomic<uint64_t> err_block{UINT64_MAX};
 
   auto worker = [&] {
     uint64_t steps = 0, lanes = 0;
+    uint64_t b = 0;
     try {
       Runner r(L, params);
       for (;;) {
-        if (L.stop.load(std::memory_order_relaxed)) break;
-        uint64_t b = next.fetch_add(1, std::memory_order_relaxed);
-        if (b >= nblocks) break;
+        b = next.fetch_add(1, std::memory_order_relaxed);
+        if (b >= nblocks || b > err_block.load(std::memory_order_relaxed)) break;
         r.run_block(b, steps, lanes);
       }
     } catch (...) {
       std::lock_guard g(err_m);
-      if (!err) err = std::current_exception();
-      L.stop = true;
+      if (!err || b < err_block.load()) {
+        err = std::current_exception();
+        err_block = b;
+      }
     }
     total_steps += steps;
     total_lanes += lanes;
