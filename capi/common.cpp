@@ -134,6 +134,10 @@ int64_t View::extent() const {
   return last + 1;
 }
 
+uint64_t View::bytes() const {
+  return numel == 0 ? 0 : static_cast<uint64_t>(extent()) * static_cast<uint64_t>(ir::scalar_bytes(dtype));
+}
+
 std::string View::shape_str() const {
   std::string s = "[";
   for (int i = 0; i < ndim(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
@@ -265,9 +269,11 @@ void release(uint64_t base) {
 }
 }  // namespace
 
-void HostRegions::add(const View& v) {
-  if (!jit::interpret_mode() || v.numel == 0) return;
-  uint64_t b = v.address, e = v.address + static_cast<uint64_t>(v.extent()) * ir::scalar_bytes(v.dtype);
+void HostRegions::add(const View& v) { add(v.address, v.bytes()); }
+
+void HostRegions::add(uint64_t address, uint64_t bytes) {
+  if (!jit::interpret_mode() || bytes == 0) return;
+  uint64_t b = address, e = address + bytes;
   std::lock_guard<std::mutex> g(regions_mutex);
   // Arguments that overlap (views of one array) become one region: the interpreter finds an
   // address in the region with the nearest base below it, which must then hold it.

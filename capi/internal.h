@@ -42,6 +42,7 @@ struct View {
 
   int ndim() const { return static_cast<int>(shape.size()); }
   bool contiguous() const;  // dense row-major
+  uint64_t bytes() const;   // the span the view touches, in bytes (0 when empty)
   // The element span [first, last] the view touches, in elements from `address`.
   int64_t extent() const;
   std::string shape_str() const;
@@ -73,6 +74,7 @@ class HostRegions {
   HostRegions& operator=(const HostRegions&) = delete;
   ~HostRegions();
   void add(const View& v);
+  void add(uint64_t address, uint64_t bytes);  // [address, address + bytes); nothing for 0 bytes
 
  private:
   std::vector<std::pair<uint64_t, uint64_t>> spans_;  // [begin, end) registered for this call

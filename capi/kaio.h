@@ -249,6 +249,59 @@ KAIO_API void kaio_map_free(kaio_map* m);
 KAIO_API int kaio_map_call(const kaio_map* m, const kaio_tensor* out, const kaio_tensor* const* in, size_t n_in,
                            const float* scalars, size_t n_scalars, void* stream);
 
+/* ---- plans: an op resolved once, launched many times ----
+ * A plan is one op call checked and resolved for its arrays' metadata (dtype, shape,
+ * strides, device) and its options, made from tensors exactly as the op's function takes
+ * them, with the same checks and errors. A launch then gives only what changes from call
+ * to call: the arrays' addresses, the op's numbers and the stream; it runs what the op's
+ * function would run for tensors of that metadata at those addresses (the kernel is picked
+ * for the addresses' alignment), so a caller that keeps plans keyed by its arrays' metadata
+ * pays the checks once. kaio_<op>(...) is the same as making the plan and launching it once.
+ *
+ * Each kaio_plan_<op> takes the op function's arguments less its numbers and stream. The
+ * launch's `data` holds the element-0 address (data + byte_offset) of each of the plan's
+ * arrays, in the order they appear in the plan call's arguments; `values` holds the
+ * numbers listed beside each function, as doubles. Plans are immutable: one plan may be
+ * launched from several threads at once. A plan holds what it needs (a map it uses lives
+ * as long as the plan). */
+typedef struct kaio_plan kaio_plan;
+/* data: out, in[0..n_in); values: the op's scalars (axpby: alpha, beta). */
+KAIO_API int kaio_plan_elementwise(const char* op, const kaio_tensor* out, const kaio_tensor* const* in, size_t n_in,
+                                   size_t n_scalars, kaio_plan** plan);
+/* data: out, in[0..n_in); values: the map's scalars. */
+KAIO_API int kaio_plan_map(const kaio_map* m, const kaio_tensor* out, const kaio_tensor* const* in, size_t n_in,
+                           size_t n_scalars, kaio_plan** plan);
+/* data: out, x; no values. */
+KAIO_API int kaio_plan_reduce_rows(const char* op, const kaio_tensor* out, const kaio_tensor* x, kaio_plan** plan);
+KAIO_API int kaio_plan_reduce(const char* op, const kaio_tensor* out, const kaio_tensor* x, kaio_plan** plan);
+/* data: x, y; no values. */
+KAIO_API int kaio_plan_softmax(const kaio_tensor* x, const kaio_tensor* y, int log, kaio_plan** plan);
+/* data: x, w, y; values: eps. */
+KAIO_API int kaio_plan_rms_norm(const kaio_tensor* x, const kaio_tensor* w, const kaio_tensor* y, kaio_plan** plan);
+/* data: x, w, b, y; values: eps. */
+KAIO_API int kaio_plan_layer_norm(const kaio_tensor* x, const kaio_tensor* w, const kaio_tensor* b,
+                                  const kaio_tensor* y, kaio_plan** plan);
+/* data: x, residual, w, sum, y; values: eps. */
+KAIO_API int kaio_plan_add_rms_norm(const kaio_tensor* x, const kaio_tensor* residual, const kaio_tensor* w,
+                                    const kaio_tensor* sum, const kaio_tensor* y, kaio_plan** plan);
+/* data: x, y (then cos, sin when given); values: theta, position_offset (p's own are not used). */
+KAIO_API int kaio_plan_rope(const kaio_tensor* x, const kaio_tensor* y, const kaio_tensor* cos, const kaio_tensor* sin,
+                            const kaio_rope_params* p, kaio_plan** plan);
+/* data: a, b, c (then bias when o->bias is given); values: alpha, beta (o's own are not used). */
+KAIO_API int kaio_plan_matmul(const char* variant, const kaio_tensor* a, const kaio_tensor* b, const kaio_tensor* c,
+                              const kaio_matmul_options* o, kaio_plan** plan);
+/* Checks the counts and that no array with elements is at address 0, then launches. */
+KAIO_API int kaio_plan_launch(const kaio_plan* plan, const uint64_t* data, size_t n_data, const double* values,
+                              size_t n_values, void* stream);
+/* The same with every argument in one array of words: {plan, stream, n_data, n_values,
+ * data[0..n_data), values[0..n_values) as IEEE-754 double bits}. For callers whose foreign
+ * calls cost per argument (Python's ctypes): one pointer crosses. */
+KAIO_API int kaio_plan_launch_packed(const uint64_t* words);
+KAIO_API size_t kaio_plan_arrays(const kaio_plan* plan); /* how many addresses a launch takes */
+KAIO_API size_t kaio_plan_values(const kaio_plan* plan); /* how many numbers */
+KAIO_API const char* kaio_plan_op(const kaio_plan* plan);
+KAIO_API void kaio_plan_free(kaio_plan* plan);
+
 #ifdef __cplusplus
 }
 #endif

@@ -57,11 +57,20 @@ class InterpreterBackend final : public Backend {
   void launch(KernelState& s, const LaunchConfig& cfg, const uint64_t* slots, void* const*, size_t n) override {
     if (!s.kernel.valid())
       throw UsageError(s.name, "launch", "interpret mode: this compiled kernel carries no IR to interpret");
+    if (dry_) return;  // KAIO_INTERPRET=dry: everything up to the kernel's run, for timing host paths
     ir::LaunchShape shape{cfg.grid, cfg.block, cfg.shared_bytes};
     ir::interp::run(s.kernel, shape, std::span<const uint64_t>(slots, n));
   }
 
   bool device_resources(KernelState&, int&, int&, int&, int&) override { return false; }
+
+ private:
+  const bool dry_ = [] {
+    const char* v = std::getenv("KAIO_INTERPRET");
+    return v && std::string(v) == "dry";
+  }();
+
+ public:
 
   void* stream_create() override { return nullptr; }
   void stream_destroy(void*) noexcept override {}

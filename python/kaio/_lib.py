@@ -111,6 +111,7 @@ _U32 = ctypes.c_uint32
 _SZ = ctypes.c_size_t
 _I = ctypes.c_int
 _FP = ctypes.POINTER(ctypes.c_float)
+_PP = ctypes.POINTER(ctypes.c_void_p)  # a handle's out parameter
 
 # name: (restype, argtypes); restype int means a status checked by check().
 _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
@@ -179,6 +180,22 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "kaio_map_new": (_I, [_S, _U32, _U32, MAP_BODY_FN, _P, ctypes.POINTER(_P)]),
     "kaio_map_free": (None, [_P]),
     "kaio_map_call": (_I, [_P, _T, _TT, _SZ, _FP, _SZ, _P]),
+    "kaio_plan_elementwise": (_I, [_S, _T, _TT, _SZ, _SZ, _PP]),
+    "kaio_plan_map": (_I, [_P, _T, _TT, _SZ, _SZ, _PP]),
+    "kaio_plan_reduce_rows": (_I, [_S, _T, _T, _PP]),
+    "kaio_plan_reduce": (_I, [_S, _T, _T, _PP]),
+    "kaio_plan_softmax": (_I, [_T, _T, _I, _PP]),
+    "kaio_plan_rms_norm": (_I, [_T, _T, _T, _PP]),
+    "kaio_plan_layer_norm": (_I, [_T, _T, _T, _T, _PP]),
+    "kaio_plan_add_rms_norm": (_I, [_T, _T, _T, _T, _T, _PP]),
+    "kaio_plan_rope": (_I, [_T, _T, _T, _T, ctypes.POINTER(RopeParams), _PP]),
+    "kaio_plan_matmul": (_I, [_S, _T, _T, _T, ctypes.POINTER(MatmulOptions), _PP]),
+    "kaio_plan_launch": (_I, [_P, ctypes.POINTER(ctypes.c_uint64), _SZ, ctypes.POINTER(ctypes.c_double), _SZ, _P]),
+    "kaio_plan_launch_packed": (_I, [ctypes.c_char_p]),
+    "kaio_plan_arrays": (_SZ, [_P]),
+    "kaio_plan_values": (_SZ, [_P]),
+    "kaio_plan_op": (_S, [_P]),
+    "kaio_plan_free": (None, [_P]),
 }
 
 

@@ -13,8 +13,10 @@ import ctypes
 import enum
 from typing import Any, Optional, Sequence
 
-from . import _lib
-from ._tensors import Tensor, empty_like, from_object, stream_handle
+from . import _lib, _plans
+from ._plans import call as _call
+from ._plans import miss as _miss
+from ._tensors import Tensor
 from .errors import UsageError
 
 Array = Any  # any object with __dlpack__
@@ -44,18 +46,27 @@ ELEMENTWISE_OPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 _ADDRS = [ctypes.c_void_p * n for n in range(9)]  # array types made once (making one costs microseconds)
-_FLOATS = [ctypes.c_float * n for n in range(9)]
 _OP_BYTES = {name: name.encode() for name in ELEMENTWISE_OPS}
+_EW_KEYS = {name: ("elementwise", name) for name in ELEMENTWISE_OPS}
+_EW_NAMES = {name: ("out",) + ins for name, (ins, _) in ELEMENTWISE_OPS.items()}
+_EW_OUT = (lambda ts: ts[1].shape, lambda ts: ts[1].dtype)
 
 
 def _tensor_array(ts: Sequence[Tensor]) -> Any:
     return _ADDRS[len(ts)](*[t.addr for t in ts])
 
 
-def _out(op: str, out: Optional[Array], like: Any, shape: Sequence[int], dtype: str, stream: int) -> tuple[Any, Tensor]:
-    if out is None:
-        out = empty_like(op, like, shape, dtype)
-    return out, from_object(op, "out", out, stream)
+# Each op: the plan's arrays in its order (None: an output the plan makes), a key of the op
+# and its options, the per-call numbers; a miss (kaio._plans.miss) reads the arrays, makes
+# the outputs as the op always has, and makes the C plan.
+
+
+def _ew_miss(key: Any, arrays: list, values: tuple, stream: Any, op: str) -> Any:
+    def make(ts: list, ph: Any) -> int:
+        return _lib.lib.kaio_plan_elementwise(_OP_BYTES[op], ts[0].addr, _tensor_array(ts[1:]), len(ts) - 1,
+                                              len(values), ph)
+
+    return _miss(key, op, arrays, _EW_NAMES[op], {0: (1, arrays[0], *_EW_OUT)}, make, values, stream, ret=0, like=1)
 
 
 def elementwise(op: str, *inputs: Array, scalars: Sequence[float] = (), out: Optional[Array] = None,
@@ -69,12 +80,7 @@ def elementwise(op: str, *inputs: Array, scalars: Sequence[float] = (), out: Opt
         raise UsageError.make(op, f"takes {len(names)} arrays ({', '.join(names)}), got {len(inputs)}")
     if len(scalars) != len(snames):
         raise UsageError.make(op, f"takes {len(snames)} scalars, got {len(scalars)}")
-    h = stream_handle(stream, inputs[0])
-    ts = [from_object(op, n, x, h) for n, x in zip(names, inputs)]
-    res, to = _out(op, out, inputs[0], ts[0].shape, ts[0].dtype, h)
-    sc = _FLOATS[len(scalars)](*scalars) if scalars else None
-    _lib.check(_lib.lib.kaio_elementwise(_OP_BYTES[op], to.addr, _tensor_array(ts), len(ts), sc, len(scalars), h))
-    return res
+    return _call(_EW_KEYS[op], [out, *inputs], tuple(scalars), stream, _ew_miss, op)
 
 
 def add(a: Array, b: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
@@ -154,16 +160,22 @@ def _reduce_name(op: "Reduce | str") -> str:
         raise UsageError.make("reduce", f"argument 'op': '{op}' is not one of sum, max, min, mean, argmax") from None
 
 
+def _reduce_rows_miss(key: Any, arrays: list, values: tuple, stream: Any, name: str) -> Any:
+    opn = "argmax_rows" if name == "argmax" else "reduce_rows"
+    dt = "int64" if name == "argmax" else "float32"
+
+    def make(ts: list, ph: Any) -> int:
+        return _lib.lib.kaio_plan_reduce_rows(name.encode(), ts[0].addr, ts[1].addr, ph)
+
+    outs = {0: (1, arrays[0], lambda ts: ts[1].shape[:-1], lambda ts: dt)}
+    return _miss(key, opn, arrays, ("out", "x"), outs, make, values, stream, ret=0, like=1)
+
+
 def reduce_rows(op: "Reduce | str", x: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """op ("sum", "max", "min", "mean") of each row of x along its last axis, into float32 of
     x's shape without the last axis ("argmax": int64 indices of the first maximum)."""
     name = _reduce_name(op)
-    h = stream_handle(stream, x)
-    opn = "argmax_rows" if name == "argmax" else "reduce_rows"
-    tx = from_object(opn, "x", x, h)
-    res, to = _out(opn, out, x, tx.shape[:-1], "int64" if name == "argmax" else "float32", h)
-    _lib.check(_lib.lib.kaio_reduce_rows(name.encode(), to.ref, tx.ref, h))
-    return res
+    return _call(("reduce_rows", name), [out, x], (), stream, _reduce_rows_miss, name)
 
 
 def argmax_rows(x: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
@@ -171,66 +183,102 @@ def argmax_rows(x: Array, out: Optional[Array] = None, *, stream: Any = None) ->
     return reduce_rows(Reduce.ARGMAX, x, out, stream=stream)
 
 
+def _reduce_miss(key: Any, arrays: list, values: tuple, stream: Any, name: str) -> Any:
+    def make(ts: list, ph: Any) -> int:
+        return _lib.lib.kaio_plan_reduce(name.encode(), ts[0].addr, ts[1].addr, ph)
+
+    outs = {0: (1, arrays[0], lambda ts: (), lambda ts: "float32")}
+    return _miss(key, "reduce", arrays, ("out", "x"), outs, make, values, stream, ret=0, like=1)
+
+
 def reduce(op: "Reduce | str", x: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """op ("sum", "max", "min") of all of x (contiguous) into a float32 array of shape ();
     deterministic: the same input gives the same bits on every run."""
     name = _reduce_name(op)
-    h = stream_handle(stream, x)
-    tx = from_object("reduce", "x", x, h)
-    res, to = _out("reduce", out, x, (), "float32", h)
-    _lib.check(_lib.lib.kaio_reduce(name.encode(), to.ref, tx.ref, h))
-    return res
+    return _call(("reduce", name), [out, x], (), stream, _reduce_miss, name)
 
 
-def _row_op(op: str, x: Array, out: Optional[Array], stream: Any) -> tuple[int, Tensor, Any, Tensor]:
-    h = stream_handle(stream, x)
-    tx = from_object(op, "x", x, h)
-    res, ty = _out(op, out, x, tx.shape, tx.dtype, h)
-    return h, tx, res, ty
+_LIKE_X = (lambda ts: ts[0].shape, lambda ts: ts[0].dtype)  # an output of x's shape and dtype
+
+
+def _softmax_miss(key: Any, arrays: list, values: tuple, stream: Any, log: int) -> Any:
+    def make(ts: list, ph: Any) -> int:
+        return _lib.lib.kaio_plan_softmax(ts[0].addr, ts[1].addr, log, ph)
+
+    op = "log_softmax" if log else "softmax"
+    return _miss(key, op, arrays, ("x", "out"), {1: (0, arrays[1], *_LIKE_X)}, make, values, stream, ret=1)
+
+
+_SOFTMAX, _LOG_SOFTMAX = ("softmax",), ("log_softmax",)
 
 
 def softmax(x: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """softmax along the last axis (f32 inside, rounded once; out may be x)."""
-    h, tx, res, ty = _row_op("softmax", x, out, stream)
-    _lib.check(_lib.lib.kaio_softmax(tx.ref, ty.ref, 0, h))
-    return res
+    return _call(_SOFTMAX, [x, out], (), stream, _softmax_miss, 0)
 
 
 def log_softmax(x: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """log_softmax along the last axis."""
-    h, tx, res, ty = _row_op("log_softmax", x, out, stream)
-    _lib.check(_lib.lib.kaio_softmax(tx.ref, ty.ref, 1, h))
-    return res
+    return _call(_LOG_SOFTMAX, [x, out], (), stream, _softmax_miss, 1)
+
+
+def _rms_norm_miss(key: Any, arrays: list, values: tuple, stream: Any, _: Any) -> Any:
+    def make(ts: list, ph: Any) -> int:
+        return _lib.lib.kaio_plan_rms_norm(ts[0].addr, ts[1].addr, ts[2].addr, ph)
+
+    return _miss(key, "rms_norm", arrays, ("x", "w", "out"), {2: (0, arrays[2], *_LIKE_X)}, make, values, stream,
+                 ret=2)
+
+
+_RMS_NORM, _LAYER_NORM, _ADD_RMS_NORM = ("rms_norm",), ("layer_norm",), ("add_rms_norm",)
 
 
 def rms_norm(x: Array, w: Array, eps: float = 1e-6, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """y = x * rsqrt(mean(x^2) + eps) * w along the last axis (w: a vector of x's last dimension)."""
-    h, tx, res, ty = _row_op("rms_norm", x, out, stream)
-    tw = from_object("rms_norm", "w", w, h)
-    _lib.check(_lib.lib.kaio_rms_norm(tx.ref, tw.ref, ty.ref, eps, h))
-    return res
+    return _call(_RMS_NORM, [x, w, out], (eps,), stream, _rms_norm_miss, None)
+
+
+def _layer_norm_miss(key: Any, arrays: list, values: tuple, stream: Any, _: Any) -> Any:
+    def make(ts: list, ph: Any) -> int:
+        return _lib.lib.kaio_plan_layer_norm(ts[0].addr, ts[1].addr, ts[2].addr, ts[3].addr, ph)
+
+    return _miss(key, "layer_norm", arrays, ("x", "w", "b", "out"), {3: (0, arrays[3], *_LIKE_X)}, make, values,
+                 stream, ret=3)
 
 
 def layer_norm(x: Array, w: Array, b: Array, eps: float = 1e-5, out: Optional[Array] = None, *,
                stream: Any = None) -> Array:
     """y = (x - mean(x)) * rsqrt(var(x) + eps) * w + b along the last axis (biased variance)."""
-    h, tx, res, ty = _row_op("layer_norm", x, out, stream)
-    tw = from_object("layer_norm", "w", w, h)
-    tb = from_object("layer_norm", "b", b, h)
-    _lib.check(_lib.lib.kaio_layer_norm(tx.ref, tw.ref, tb.ref, ty.ref, eps, h))
-    return res
+    return _call(_LAYER_NORM, [x, w, b, out], (eps,), stream, _layer_norm_miss, None)
+
+
+def _add_rms_norm_miss(key: Any, arrays: list, values: tuple, stream: Any, _: Any) -> Any:
+    def make(ts: list, ph: Any) -> int:
+        return _lib.lib.kaio_plan_add_rms_norm(ts[0].addr, ts[1].addr, ts[2].addr, ts[3].addr, ts[4].addr, ph)
+
+    outs = {4: (0, arrays[4], *_LIKE_X), 3: (0, arrays[3], *_LIKE_X)}
+    return _miss(key, "add_rms_norm", arrays, ("x", "residual", "w", "out", "out"), outs, make, values, stream,
+                 ret=(3, 4))
 
 
 def add_rms_norm(x: Array, residual: Array, w: Array, eps: float = 1e-6, sum_out: Optional[Array] = None,
                  out: Optional[Array] = None, *, stream: Any = None) -> tuple[Array, Array]:
     """sum = x + residual; y = rms_norm(sum, w, eps). Returns (sum, y); sum_out may be x or
     residual, out may be x (in place)."""
-    h, tx, res, ty = _row_op("add_rms_norm", x, out, stream)
-    tr = from_object("add_rms_norm", "residual", residual, h)
-    tw = from_object("add_rms_norm", "w", w, h)
-    sres, ts = _out("add_rms_norm", sum_out, x, tx.shape, tx.dtype, h)
-    _lib.check(_lib.lib.kaio_add_rms_norm(tx.ref, tr.ref, tw.ref, ts.ref, ty.ref, eps, h))
-    return sres, res
+    return _call(_ADD_RMS_NORM, [x, residual, w, sum_out, out], (eps,), stream, _add_rms_norm_miss, None)
+
+
+def _rope_miss(key: Any, arrays: list, values: tuple, stream: Any, opts: tuple) -> Any:
+    style, heads, head_dim, rotary_dim = opts
+    tables = len(arrays) == 4
+
+    def make(ts: list, ph: Any) -> int:
+        p = _lib.RopeParams(style, heads, head_dim, rotary_dim, values[0], values[1])
+        return _lib.lib.kaio_plan_rope(ts[0].addr, ts[1].addr, ts[2].addr if tables else None,
+                                       ts[3].addr if tables else None, ctypes.byref(p), ph)
+
+    names = ("x", "out", "cos", "sin")[: len(arrays)]
+    return _miss(key, "rope", arrays, names, {1: (0, arrays[1], *_LIKE_X)}, make, values, stream, ret=1)
 
 
 def rope(x: Array, *, heads: int, head_dim: int, rotary_dim: int = 0, theta: float = 10000.0,
@@ -241,26 +289,23 @@ def rope(x: Array, *, heads: int, head_dim: int, rotary_dim: int = 0, theta: flo
     tables of positions x rotary_dim/2. Token t is at position position_offset + t."""
     if style not in ("neox", "gptj"):
         raise UsageError.make("rope", f"argument 'style': '{style}' is not 'neox' or 'gptj'")
-    h, tx, res, ty = _row_op("rope", x, out, stream)
-    p = _lib.RopeParams(1 if style == "gptj" else 0, heads, head_dim, rotary_dim, theta, position_offset)
-    tc = from_object("rope", "cos", cos, h) if cos is not None else None
-    tsn = from_object("rope", "sin", sin, h) if sin is not None else None
-    _lib.check(_lib.lib.kaio_rope(tx.ref, ty.ref, tc.ref if tc else None, tsn.ref if tsn else None,
-                                  ctypes.byref(p), h))
-    return res
+    if (cos is None) != (sin is None):
+        raise UsageError.make("rope", "argument 'cos'/'sin': give both tables or neither")
+    opts = (1 if style == "gptj" else 0, heads, head_dim, rotary_dim)
+    arrays = [x, out] if cos is None else [x, out, cos, sin]
+    return _call(("rope", *opts), arrays, (theta, position_offset), stream, _rope_miss, opts)
 
 
 _ACTIVATION_MAPS: list[Any] = []  # user maps used as epilogues: their bodies live as long as the process
 
 
-def _matmul(variant: Optional[str], a: Array, b: Array, out: Optional[Array], alpha: float, beta: float,
-            bias: Optional[Array], activation: Any, tf32: bool, fast_math: bool, split_k: int,
-            out_dtype: Optional[str], stream: Any) -> Array:
+def _matmul_miss(key: Any, arrays: list, values: tuple, stream: Any, opts: tuple) -> Any:
+    variant, activation, tf32, fast_math, split_k, out_dtype, _ = opts
     op = "matmul" if variant else "matmul_auto"
-    h = stream_handle(stream, a)
-    ta = from_object(op, "a", a, h)
-    tb = from_object(op, "b", b, h)
-    if out is None:
+    alpha, beta = values
+
+    def shape_of(ts: list) -> tuple:
+        ta, tb = ts[0], ts[1]
         if len(ta.shape) < 2 or len(tb.shape) < 2:
             raise UsageError.make(op, f"expected matrices, got shapes {list(ta.shape)} and {list(tb.shape)}")
         shape = ta.shape[:-1] + (tb.shape[-1],)
@@ -268,13 +313,10 @@ def _matmul(variant: Optional[str], a: Array, b: Array, out: Optional[Array], al
             shape = (tb.shape[0],) + shape
         if beta != 0:
             raise UsageError.make(op, "argument 'beta': beta != 0 reads c: pass out=")
-    res, tc = _out(op, out, a, shape if out is None else (), out_dtype or ta.dtype, h)
+        return shape
+
     o = _lib.MatmulOptions()
     o.alpha, o.beta, o.tf32, o.fast_math, o.split_k = alpha, beta, int(tf32), int(fast_math), split_k
-    tbias = None
-    if bias is not None:
-        tbias = from_object(op, "bias", bias, h)
-        o.bias = tbias.addr
     if activation is not None:
         if isinstance(activation, str):
             o.activation = activation.encode()
@@ -284,8 +326,27 @@ def _matmul(variant: Optional[str], a: Array, b: Array, out: Optional[Array], al
                 raise UsageError.make(op, "argument 'activation': expected an op name or a kaio.map")
             _ACTIVATION_MAPS.append(activation)
             o.activation_map = handle
-    _lib.check(_lib.lib.kaio_matmul(variant.encode() if variant else None, ta.ref, tb.ref, tc.ref, ctypes.byref(o), h))
-    return res
+
+    def make(ts: list, ph: Any) -> int:
+        if len(ts) == 4:
+            o.bias = ts[3].addr
+        return _lib.lib.kaio_plan_matmul(variant.encode() if variant else None, ts[0].addr, ts[1].addr, ts[2].addr,
+                                         ctypes.byref(o), ph)
+
+    outs = {2: (0, arrays[2], shape_of, lambda ts: out_dtype or ts[0].dtype)}
+    return _miss(key, op, arrays, ("a", "b", "out", "bias")[: len(arrays)], outs, make, values, stream, ret=2)
+
+
+def _matmul(variant: Optional[str], a: Array, b: Array, out: Optional[Array], alpha: float, beta: float,
+            bias: Optional[Array], activation: Any, tf32: bool, fast_math: bool, split_k: int,
+            out_dtype: Optional[str], stream: Any) -> Array:
+    if activation is not None and not isinstance(activation, str) and getattr(activation, "_handle", None) is None:
+        raise UsageError.make("matmul" if variant else "matmul_auto",
+                              "argument 'activation': expected an op name or a kaio.map")
+    # beta != 0 without out is an error of the miss: in the key, so that no plan serves it.
+    opts = (variant, activation, tf32, fast_math, split_k, out_dtype, out is None and beta != 0)
+    arrays = [a, b, out] if bias is None else [a, b, out, bias]
+    return _call(("matmul", *opts), arrays, (alpha, beta), stream, _matmul_miss, opts)
 
 
 def matmul_auto(a: Array, b: Array, out: Optional[Array] = None, *, alpha: float = 1.0, beta: float = 0.0,

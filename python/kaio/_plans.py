@@ -1,0 +1,225 @@
+"""The per-call fast path of kaio.ops: plans cached by the arrays' metadata.
+
+A call first reads its arrays' metadata directly where that is cheap (torch tensors: dtype,
+shape, strides, device; numpy arrays: their __array_interface__) and looks the op up in a
+cache keyed by the op, its options and that metadata. A hit holds a C plan (capi/kaio.h's
+kaio_plan: the op checked and resolved once) and how to make the outputs, so the call is
+one foreign call with the arrays' addresses, the op's numbers and the stream. A miss (or
+an array of any other kind) takes the general path: every array through DLPack, the
+outputs made as before, the plan made by the C ABI (which checks everything and raises the
+errors the op's function raises) and launched; it is cached only when every array can be
+read directly, so that a hit is only ever possible for metadata identical to what was
+checked. Addresses are read on every call, never cached.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import sys
+import threading
+from typing import Any, Callable, Optional, Sequence
+
+from . import _lib
+from ._tensors import Tensor, empty_like, from_object, interpret_mode, stream_handle
+
+# The cache is cleared when it reaches this many plans (shapes that vary without bound would
+# otherwise grow it without bound); a plan in use stays alive while its call runs.
+MAX_PLANS = 4096
+
+_cache: dict[Any, "Plan"] = {}
+_lock = threading.Lock()  # only for inserting and clearing; lookups are dict reads
+_INTERPRET = interpret_mode()
+# Its own function object without argtypes: a bytes object crosses as its buffer, the
+# cheapest ctypes call (one argument, nothing converted).
+_launch_packed = _lib.lib["kaio_plan_launch_packed"]
+_launch_packed.restype = ctypes.c_int
+_free = _lib.lib.kaio_plan_free
+
+_torch_types: tuple[type, ...] = ()  # torch.Tensor and nn.Parameter once torch is imported
+_raw_stream: Any = None
+_ndarray: Any = None
+
+
+def _seen_modules() -> None:
+    """Reads torch's and numpy's types once they are imported (kaio imports neither)."""
+    global _torch_types, _raw_stream, _ndarray
+    torch = sys.modules.get("torch")
+    if torch is not None and not _torch_types and hasattr(torch, "Tensor"):
+        _torch_types = (torch.Tensor, torch.nn.Parameter)
+        _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    np = sys.modules.get("numpy")
+    if np is not None and _ndarray is None:
+        _ndarray = np.ndarray
+
+
+def clear() -> None:
+    """Drops every cached plan (plans in use finish their calls)."""
+    with _lock:
+        _cache.clear()
+
+
+def size() -> int:
+    """How many plans are cached."""
+    return len(_cache)
+
+
+class Plan:
+    """A C plan and what a hit needs besides it: how to make the outputs and read their
+    addresses, which arrays to return, and the default stream."""
+
+    __slots__ = ("handle", "pack", "counts", "outs", "ret", "like", "stream_of", "check", "__weakref__")
+
+    def __init__(self, handle: int, n_arrays: int, n_values: int, outs: tuple, ret: Any, like: int,
+                 stream_of: Callable[[], int], check: Callable[[int], None]) -> None:
+        self.handle = handle
+        self.pack = struct.Struct(f"<{4 + n_arrays}Q{n_values}d").pack
+        self.counts = (n_arrays, n_values)
+        self.outs = outs  # ((slot, make(like) -> array, address(array) -> int), ...)
+        self.ret = ret  # the slot returned, or a tuple of slots
+        self.like = like  # the slot whose array new outputs are made like
+        self.stream_of = stream_of
+        self.check = check
+
+    def __del__(self) -> None:
+        try:
+            if self.handle:
+                _free(self.handle)
+                self.handle = 0
+        except Exception:  # noqa: BLE001  (at interpreter exit the library may be gone)
+            pass
+
+    def launch(self, arrays: list, ptrs: list, values: Sequence[float], stream: Any) -> Any:
+        for slot, make, address in self.outs:
+            o = make(arrays[self.like])
+            arrays[slot] = o
+            ptrs[slot] = address(o)
+        h = self.stream_of() if stream is None else stream_handle(stream, arrays[self.like])
+        st = _launch_packed(self.pack(self.handle, h, self.counts[0], self.counts[1], *ptrs, *values))
+        if st:
+            self.check(st)
+        r = self.ret
+        return arrays[r] if r.__class__ is int else tuple(arrays[i] for i in r)
+
+
+def metadata(arrays: Sequence[Any]) -> Optional[tuple[list, list]]:
+    """(the arrays' metadata, their element-0 addresses) when every array (None: an output to
+    be made) is read directly; None otherwise."""
+    if not _torch_types or _ndarray is None:
+        _seen_modules()
+    key: list = []
+    ptrs: list = []
+    for x in arrays:
+        t = x.__class__
+        if t in _torch_types:
+            key.append((t, x.dtype, x.shape, x.stride(), x.device))
+            ptrs.append(x.data_ptr())
+        elif x is None:
+            key.append(None)
+            ptrs.append(0)
+        elif t is _ndarray:
+            ai = x.__array_interface__
+            key.append((t, ai["typestr"], ai["shape"], ai["strides"], ai["data"][1]))
+            ptrs.append(ai["data"][0])
+        else:
+            return None
+    return key, ptrs
+
+
+def call(op_key: tuple, arrays: list, values: tuple, stream: Any, miss: Callable[..., Any], extra: Any) -> Any:
+    """Runs the op of op_key (its name and options) on arrays (exactly the plan's arrays, in
+    its order; None where the plan makes an output) with the per-call numbers `values`: a
+    cached plan when one matches, else miss(key, arrays, values, stream, extra) (key None:
+    not cacheable)."""
+    m = metadata(arrays)
+    if m is None:
+        return miss(None, arrays, values, stream, extra)
+    key = (op_key, *m[0])
+    plan = _cache.get(key)
+    if plan is None:
+        return miss(key, arrays, values, stream, extra)
+    return plan.launch(arrays, m[1], values, stream)
+
+
+def _address_of(t: Tensor) -> int:
+    dl = _lib.DLTensor.from_address(t.addr)
+    return (dl.data or 0) + dl.byte_offset
+
+
+def _stream_default(like: Any) -> Callable[[], int]:
+    if _INTERPRET:
+        return lambda: 0
+    if like.__class__ in _torch_types:
+        idx = like.device.index or 0
+        if _raw_stream is not None:
+            raw = _raw_stream
+            return lambda: raw(idx)
+        torch = sys.modules["torch"]
+        return lambda: int(torch.cuda.current_stream(idx).cuda_stream)
+    return lambda: stream_handle(None, like)
+
+
+def _maker(op: str, like: Any, shape: Sequence[int], dtype: str) -> Optional[tuple[Callable, Callable]]:
+    """How a hit makes an output that the miss made with empty_like(op, like, shape, dtype),
+    and reads its address: the same array (type, dtype, shape, strides, device) for an input
+    of like's metadata. None when the output's kind is not read directly."""
+    t = like.__class__
+    shape = tuple(shape)
+    if t in _torch_types:
+        torch = sys.modules["torch"]
+        tdt = getattr(torch, dtype)
+        dense = [1] * len(shape)
+        for i in range(len(shape) - 2, -1, -1):
+            dense[i] = dense[i + 1] * shape[i + 1]
+        if t is torch.Tensor and tdt == like.dtype and tuple(like.shape) == shape and like.stride() == tuple(dense):
+            # empty_like keeps a dense row-major layout exactly: what torch.empty makes, faster.
+            return torch.empty_like, torch.Tensor.data_ptr
+        dev = like.device
+        return (lambda _like: torch.empty(shape, dtype=tdt, device=dev)), torch.Tensor.data_ptr
+    if t is _ndarray:
+        np = sys.modules["numpy"]
+        if dtype == "bfloat16":
+            return None
+        ndt = np.dtype(dtype)
+        return (lambda _like: np.empty(shape, dtype=ndt)), (lambda a: a.__array_interface__["data"][0])
+    return None
+
+
+def miss(key: Optional[tuple], op: str, arrays: list, names: Sequence[str], outs: dict, make_plan: Callable,
+         values: tuple, stream: Any, ret: Any, like: int = 0, check: Callable[[int], None] = _lib.check) -> Any:  # noqa: PLR0913
+    """The general path: each array through from_object (DLPack, or torch's fields), each
+    output made as the op made it (outs: slot -> (like's slot, given array or None, shape
+    function of the read inputs, dtype function)), the C plan made by make_plan(tensors,
+    out_handle) and launched. Cached under key when every output's kind is read directly."""
+    h = stream_handle(stream, arrays[like])
+    ts: list[Optional[Tensor]] = [None] * len(arrays)
+    for i, (x, name) in enumerate(zip(arrays, names)):
+        if x is not None and i not in outs:
+            ts[i] = from_object(op, name, x, h)
+    makers = []
+    arrays = list(arrays)
+    for slot, (like_slot, given, shape_of, dtype_of) in outs.items():
+        if given is None:
+            shape, dtype = shape_of(ts), dtype_of(ts)
+            arrays[slot] = empty_like(op, arrays[like_slot], shape, dtype)
+            mk = _maker(op, arrays[like_slot], shape, dtype) if key is not None else None
+            if mk is None:
+                key = None
+            makers.append((slot, mk))
+        ts[slot] = from_object(op, names[slot], arrays[slot], h)
+    handle = ctypes.c_void_p()
+    check(make_plan(ts, ctypes.byref(handle)))
+    n_arrays = _lib.lib.kaio_plan_arrays(handle)
+    plan = Plan(handle.value or 0, n_arrays, len(values), tuple((s, mk[0], mk[1]) for s, mk in makers if mk),
+                ret, like, _stream_default(arrays[like]), check)
+    ptrs = [_address_of(t) for t in ts if t is not None]
+    st = _launch_packed(plan.pack(plan.handle, h, n_arrays, len(values), *ptrs, *values))
+    if st:
+        check(st)
+    if key is not None and _cache.get(key) is None:
+        with _lock:
+            if len(_cache) >= MAX_PLANS:
+                _cache.clear()
+            _cache[key] = plan
+    return arrays[ret] if isinstance(ret, int) else tuple(arrays[i] for i in ret)
+
