@@ -5,9 +5,16 @@ Triton kernel of the same body where Triton is importable.
 
 Each figure is the wall time of N back-to-back calls on torch's current stream plus one
 synchronize, over N: at these sizes every call is bound by its host cost, so the table
-shows what each binding adds per call.
+shows what each binding adds per call. "kaio.ops" is the steady state (a cached plan: one
+foreign call); "general" is the path every call took before plans were cached (DLPack or
+torch's fields, the checks, a plan made, launched and freed), with the cache turned off.
+
+--host measures the host path alone, without a device: KAIO_INTERPRET=dry runs everything
+up to each kernel's run (reading the arrays, the checks, the kernel's lookup, argument
+packing and launch checks) on CPU tensors (torch's when torch is importable, else numpy's).
 
     python bench/python_overhead.py [--cpp build/bench/python_overhead_cpp] [-n 2000]
+    python bench/python_overhead.py --host [-n 20000]
 """
 
 from __future__ import annotations
@@ -15,18 +22,17 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+import sys
 import time
+import timeit
 from typing import Any, Callable, Optional
-
-import torch
-
-import kaio
-import kaio.torch as kt
 
 ELEMS, ROWS, COLS, MM = 4096, 8, 128, 64
 
 
 def us_per_call(fn: Callable[[], Any], n: int) -> float:
+    import torch
+
     for _ in range(50):
         fn()
     torch.cuda.synchronize()
@@ -38,6 +44,8 @@ def us_per_call(fn: Callable[[], Any], n: int) -> float:
 
 
 def triton_ops() -> Optional[dict[str, Callable[..., Any]]]:
+    import torch
+
     try:
         import triton
         import triton.language as tl
@@ -97,11 +105,78 @@ def cpp_times(path: Optional[str], n: int) -> dict[str, float]:
     return {op: float(us) for op, us in (line.split() for line in out.splitlines() if line.strip())}
 
 
+def general(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """fn with kaio's plan cache turned off for its calls."""
+    from kaio import _plans
+
+    def run() -> Any:
+        _plans.ENABLED = False
+        try:
+            return fn()
+        finally:
+            _plans.ENABLED = True
+
+    return run
+
+
+def host_main(n: int) -> None:
+    """us per call of the host path (KAIO_INTERPRET=dry: no kernel runs), best of 5."""
+    if os.environ.get("KAIO_INTERPRET") != "dry":
+        os.execve(sys.executable, [sys.executable, *sys.argv], dict(os.environ, KAIO_INTERPRET="dry"))
+    try:
+        import torch
+
+        def arr(*shape: int) -> Any:
+            return torch.randn(*shape)
+
+        kind = f"torch {torch.__version__} CPU tensors"
+    except ImportError:
+        import numpy as np
+
+        def arr(*shape: int) -> Any:
+            return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+
+        kind = "numpy arrays"
+    import kaio
+
+    a, b, x = arr(ELEMS), arr(ELEMS), arr(ROWS, COLS)
+    ma, mb = arr(MM, MM), arr(MM, MM)
+    out_add, out_sm, out_mm = arr(ELEMS), arr(ROWS, COLS), arr(MM, MM)
+    has_plans = hasattr(kaio, "_plans") and hasattr(kaio._plans, "ENABLED")
+    rows = {
+        "add": (lambda: kaio.ops.add(a, b), lambda: kaio.ops.add(a, b, out=out_add)),
+        "softmax": (lambda: kaio.ops.softmax(x), lambda: kaio.ops.softmax(x, out=out_sm)),
+        "matmul_auto": (lambda: kaio.ops.matmul_auto(ma, mb), lambda: kaio.ops.matmul_auto(ma, mb, out=out_mm)),
+    }
+    cols = ["kaio.ops", "kaio.ops out=", "general", "general out="]
+    print(f"host path, us per call (KAIO_INTERPRET=dry, {kind}, best of 5 x {n})")
+    print(f"{'op':<12}" + "".join(f"{c:>16}" for c in cols))
+    for op, (plain, with_out) in rows.items():
+        fns = {"kaio.ops": plain, "kaio.ops out=": with_out}
+        if has_plans:
+            fns["general"], fns["general out="] = general(plain), general(with_out)
+        t = {}
+        for name, fn in fns.items():
+            fn()
+            t[name] = min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6
+        print(f"{op:<12}" + "".join(f"{t[c]:>16.2f}" if c in t else f"{'-':>16}" for c in cols))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cpp", default="build/bench/python_overhead_cpp", help="the C++ bench binary")
-    ap.add_argument("-n", type=int, default=2000, help="calls per measurement")
+    ap.add_argument("-n", type=int, default=None, help="calls per measurement (2000; --host: 20000)")
+    ap.add_argument("--host", action="store_true", help="the host path alone, on the CPU (no device)")
     args = ap.parse_args()
+    if args.host:
+        host_main(args.n or 20000)
+        return
+    args.n = args.n or 2000
+
+    import torch
+
+    import kaio
+    import kaio.torch as kt
 
     dev = "cuda"
     a, b = torch.randn(ELEMS, device=dev), torch.randn(ELEMS, device=dev)
@@ -114,18 +189,21 @@ def main() -> None:
         "add": {
             "kaio.ops": lambda: kaio.ops.add(a, b),
             "kaio.ops out=": lambda: kaio.ops.add(a, b, out=out_add),
+            "general": general(lambda: kaio.ops.add(a, b)),
             "torch.ops.kaio": lambda: kt.add(a, b),
             "torch": lambda: torch.add(a, b),
         },
         "softmax": {
             "kaio.ops": lambda: kaio.ops.softmax(x),
             "kaio.ops out=": lambda: kaio.ops.softmax(x, out=out_sm),
+            "general": general(lambda: kaio.ops.softmax(x)),
             "torch.ops.kaio": lambda: kt.softmax(x),
             "torch": lambda: torch.softmax(x, -1),
         },
         "matmul_auto": {
             "kaio.ops": lambda: kaio.ops.matmul_auto(ma, mb),
             "kaio.ops out=": lambda: kaio.ops.matmul_auto(ma, mb, out=out_mm),
+            "general": general(lambda: kaio.ops.matmul_auto(ma, mb)),
             "torch.ops.kaio": lambda: kt.matmul(ma, mb),
             "torch": lambda: torch.matmul(ma, mb),
         },
@@ -137,7 +215,7 @@ def main() -> None:
         rows["matmul_auto"]["triton"] = lambda: tr["matmul_auto"](ma, mb)
     cpp = cpp_times(args.cpp, args.n)
 
-    cols = ["kaio C++", "kaio.ops", "kaio.ops out=", "torch.ops.kaio", "torch", "triton"]
+    cols = ["kaio C++", "kaio.ops", "kaio.ops out=", "general", "torch.ops.kaio", "torch", "triton"]
     print(f"us per call ({torch.cuda.get_device_name()}, torch {torch.__version__}, n = {args.n}); "
           f"add {ELEMS} f32, softmax {ROWS}x{COLS} f32, matmul {MM}^3 f32")
     print(f"{'op':<12}" + "".join(f"{c:>16}" for c in cols))

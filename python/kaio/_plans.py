@@ -26,6 +26,8 @@ from ._tensors import Tensor, empty_like, from_object, interpret_mode, stream_ha
 # The cache is cleared when it reaches this many plans (shapes that vary without bound would
 # otherwise grow it without bound); a plan in use stays alive while its call runs.
 MAX_PLANS = 4096
+# False: every call takes the general path (for measuring it).
+ENABLED = True
 
 _cache: dict[Any, "Plan"] = {}
 _lock = threading.Lock()  # only for inserting and clearing; lookups are dict reads
@@ -76,7 +78,7 @@ class Plan:
         self.pack = struct.Struct(f"<{4 + n_arrays}Q{n_values}d").pack
         self.counts = (n_arrays, n_values)
         self.outs = outs  # ((slot, make(like) -> array, address(array) -> int), ...)
-        self.ret = ret  # the slot returned, or a tuple of slots
+        self.ret = ret  # the slot returned, or a pair of slots
         self.like = like  # the slot whose array new outputs are made like
         self.stream_of = stream_of
         self.check = check
@@ -89,56 +91,48 @@ class Plan:
         except Exception:  # noqa: BLE001  (at interpreter exit the library may be gone)
             pass
 
-    def launch(self, arrays: list, ptrs: list, values: Sequence[float], stream: Any) -> Any:
-        for slot, make, address in self.outs:
-            o = make(arrays[self.like])
-            arrays[slot] = o
-            ptrs[slot] = address(o)
-        h = self.stream_of() if stream is None else stream_handle(stream, arrays[self.like])
-        st = _launch_packed(self.pack(self.handle, h, self.counts[0], self.counts[1], *ptrs, *values))
-        if st:
-            self.check(st)
-        r = self.ret
-        return arrays[r] if r.__class__ is int else tuple(arrays[i] for i in r)
-
-
-def metadata(arrays: Sequence[Any]) -> Optional[tuple[list, list]]:
-    """(the arrays' metadata, their element-0 addresses) when every array (None: an output to
-    be made) is read directly; None otherwise."""
-    if not _torch_types or _ndarray is None:
-        _seen_modules()
-    key: list = []
-    ptrs: list = []
-    for x in arrays:
-        t = x.__class__
-        if t in _torch_types:
-            key.append((t, x.dtype, x.shape, x.stride(), x.device))
-            ptrs.append(x.data_ptr())
-        elif x is None:
-            key.append(None)
-            ptrs.append(0)
-        elif t is _ndarray:
-            ai = x.__array_interface__
-            key.append((t, ai["typestr"], ai["shape"], ai["strides"], ai["data"][1]))
-            ptrs.append(ai["data"][0])
-        else:
-            return None
-    return key, ptrs
-
 
 def call(op_key: tuple, arrays: list, values: tuple, stream: Any, miss: Callable[..., Any], extra: Any) -> Any:
     """Runs the op of op_key (its name and options) on arrays (exactly the plan's arrays, in
     its order; None where the plan makes an output) with the per-call numbers `values`: a
     cached plan when one matches, else miss(key, arrays, values, stream, extra) (key None:
     not cacheable)."""
-    m = metadata(arrays)
-    if m is None:
+    # The arrays' metadata and addresses, read directly (this is the hot path of every op).
+    if not _torch_types or _ndarray is None:
+        _seen_modules()
+    key: list = [op_key, len(values)]  # a count that is not the plan's misses, and is refused there
+    ptrs: list = []
+    for x in arrays:
+        t = x.__class__
+        if t in _torch_types:
+            key += (t, x.dtype, x.shape, x.stride(), x.device)
+            ptrs.append(x.data_ptr())
+        elif x is None:
+            key.append(None)
+            ptrs.append(0)
+        elif t is _ndarray:
+            ai = x.__array_interface__
+            key += (t, ai["typestr"], ai["shape"], ai["strides"], ai["data"][1])
+            ptrs.append(ai["data"][0])
+        else:
+            return miss(None, arrays, values, stream, extra)
+    if not ENABLED:
         return miss(None, arrays, values, stream, extra)
-    key = (op_key, *m[0])
-    plan = _cache.get(key)
+    k = tuple(key)
+    plan = _cache.get(k)
     if plan is None:
-        return miss(key, arrays, values, stream, extra)
-    return plan.launch(arrays, m[1], values, stream)
+        return miss(k, arrays, values, stream, extra)
+    # Plan.launch, inlined.
+    for slot, make, address in plan.outs:
+        o = make(arrays[plan.like])
+        arrays[slot] = o
+        ptrs[slot] = address(o)
+    h = plan.stream_of() if stream is None else stream_handle(stream, arrays[plan.like])
+    st = _launch_packed(plan.pack(plan.handle, h, plan.counts[0], plan.counts[1], *ptrs, *values))
+    if st:
+        plan.check(st)
+    r = plan.ret
+    return arrays[r] if r.__class__ is int else (arrays[r[0]], arrays[r[1]])
 
 
 def _address_of(t: Tensor) -> int:

@@ -21,8 +21,7 @@ import re
 import weakref
 from typing import Any, Callable, Optional, Sequence
 
-from . import _lib
-from ._tensors import empty_like, from_object, stream_handle
+from . import _lib, _plans
 from .builder import KernelBuilder, Value, _Pending
 from .errors import UsageError
 
@@ -81,14 +80,18 @@ class Map:
         """out[i] = fn(arrays[0][i], ..., *scalars) over arrays of one dtype and shape."""
         if len(arrays) != self.inputs:
             raise UsageError.make(self.name, f"map '{self.name}' takes {self.inputs} arrays, got {len(arrays)}")
-        h = stream_handle(stream, arrays[0])
-        ts = [from_object(self.name, f"in{i}", a, h) for i, a in enumerate(arrays)]
-        res = out if out is not None else empty_like(self.name, arrays[0], ts[0].shape, ts[0].dtype)
-        to = from_object(self.name, "out", res, h)
-        arr = (ctypes.c_void_p * len(ts))(*[t.addr for t in ts])
-        sc = (ctypes.c_float * len(scalars))(*scalars) if scalars else None
-        self._pending.check(_lib.lib.kaio_map_call(self._handle, to.ref, arr, len(ts), sc, len(scalars), h))
-        return res
+        # A cached plan holds the map (its key does), so that its kernels can still be built.
+        return _plans.call(("map", self), [out, *arrays], tuple(scalars), stream, self._miss, None)
+
+    def _miss(self, key: Any, arrays: list, values: tuple, stream: Any, _: Any) -> Any:
+        def make(ts: list, ph: Any) -> int:
+            arr = (ctypes.c_void_p * (len(ts) - 1))(*[t.addr for t in ts[1:]])
+            return _lib.lib.kaio_plan_map(self._handle, ts[0].addr, arr, len(ts) - 1, len(values), ph)
+
+        names = ("out",) + tuple(f"in{i}" for i in range(len(arrays) - 1))
+        outs = {0: (1, arrays[0], lambda ts: ts[1].shape, lambda ts: ts[1].dtype)}
+        return _plans.miss(key, self.name, arrays, names, outs, make, values, stream, ret=0, like=1,
+                           check=self._pending.check)
 
     def __repr__(self) -> str:
         return f"<kaio.map {self.name}: {self.inputs} inputs, {self.scalars} scalars>"

@@ -85,62 +85,62 @@ def elementwise(op: str, *inputs: Array, scalars: Sequence[float] = (), out: Opt
 
 def add(a: Array, b: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = a + b."""
-    return elementwise("add", a, b, out=out, stream=stream)
+    return _call(_EW_KEYS["add"], [out, a, b], (), stream, _ew_miss, "add")
 
 
 def sub(a: Array, b: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = a - b."""
-    return elementwise("sub", a, b, out=out, stream=stream)
+    return _call(_EW_KEYS["sub"], [out, a, b], (), stream, _ew_miss, "sub")
 
 
 def mul(a: Array, b: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = a * b."""
-    return elementwise("mul", a, b, out=out, stream=stream)
+    return _call(_EW_KEYS["mul"], [out, a, b], (), stream, _ew_miss, "mul")
 
 
 def axpby(x: Array, y: Array, alpha: float, beta: float, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = alpha * x + beta * y."""
-    return elementwise("axpby", x, y, scalars=(alpha, beta), out=out, stream=stream)
+    return _call(_EW_KEYS["axpby"], [out, x, y], (alpha, beta), stream, _ew_miss, "axpby")
 
 
 def relu(x: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = max(x, 0) (NaN stays NaN)."""
-    return elementwise("relu", x, out=out, stream=stream)
+    return _call(_EW_KEYS["relu"], [out, x], (), stream, _ew_miss, "relu")
 
 
 def silu(x: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = x / (1 + exp(-x))."""
-    return elementwise("silu", x, out=out, stream=stream)
+    return _call(_EW_KEYS["silu"], [out, x], (), stream, _ew_miss, "silu")
 
 
 def gelu(x: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = x / 2 * (1 + erf(x / sqrt(2)))."""
-    return elementwise("gelu", x, out=out, stream=stream)
+    return _call(_EW_KEYS["gelu"], [out, x], (), stream, _ew_miss, "gelu")
 
 
 def gelu_tanh(x: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))."""
-    return elementwise("gelu_tanh", x, out=out, stream=stream)
+    return _call(_EW_KEYS["gelu_tanh"], [out, x], (), stream, _ew_miss, "gelu_tanh")
 
 
 def exp(x: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = exp(x)."""
-    return elementwise("exp", x, out=out, stream=stream)
+    return _call(_EW_KEYS["exp"], [out, x], (), stream, _ew_miss, "exp")
 
 
 def silu_gate(x: Array, gate: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = silu(x) * gate (SwiGLU)."""
-    return elementwise("silu_gate", x, gate, out=out, stream=stream)
+    return _call(_EW_KEYS["silu_gate"], [out, x, gate], (), stream, _ew_miss, "silu_gate")
 
 
 def gelu_gate(x: Array, gate: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = gelu(x) * gate (GEGLU)."""
-    return elementwise("gelu_gate", x, gate, out=out, stream=stream)
+    return _call(_EW_KEYS["gelu_gate"], [out, x, gate], (), stream, _ew_miss, "gelu_gate")
 
 
 def gelu_gate_tanh(x: Array, gate: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = gelu_tanh(x) * gate."""
-    return elementwise("gelu_gate_tanh", x, gate, out=out, stream=stream)
+    return _call(_EW_KEYS["gelu_gate_tanh"], [out, x, gate], (), stream, _ew_miss, "gelu_gate_tanh")
 
 
 class Reduce(str, enum.Enum):
