@@ -93,21 +93,56 @@ def test_gradients_match_torch(dev: str, name: str) -> None:
         torch.testing.assert_close(a, c, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.cpu_ok
+def test_plans_with_torch_tensors(dev: str) -> None:
+    from kaio import _plans
+
+    _plans.clear()
+    for k in range(3):  # fresh tensors of one metadata: the first call makes each plan, the others hit
+        a, b = _r(dev, 6, 96, seed=30 + k), _r(dev, 6, 96, seed=40 + k)
+        torch.testing.assert_close(kaio.ops.add(a, b), a + b)
+        y = kaio.ops.softmax(a)
+        assert y.is_contiguous() and y.dtype == a.dtype and y.device == a.device
+        torch.testing.assert_close(y, torch.softmax(a, -1), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(kaio.ops.matmul_auto(a, b.t()), a @ b.t(), rtol=1e-4, atol=1e-4)
+        out = torch.empty_like(a)
+        assert kaio.ops.mul(a, b, out=out) is out
+        torch.testing.assert_close(out, a * b)
+    assert _plans.size() == 4
+    # Rows of a wider tensor: a plan of their own, and a contiguous output as always.
+    v = _r(dev, 6, 128, seed=50)[:, :96]
+    for _ in range(2):
+        y = kaio.ops.softmax(v)
+        assert y.is_contiguous() and y.shape == v.shape
+        torch.testing.assert_close(y, torch.softmax(v, -1), rtol=1e-5, atol=1e-6)
+    # Another dtype, and a Parameter: plans of their own.
+    h = a.to(torch.float16)
+    for _ in range(2):
+        torch.testing.assert_close(kaio.ops.relu(h), torch.relu(h))
+        p = torch.nn.Parameter(a.clone())
+        torch.testing.assert_close(kaio.ops.relu(p), torch.relu(a))
+    assert _plans.size() == 7
+    with pytest.raises(kaio.UsageError, match="float64"):
+        kaio.ops.relu(a.double())
+
+
 def test_non_default_stream() -> None:
     # On a side stream, the input is written after a long sleep: a kaio op that ran on any
-    # other stream would read it before it is written.
+    # other stream would read it before it is written. Twice: the second pass is served by
+    # cached plans, which must read the current stream on every call.
     s = torch.cuda.Stream()
-    a = torch.zeros(1 << 20, device="cuda")
-    b = torch.ones(1 << 20, device="cuda")
-    torch.cuda.synchronize()
-    with torch.cuda.stream(s):
-        torch.cuda._sleep(200_000_000)
-        a.fill_(2.0)
-        y = kaio.ops.add(a, b)
-        z = kaio.ops.softmax(y.view(1024, 1024))
-    s.synchronize()
-    assert torch.all(y == 3.0)
-    torch.testing.assert_close(z, torch.full((1024, 1024), 1.0 / 1024, device="cuda"))
+    for _ in range(2):
+        a = torch.zeros(1 << 20, device="cuda")
+        b = torch.ones(1 << 20, device="cuda")
+        torch.cuda.synchronize()
+        with torch.cuda.stream(s):
+            torch.cuda._sleep(200_000_000)
+            a.fill_(2.0)
+            y = kaio.ops.add(a, b)
+            z = kaio.ops.softmax(y.view(1024, 1024))
+        s.synchronize()
+        assert torch.all(y == 3.0)
+        torch.testing.assert_close(z, torch.full((1024, 1024), 1.0 / 1024, device="cuda"))
     # An explicit stream= wins over the current one.
     y2 = torch.empty_like(a)
     with torch.cuda.stream(s):
