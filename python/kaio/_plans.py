@@ -1,7 +1,8 @@
 """The per-call fast path of kaio.ops: plans cached by the arrays' metadata.
 
 A call first reads its arrays' metadata directly where that is cheap (torch tensors: dtype,
-shape, strides, device; numpy arrays: their __array_interface__) and looks the op up in a
+shape, strides, device; numpy arrays: their __array_interface__; on a device, objects with
+__cuda_array_interface__ and __dlpack__, such as CuPy's) and looks the op up in a
 cache keyed by the op, its options and that metadata. A hit holds a C plan (capi/kaio.h's
 kaio_plan: the op checked and resolved once) and how to make the outputs, so the call is
 one foreign call with the arrays' addresses, the op's numbers and the stream. A miss (or
@@ -102,6 +103,7 @@ def call(op_key: tuple, arrays: list, values: tuple, stream: Any, miss: Callable
         _seen_modules()
     key: list = [op_key, len(values)]  # a count that is not the plan's misses, and is refused there
     ptrs: list = []
+    cai_streams: Optional[list] = None
     for x in arrays:
         t = x.__class__
         if t in _torch_types:
@@ -115,7 +117,13 @@ def call(op_key: tuple, arrays: list, values: tuple, stream: Any, miss: Callable
             key += (t, ai["typestr"], ai["shape"], ai["strides"], ai["data"][1])
             ptrs.append(ai["data"][0])
         else:
-            return miss(None, arrays, values, stream, extra)
+            ci = None if _INTERPRET else _cai(x)
+            if ci is None:
+                return miss(None, arrays, values, stream, extra)
+            key += (t, *ci[0])
+            ptrs.append(ci[1])
+            if ci[2] is not None:
+                cai_streams = (cai_streams or []) + [ci[2]]
     if not ENABLED:
         return miss(None, arrays, values, stream, extra)
     k = tuple(key)
@@ -128,11 +136,26 @@ def call(op_key: tuple, arrays: list, values: tuple, stream: Any, miss: Callable
         arrays[slot] = o
         ptrs[slot] = address(o)
     h = plan.stream_of() if stream is None else stream_handle(stream, arrays[plan.like])
+    if cai_streams is not None and any(cs != h and not (cs == 1 and h == 0) for cs in cai_streams):
+        # A producer's work pending on another stream: DLPack's stream= orders it (general path).
+        return miss(None, arrays, values, stream, extra)
     st = _launch_packed(plan.pack(plan.handle, h, plan.counts[0], plan.counts[1], *ptrs, *values))
     if st:
         plan.check(st)
     r = plan.ret
     return arrays[r] if r.__class__ is int else (arrays[r[0]], arrays[r[1]])
+
+
+def _cai(x: Any) -> Optional[tuple[tuple, int, Optional[int]]]:
+    """(metadata, element-0 address, the producer's stream or None) of an object with
+    __cuda_array_interface__ (CuPy, Numba, ...) that also has __dlpack__ (what a miss reads);
+    None for any other object, or for a masked array."""
+    ci = getattr(x, "__cuda_array_interface__", None)
+    if ci is None or not hasattr(x, "__dlpack__") or ci.get("mask") is not None:
+        return None
+    dev = x.__dlpack_device__() if hasattr(x, "__dlpack_device__") else None
+    ptr, readonly = ci["data"]
+    return (ci["typestr"], tuple(ci["shape"]), ci.get("strides"), readonly, dev), ptr, ci.get("stream")
 
 
 def _address_of(t: Tensor) -> int:
@@ -150,7 +173,11 @@ def _stream_default(like: Any) -> Callable[[], int]:
             return lambda: raw(idx)
         torch = sys.modules["torch"]
         return lambda: int(torch.cuda.current_stream(idx).cuda_stream)
-    return lambda: stream_handle(None, like)
+    # What stream_handle(None, like) gives, without holding like (a plan must not keep arrays).
+    if like.__class__.__module__.split(".")[0] == "cupy":
+        cupy = sys.modules["cupy"]
+        return lambda: int(cupy.cuda.get_current_stream().ptr)
+    return lambda: 0
 
 
 def _maker(op: str, like: Any, shape: Sequence[int], dtype: str) -> Optional[tuple[Callable, Callable]]:

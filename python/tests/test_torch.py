@@ -126,6 +126,35 @@ def test_plans_with_torch_tensors(dev: str) -> None:
         kaio.ops.relu(a.double())
 
 
+def test_plans_read_cuda_array_interface() -> None:
+    from kaio import _plans
+
+    class Wrapped:  # a producer known only by __cuda_array_interface__ and DLPack
+        def __init__(self, t: Any) -> None:
+            self.t = t
+
+        @property
+        def __cuda_array_interface__(self) -> Any:
+            return self.t.__cuda_array_interface__
+
+        def __dlpack__(self, **kw: Any) -> Any:
+            return self.t.__dlpack__(**kw)
+
+        def __dlpack_device__(self) -> Any:
+            return self.t.__dlpack_device__()
+
+    _plans.clear()
+    for _ in range(3):
+        a, b = torch.randn(1000, device="cuda"), torch.randn(1000, device="cuda")
+        out = torch.empty_like(a)
+        assert kaio.ops.add(Wrapped(a), Wrapped(b), out=out) is out
+        torch.testing.assert_close(out, a + b)
+        c = torch.randn(1001, device="cuda")
+        with pytest.raises(kaio.UsageError, match="shape"):
+            kaio.ops.add(Wrapped(a), Wrapped(c), out=out)
+    assert _plans.size() == 1
+
+
 def test_non_default_stream() -> None:
     # On a side stream, the input is written after a long sleep: a kaio op that ran on any
     # other stream would read it before it is written. Twice: the second pass is served by
