@@ -11,8 +11,6 @@
 
 namespace kaio::capi {
 
-void Plan::add(const char* name, const View& v) { arrays_.push_back(Array{name, v.bytes()}); }
-
 void Plan::launch(const uint64_t* addr, size_t n_addr, const double* values, size_t n_values, void* stream) const {
   if (n_addr != arrays_.size() || (n_addr && !addr))
     throw UsageError("", op_, "argument 'data': the plan takes " + std::to_string(arrays_.size()) + " arrays, got " +
@@ -120,20 +118,26 @@ int kaio_plan_launch(const kaio_plan* plan, const uint64_t* data, size_t n_data,
 
 int kaio_plan_launch_packed(const uint64_t* words) {
   return capi::guard([&] {
-    if (!words || !words[0]) throw UsageError("", "plan", "argument 'plan': is missing");
-    const auto* plan = reinterpret_cast<const kaio_plan*>(words[0]);
-    void* stream = reinterpret_cast<void*>(words[1]);
-    const size_t n_data = words[2], n_values = words[3];
+    if (!words) throw UsageError("", "plan", "argument 'words': is missing");
+    uint64_t head[4];
+    std::memcpy(head, words, sizeof head);
+    if (!head[0]) throw UsageError("", "plan", "argument 'plan': is missing");
+    const auto* plan = reinterpret_cast<const kaio_plan*>(head[0]);
+    void* stream = reinterpret_cast<void*>(head[1]);
+    const size_t n_data = head[2], n_values = head[3];
     // Checked against the plan before any word past the counts is read.
     if (n_data != plan->plan.arrays() || n_values != plan->plan.values())
       throw UsageError("", plan->plan.op(), "argument 'words': the plan takes " + std::to_string(plan->plan.arrays()) +
                                                 " arrays and " + std::to_string(plan->plan.values()) + " numbers, got " +
                                                 std::to_string(n_data) + " and " + std::to_string(n_values));
+    // Copied out: the caller's buffer need not be 8-byte aligned (a Python bytes object's is
+    // by CPython's layout, not by contract).
     static_assert(sizeof(double) == sizeof(uint64_t));
-    double values[capi::kMaxPlanValues];  // a plan takes at most the map's scalars
-    const uint64_t* v = words + 4 + n_data;
-    for (size_t k = 0; k < n_values; ++k) std::memcpy(&values[k], &v[k], sizeof(double));
-    plan->plan.launch(words + 4, n_data, values, n_values, stream);
+    uint64_t data[capi::kMaxPlanArrays];
+    double values[capi::kMaxPlanValues];
+    std::memcpy(data, words + 4, n_data * sizeof(uint64_t));
+    std::memcpy(values, words + 4 + n_data, n_values * sizeof(double));
+    plan->plan.launch(data, n_data, values, n_values, stream);
   });
 }
 

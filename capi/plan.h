@@ -21,6 +21,7 @@
 namespace kaio::capi {
 
 inline constexpr size_t kMaxPlanValues = ops::kMapMaxScalars;
+inline constexpr size_t kMaxPlanArrays = ops::kMapMaxInputs + 1;  // a map's inputs and out: the most of any op
 
 class Plan {
  public:
@@ -34,9 +35,9 @@ class Plan {
   size_t values() const { return values_.size(); }
 
   // The next array of the launch (its name for errors, and its span for the interpreter).
-  void add(const char* name, const View& v);
+  void add(const char* name, const View& v) { add_span(name, v.bytes()); }
   // An array the launch takes but does not touch.
-  void add_unread(const char* name) { arrays_.push_back(Array{name, 0}); }
+  void add_unread(const char* name) { add_span(name, 0); }
   // The next per-call number.
   void add_value(const char* name) {
     if (values_.size() == kMaxPlanValues) throw InternalError("capi: a plan takes at most 8 numbers");
@@ -53,6 +54,10 @@ class Plan {
               void* stream) const;
 
  private:
+  void add_span(const char* name, uint64_t bytes) {
+    if (arrays_.size() == kMaxPlanArrays) throw InternalError("capi: a plan takes at most 9 arrays");
+    arrays_.push_back(Array{name, bytes});
+  }
   struct Array {
     std::string name;
     uint64_t bytes = 0;  // the span the view touches; 0: no elements
