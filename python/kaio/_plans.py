@@ -98,6 +98,8 @@ def call(op_key: tuple, arrays: list, values: tuple, stream: Any, miss: Callable
     its order; None where the plan makes an output) with the per-call numbers `values`: a
     cached plan when one matches, else miss(key, arrays, values, stream, extra) (key None:
     not cacheable)."""
+    if not ENABLED:
+        return miss(None, arrays, values, stream, extra)
     # The arrays' metadata and addresses, read directly (this is the hot path of every op).
     if not _torch_types or _ndarray is None:
         _seen_modules()
@@ -124,8 +126,6 @@ def call(op_key: tuple, arrays: list, values: tuple, stream: Any, miss: Callable
             ptrs.append(ci[1])
             if ci[2] is not None:
                 cai_streams = (cai_streams or []) + [ci[2]]
-    if not ENABLED:
-        return miss(None, arrays, values, stream, extra)
     k = tuple(key)
     plan = _cache.get(k)
     if plan is None:
@@ -156,11 +156,6 @@ def _cai(x: Any) -> Optional[tuple[tuple, int, Optional[int]]]:
     dev = x.__dlpack_device__() if hasattr(x, "__dlpack_device__") else None
     ptr, readonly = ci["data"]
     return (ci["typestr"], tuple(ci["shape"]), ci.get("strides"), readonly, dev), ptr, ci.get("stream")
-
-
-def _address_of(t: Tensor) -> int:
-    dl = _lib.DLTensor.from_address(t.addr)
-    return (dl.data or 0) + dl.byte_offset
 
 
 def _stream_default(like: Any) -> Callable[[], int]:
@@ -210,8 +205,9 @@ def miss(key: Optional[tuple], op: str, arrays: list, names: Sequence[str], outs
          values: tuple, stream: Any, ret: Any, like: int = 0, check: Callable[[int], None] = _lib.check) -> Any:  # noqa: PLR0913
     """The general path: each array through from_object (DLPack, or torch's fields), each
     output made as the op made it (outs: slot -> (like's slot, given array or None, shape
-    function of the read inputs, dtype function)), the C plan made by make_plan(tensors,
-    out_handle) and launched. Cached under key when every output's kind is read directly."""
+    function of the read inputs, dtype function)), then make_plan(tensors, handle_out,
+    stream): with a handle_out, the C plan is made, launched, and cached under key when
+    every output's kind is read directly; with None (key None), the op's C function runs."""
     h = stream_handle(stream, arrays[like])
     ts: list[Optional[Tensor]] = [None] * len(arrays)
     for i, (x, name) in enumerate(zip(arrays, names)):
@@ -228,19 +224,29 @@ def miss(key: Optional[tuple], op: str, arrays: list, names: Sequence[str], outs
                 key = None
             makers.append((slot, mk))
         ts[slot] = from_object(op, names[slot], arrays[slot], h)
+    if key is None:  # not cacheable: the op's own C function, one call
+        st = make_plan(ts, None, h)
+        if st:
+            check(st)
+        return arrays[ret] if isinstance(ret, int) else tuple(arrays[i] for i in ret)
     handle = ctypes.c_void_p()
-    check(make_plan(ts, ctypes.byref(handle)))
-    n_arrays = _lib.lib.kaio_plan_arrays(handle)
-    plan = Plan(handle.value or 0, n_arrays, len(values), tuple((s, mk[0], mk[1]) for s, mk in makers if mk),
-                ret, like, _stream_default(arrays[like]), check)
-    ptrs = [_address_of(t) for t in ts if t is not None]
-    st = _launch_packed(plan.pack(plan.handle, h, n_arrays, len(values), *ptrs, *values))
-    if st:
-        check(st)
-    if key is not None and _cache.get(key) is None:
-        with _lock:
-            if len(_cache) >= MAX_PLANS:
-                _cache.clear()
-            _cache[key] = plan
+    check(make_plan(ts, ctypes.byref(handle), h))
+    ptrs = [t.data for t in ts if t is not None]
+    n = len(ptrs)  # the plan's count: the launch checks it
+    try:
+        st = _launch_packed(struct.pack(f"<{4 + n}Q{len(values)}d", handle.value, h, n, len(values), *ptrs, *values))
+        if st:
+            check(st)
+        if _cache.get(key) is None:
+            plan = Plan(handle.value or 0, n, len(values), tuple((s, mk[0], mk[1]) for s, mk in makers if mk), ret,
+                        like, _stream_default(arrays[like]), check)
+            handle = None  # the cached plan owns it
+            with _lock:
+                if len(_cache) >= MAX_PLANS:
+                    _cache.clear()
+                _cache[key] = plan
+    finally:
+        if handle is not None and handle.value:
+            _free(handle)
     return arrays[ret] if isinstance(ret, int) else tuple(arrays[i] for i in ret)
 

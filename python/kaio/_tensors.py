@@ -76,16 +76,18 @@ def _torch_dtype_code(t: Any) -> tuple[int, int]:
 
 
 class Tensor:
-    """One argument's DLTensor (at `addr`) and what keeps it and its memory alive during the call."""
+    """One argument's DLTensor (at `addr`), its element 0's address (`data`) and what keeps
+    it and its memory alive during the call."""
 
-    __slots__ = ("addr", "obj", "keep", "shape", "dtype")
+    __slots__ = ("addr", "obj", "keep", "shape", "dtype", "data")
 
-    def __init__(self, addr: int, obj: Any, keep: Any, shape: tuple[int, ...], dtype: str) -> None:
+    def __init__(self, addr: int, obj: Any, keep: Any, shape: tuple[int, ...], dtype: str, data: int) -> None:
         self.addr = addr
         self.obj = obj
         self.keep = keep
         self.shape = shape
         self.dtype = dtype
+        self.data = data
 
     @property
     def ref(self) -> int:
@@ -121,7 +123,7 @@ def from_object(op: str, arg: str, x: Any, stream: int | None = None) -> Tensor:
     shape = tuple(dl.shape[i] for i in range(n))
     dtype = _DTYPE_OF_CODE.get((dl.dtype.code, dl.dtype.bits), f"dlpack({dl.dtype.code},{dl.dtype.bits})")
     # The capsule owns the DLManagedTensor: kept alive (and so its memory) while the call runs.
-    return Tensor(ptr, x, cap, shape, dtype)
+    return Tensor(ptr, x, cap, shape, dtype, (dl.data or 0) + dl.byte_offset)
 
 
 # A DLTensor and its shape and strides packed in one buffer: data, device (type, id), ndim,
@@ -148,9 +150,10 @@ def _from_torch(op: str, arg: str, t: Any) -> Tensor:
         raise UsageError.make(op, f"argument '{arg}': has {n} dimensions; kaio takes at most 16")
     buf = ctypes.create_string_buffer(_DL_BYTES + 16 * n)
     addr = ctypes.addressof(buf)
-    _DL_STRUCTS[n].pack_into(buf, 0, t.data_ptr(), dev_type, dev_id, n, code, bits, 1, addr + _DL_BYTES,
+    data = t.data_ptr()
+    _DL_STRUCTS[n].pack_into(buf, 0, data, dev_type, dev_id, n, code, bits, 1, addr + _DL_BYTES,
                              addr + _DL_BYTES + 8 * n, 0, *shape, *t.stride())
-    return Tensor(addr, t, buf, tuple(shape), _DTYPE_OF_CODE[(code, bits)])
+    return Tensor(addr, t, buf, tuple(shape), _DTYPE_OF_CODE[(code, bits)], data)
 
 
 def empty_like(op: str, like: Any, shape: Sequence[int], dtype: str) -> Any:

@@ -84,8 +84,11 @@ class Map:
         return _plans.call(("map", self), [out, *arrays], tuple(scalars), stream, self._miss, None)
 
     def _miss(self, key: Any, arrays: list, values: tuple, stream: Any, _: Any) -> Any:
-        def make(ts: list, ph: Any) -> int:
+        def make(ts: list, ph: Any, h: int) -> int:
             arr = (ctypes.c_void_p * (len(ts) - 1))(*[t.addr for t in ts[1:]])
+            if ph is None:
+                sc = (ctypes.c_float * len(values))(*values) if values else None
+                return _lib.lib.kaio_map_call(self._handle, ts[0].addr, arr, len(ts) - 1, sc, len(values), h)
             return _lib.lib.kaio_plan_map(self._handle, ts[0].addr, arr, len(ts) - 1, len(values), ph)
 
         names = ("out",) + tuple(f"in{i}" for i in range(len(arrays) - 1))

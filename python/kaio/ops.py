@@ -46,6 +46,7 @@ ELEMENTWISE_OPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 _ADDRS = [ctypes.c_void_p * n for n in range(9)]  # array types made once (making one costs microseconds)
+_FLOATS = [ctypes.c_float * n for n in range(9)]
 _OP_BYTES = {name: name.encode() for name in ELEMENTWISE_OPS}
 _EW_KEYS = {name: ("elementwise", name) for name in ELEMENTWISE_OPS}
 _EW_NAMES = {name: ("out",) + ins for name, (ins, _) in ELEMENTWISE_OPS.items()}
@@ -62,7 +63,11 @@ def _tensor_array(ts: Sequence[Tensor]) -> Any:
 
 
 def _ew_miss(key: Any, arrays: list, values: tuple, stream: Any, op: str) -> Any:
-    def make(ts: list, ph: Any) -> int:
+    def make(ts: list, ph: Any, h: int) -> int:
+        if ph is None:
+            sc = _FLOATS[len(values)](*values) if values else None
+            return _lib.lib.kaio_elementwise(_OP_BYTES[op], ts[0].addr, _tensor_array(ts[1:]), len(ts) - 1, sc,
+                                             len(values), h)
         return _lib.lib.kaio_plan_elementwise(_OP_BYTES[op], ts[0].addr, _tensor_array(ts[1:]), len(ts) - 1,
                                               len(values), ph)
 
@@ -164,7 +169,9 @@ def _reduce_rows_miss(key: Any, arrays: list, values: tuple, stream: Any, name: 
     opn = "argmax_rows" if name == "argmax" else "reduce_rows"
     dt = "int64" if name == "argmax" else "float32"
 
-    def make(ts: list, ph: Any) -> int:
+    def make(ts: list, ph: Any, h: int) -> int:
+        if ph is None:
+            return _lib.lib.kaio_reduce_rows(name.encode(), ts[0].addr, ts[1].addr, h)
         return _lib.lib.kaio_plan_reduce_rows(name.encode(), ts[0].addr, ts[1].addr, ph)
 
     outs = {0: (1, arrays[0], lambda ts: ts[1].shape[:-1], lambda ts: dt)}
@@ -184,7 +191,9 @@ def argmax_rows(x: Array, out: Optional[Array] = None, *, stream: Any = None) ->
 
 
 def _reduce_miss(key: Any, arrays: list, values: tuple, stream: Any, name: str) -> Any:
-    def make(ts: list, ph: Any) -> int:
+    def make(ts: list, ph: Any, h: int) -> int:
+        if ph is None:
+            return _lib.lib.kaio_reduce(name.encode(), ts[0].addr, ts[1].addr, h)
         return _lib.lib.kaio_plan_reduce(name.encode(), ts[0].addr, ts[1].addr, ph)
 
     outs = {0: (1, arrays[0], lambda ts: (), lambda ts: "float32")}
@@ -202,7 +211,9 @@ _LIKE_X = (lambda ts: ts[0].shape, lambda ts: ts[0].dtype)  # an output of x's s
 
 
 def _softmax_miss(key: Any, arrays: list, values: tuple, stream: Any, log: int) -> Any:
-    def make(ts: list, ph: Any) -> int:
+    def make(ts: list, ph: Any, h: int) -> int:
+        if ph is None:
+            return _lib.lib.kaio_softmax(ts[0].addr, ts[1].addr, log, h)
         return _lib.lib.kaio_plan_softmax(ts[0].addr, ts[1].addr, log, ph)
 
     op = "log_softmax" if log else "softmax"
@@ -223,7 +234,9 @@ def log_softmax(x: Array, out: Optional[Array] = None, *, stream: Any = None) ->
 
 
 def _rms_norm_miss(key: Any, arrays: list, values: tuple, stream: Any, _: Any) -> Any:
-    def make(ts: list, ph: Any) -> int:
+    def make(ts: list, ph: Any, h: int) -> int:
+        if ph is None:
+            return _lib.lib.kaio_rms_norm(ts[0].addr, ts[1].addr, ts[2].addr, values[0], h)
         return _lib.lib.kaio_plan_rms_norm(ts[0].addr, ts[1].addr, ts[2].addr, ph)
 
     return _miss(key, "rms_norm", arrays, ("x", "w", "out"), {2: (0, arrays[2], *_LIKE_X)}, make, values, stream,
@@ -239,7 +252,9 @@ def rms_norm(x: Array, w: Array, eps: float = 1e-6, out: Optional[Array] = None,
 
 
 def _layer_norm_miss(key: Any, arrays: list, values: tuple, stream: Any, _: Any) -> Any:
-    def make(ts: list, ph: Any) -> int:
+    def make(ts: list, ph: Any, h: int) -> int:
+        if ph is None:
+            return _lib.lib.kaio_layer_norm(ts[0].addr, ts[1].addr, ts[2].addr, ts[3].addr, values[0], h)
         return _lib.lib.kaio_plan_layer_norm(ts[0].addr, ts[1].addr, ts[2].addr, ts[3].addr, ph)
 
     return _miss(key, "layer_norm", arrays, ("x", "w", "b", "out"), {3: (0, arrays[3], *_LIKE_X)}, make, values,
@@ -253,7 +268,9 @@ def layer_norm(x: Array, w: Array, b: Array, eps: float = 1e-5, out: Optional[Ar
 
 
 def _add_rms_norm_miss(key: Any, arrays: list, values: tuple, stream: Any, _: Any) -> Any:
-    def make(ts: list, ph: Any) -> int:
+    def make(ts: list, ph: Any, h: int) -> int:
+        if ph is None:
+            return _lib.lib.kaio_add_rms_norm(ts[0].addr, ts[1].addr, ts[2].addr, ts[3].addr, ts[4].addr, values[0], h)
         return _lib.lib.kaio_plan_add_rms_norm(ts[0].addr, ts[1].addr, ts[2].addr, ts[3].addr, ts[4].addr, ph)
 
     outs = {4: (0, arrays[4], *_LIKE_X), 3: (0, arrays[3], *_LIKE_X)}
@@ -272,10 +289,12 @@ def _rope_miss(key: Any, arrays: list, values: tuple, stream: Any, opts: tuple) 
     style, heads, head_dim, rotary_dim = opts
     tables = len(arrays) == 4
 
-    def make(ts: list, ph: Any) -> int:
+    def make(ts: list, ph: Any, h: int) -> int:
         p = _lib.RopeParams(style, heads, head_dim, rotary_dim, values[0], values[1])
-        return _lib.lib.kaio_plan_rope(ts[0].addr, ts[1].addr, ts[2].addr if tables else None,
-                                       ts[3].addr if tables else None, ctypes.byref(p), ph)
+        cos, sin = (ts[2].addr, ts[3].addr) if tables else (None, None)
+        if ph is None:
+            return _lib.lib.kaio_rope(ts[0].addr, ts[1].addr, cos, sin, ctypes.byref(p), h)
+        return _lib.lib.kaio_plan_rope(ts[0].addr, ts[1].addr, cos, sin, ctypes.byref(p), ph)
 
     names = ("x", "out", "cos", "sin")[: len(arrays)]
     return _miss(key, "rope", arrays, names, {1: (0, arrays[1], *_LIKE_X)}, make, values, stream, ret=1)
@@ -327,11 +346,13 @@ def _matmul_miss(key: Any, arrays: list, values: tuple, stream: Any, opts: tuple
             _ACTIVATION_MAPS.append(activation)
             o.activation_map = handle
 
-    def make(ts: list, ph: Any) -> int:
+    def make(ts: list, ph: Any, h: int) -> int:
         if len(ts) == 4:
             o.bias = ts[3].addr
-        return _lib.lib.kaio_plan_matmul(variant.encode() if variant else None, ts[0].addr, ts[1].addr, ts[2].addr,
-                                         ctypes.byref(o), ph)
+        v = variant.encode() if variant else None
+        if ph is None:
+            return _lib.lib.kaio_matmul(v, ts[0].addr, ts[1].addr, ts[2].addr, ctypes.byref(o), h)
+        return _lib.lib.kaio_plan_matmul(v, ts[0].addr, ts[1].addr, ts[2].addr, ctypes.byref(o), ph)
 
     outs = {2: (0, arrays[2], shape_of, lambda ts: out_dtype or ts[0].dtype)}
     return _miss(key, op, arrays, ("a", "b", "out", "bias")[: len(arrays)], outs, make, values, stream, ret=2)
