@@ -15,5 +15,12 @@ for b in jit_latency family build_scale ops ops_rows matmul tune python_overhead
 done
 for f in bench/*.py; do [ -e "$f" ] && cp "$f" .carry/build/bench/; done
 cp "$BUILD"/examples/quickstart .carry/build/examples/
+# The Python package as scripts/test-python.sh installed it (pure Python, libkaio_c.so and the
+# libraries it ships with: any Python 3), for bench/python_overhead.py and python/tests there:
+# PYTHONPATH=.carry/py.
+PKG=$(ls -d "$BUILD"/python-venv/lib/python3*/site-packages/kaio 2>/dev/null | head -1 || true)
+if [ -n "$PKG" ]; then
+  mkdir -p .carry/py && cp -r "$PKG" .carry/py/ && rm -rf .carry/py/kaio/__pycache__
+fi
 strip .carry/build/*/* 2>/dev/null || true
 du -sh .carry
