@@ -78,7 +78,7 @@ class Plan:
         self.handle = handle
         self.pack = struct.Struct(f"<{4 + n_arrays}Q{n_values}d").pack
         self.counts = (n_arrays, n_values)
-        self.outs = outs  # ((slot, make(like) -> array, address(array) -> int), ...)
+        self.outs = outs  # ((slot, like's slot, make(like) -> array, address(array) -> int), ...)
         self.ret = ret  # the slot returned, or a pair of slots
         self.like = like  # the slot whose array new outputs are made like
         self.stream_of = stream_of
@@ -131,8 +131,8 @@ def call(op_key: tuple, arrays: list, values: tuple, stream: Any, miss: Callable
     if plan is None:
         return miss(k, arrays, values, stream, extra)
     # Plan.launch, inlined.
-    for slot, make, address in plan.outs:
-        o = make(arrays[plan.like])
+    for slot, like_slot, make, address in plan.outs:
+        o = make(arrays[like_slot])
         arrays[slot] = o
         ptrs[slot] = address(o)
     h = plan.stream_of() if stream is None else stream_handle(stream, arrays[plan.like])
@@ -222,7 +222,7 @@ def miss(key: Optional[tuple], op: str, arrays: list, names: Sequence[str], outs
             mk = _maker(op, arrays[like_slot], shape, dtype) if key is not None else None
             if mk is None:
                 key = None
-            makers.append((slot, mk))
+            makers.append((slot, like_slot, mk))
         ts[slot] = from_object(op, names[slot], arrays[slot], h)
     if key is None:  # not cacheable: the op's own C function, one call
         st = make_plan(ts, None, h)
@@ -238,7 +238,7 @@ def miss(key: Optional[tuple], op: str, arrays: list, names: Sequence[str], outs
         if st:
             check(st)
         if _cache.get(key) is None:
-            plan = Plan(handle.value or 0, n, len(values), tuple((s, mk[0], mk[1]) for s, mk in makers if mk), ret,
+            plan = Plan(handle.value or 0, n, len(values), tuple((s, ls, mk[0], mk[1]) for s, ls, mk in makers if mk), ret,
                         like, _stream_default(arrays[like]), check)
             handle = None  # the cached plan owns it
             with _lock:
