@@ -117,6 +117,17 @@ def test_changed_metadata_is_another_plan() -> None:
         ops.softmax(wide[:, ::2])
 
 
+def test_a_read_only_array_is_not_served_by_a_writable_ones_plan() -> None:
+    a = f32(8, seed=21)
+    assert np.array_equal(ops.relu(a), np.maximum(a, 0))
+    r = a.copy()
+    r.flags.writeable = False
+    ref = general(lambda: pytest.raises(kaio.UsageError, ops.relu, r).value.args)
+    with pytest.raises(kaio.UsageError) as e:
+        ops.relu(r)
+    assert e.value.args == ref
+
+
 def test_options_and_numbers() -> None:
     x, y = f32(50, seed=11), f32(50, seed=12)
     for alpha, beta in [(1.0, 2.0), (-3.0, 0.25), (0.0, 1.0)]:  # numbers: one plan, read per call
