@@ -13,7 +13,7 @@ import ctypes
 import enum
 from typing import Any, Optional, Sequence
 
-from . import _lib, _plans
+from . import _lib
 from ._plans import call as _call
 from ._plans import miss as _miss
 from ._tensors import Tensor
