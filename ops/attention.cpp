@@ -67,6 +67,29 @@ void set_tensors(detail::AttentionRowsSignature& s, const AttentionTensor& q, co
   s.o_bs.host = o.batch_stride, s.o_ss.host = o.seq_stride, s.o_hs.host = o.head_stride;
 }
 
+// The tensor-core kernel's row for head dim d, and why it does not apply (empty: it does).
+const AttentionVariant* variant_for(uint32_t d) {
+  for (const AttentionVariant& v : attention_variants())
+    if (v.head_dim == d) return &v;
+  return nullptr;
+}
+
+std::string mma_refusal(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v, const AttentionShape& s,
+                        bool varlen) {
+  if (q.dtype != Scalar::F16 && q.dtype != Scalar::BF16) return "it takes f16 or bf16";
+  const jit::DeviceInfo& dev = jit::device_info();
+  if (dev.sm < 80) return "it needs sm_80 or newer, the device is " + dev.arch;
+  const AttentionVariant* row = variant_for(s.head_dim);
+  if (!row) return "no tile shape for head_dim " + str(s.head_dim);
+  if (attention_mma_config(q.dtype, *row).shared_bytes() > dev.smem_per_block_optin) return "its tiles do not fit shared memory";
+  for (const AttentionTensor* t : {&q, &k, &v}) {
+    if (t->address % 16) return "q, k and v must be 16-byte aligned";
+    if (t->seq_stride % 8 || t->head_stride % 8 || (!varlen && t->batch_stride % 8))
+      return "the strides of q, k and v must be multiples of 8 elements";
+  }
+  return "";
+}
+
 float scale_of(float scale, uint32_t d) { return scale > 0.0f ? scale : static_cast<float>(1.0 / std::sqrt(double(d))); }
 
 }  // namespace
@@ -100,6 +123,12 @@ void attention(const AttentionTensor& q, const AttentionTensor& k, const Attenti
   if (shape.heads_q > 65535) fail(op, "heads_q", "more than 65535 heads");
   if (shape.batch > 65535) fail(op, "batch", "more than 65535 sequences");
 
+  bool mma = false;
+  if (opt.kernel != AttentionKernel::Rows) {
+    const std::string why = mma_refusal(q, k, v, shape, varlen);
+    if (opt.kernel == AttentionKernel::Mma && !why.empty()) fail(op, "kernel", "the mma.sync kernel does not apply: " + why);
+    mma = why.empty();
+  }
   const AttentionRowsConfig c{q.dtype, shape.head_dim, 4};
   detail::AttentionRowsSignature s(q.dtype);
   set_tensors(s, q, k, v, o);
@@ -124,6 +153,13 @@ void attention(const AttentionTensor& q, const AttentionTensor& k, const Attenti
   s.window_right.host = opt.causal ? 0 : opt.window_right;
   s.flags.host = (varlen ? detail::kRowsVarlen : 0u) | (opt.lse ? detail::kRowsLse : 0u) | (opt.alibi_slopes ? detail::kRowsAlibi : 0u);
   const kernel::PackedArgs args = kernel::pack(s);
+  if (mma) {
+    const AttentionMmaConfig mc = attention_mma_config(q.dtype, *variant_for(shape.head_dim));
+    attention_mma_family().get(mc).launch_packed({.grid = {(shape.seqlen_q + mc.bm - 1) / mc.bm, shape.heads_q, shape.batch},
+                                                  .block = {2 * mc.bm}, .shared_bytes = mc.shared_bytes(), .stream = stream},
+                                                 args.data(), args.size());
+    return;
+  }
   const uint32_t tiles = (shape.seqlen_q + c.warps - 1) / c.warps;
   attention_rows_family().get(c).launch_packed(
       {.grid = {tiles, shape.heads_q, shape.batch}, .block = {32 * c.warps}, .stream = stream}, args.data(), args.size());

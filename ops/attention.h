@@ -59,6 +59,10 @@ struct AttentionShape {
   uint32_t head_dim = 0;                // 64, 96, 128 or 256
 };
 
+// Which kernel runs: Auto picks the tensor-core kernel where it applies (f16 / bf16, sm_80+,
+// 16-byte aligned q, k, v and strides of whole 16-byte vectors), else the rows kernel.
+enum class AttentionKernel : uint8_t { Auto, Rows, Mma };
+
 struct AttentionOptions {
   float scale = 0.0f;              // 0: 1 / sqrt(head_dim)
   bool causal = false;
@@ -68,6 +72,7 @@ struct AttentionOptions {
   uint64_t lse = 0;                // f32 output, or 0
   uint64_t cu_seqlens_q = 0, cu_seqlens_k = 0;  // int32 [B + 1]: varlen (both or neither)
   uint32_t total_q = 0;            // varlen: rows of q (the lse's per-head extent)
+  AttentionKernel kernel = AttentionKernel::Auto;
 };
 
 void attention(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v, const AttentionTensor& o,
@@ -108,6 +113,17 @@ struct AttentionRowsConfig {
   std::string str() const;
 };
 jit::Family<AttentionRowsConfig>& attention_rows_family();
+
+// The tensor-core kernel (FlashAttention-2 schedule on mma.sync): BM query rows per block
+// (16 per warp), KV tiles of BN keys through a cp.async ring of `stages`.
+struct AttentionMmaConfig {
+  ir::Scalar dtype = ir::Scalar::F16;
+  uint32_t head_dim = 128, bm = 64, bn = 64, stages = 2;
+  auto fields() const { return std::tie(dtype, head_dim, bm, bn, stages); }
+  std::string str() const;
+  uint32_t shared_bytes() const;  // the dynamic shared memory of a block
+};
+jit::Family<AttentionMmaConfig>& attention_mma_family();
 
 // The combination of split-KV partials: one warp per (b, i, h) row.
 struct AttentionCombineConfig {

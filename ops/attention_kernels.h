@@ -3,10 +3,23 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <tuple>
 
 #include "kaio/ops/attention.h"
 #include "kaio/ops/kernel/signature.h"
+
+namespace kaio::ops {
+
+// One row of the tensor-core kernel's shape table (ops/attention_mma.cpp).
+struct AttentionVariant {
+  const char* name;
+  uint32_t head_dim, bm, bn, stages;
+};
+std::span<const AttentionVariant> attention_variants();
+AttentionMmaConfig attention_mma_config(ir::Scalar dtype, const AttentionVariant& v);
+
+}  // namespace kaio::ops
 
 namespace kaio::ops::detail {
 
@@ -59,5 +72,19 @@ struct AttentionCombineSignature {
   explicit AttentionCombineSignature(ir::Scalar dtype) { o.elem = dtype; }
   auto fields() { return std::tie(ws_o, ws_lse, o, lse, o_bs, o_ss, o_hs, lse_bs, lse_hs, rows, sq, hq, splits); }
 };
+
+// The rows of q and keys of batch entry `batch`: from the prefix sums (varlen), the
+// run-time key lengths (seqused_k), or the fixed sq / sk. u32 values.
+struct Sequence {
+  ir::Value qstart, sq, kstart, sk;
+};
+Sequence sequence(ir::KernelBuilder& b, AttentionRowsSignature& s, ir::Value batch);
+
+// The keys [lo, hi) query token i sees (the bottom-right aligned window, cut to split
+// `split` of split_len keys) and its key position center = i + Sk - Sq; i32 values.
+struct KeyRange {
+  ir::Value lo, hi, center;
+};
+KeyRange key_range(AttentionRowsSignature& s, const Sequence& seq, ir::Value i, ir::Value split);
 
 }  // namespace kaio::ops::detail

@@ -15,20 +15,49 @@
 
 namespace kaio::ops {
 
+namespace detail {
+
+Sequence sequence(ir::KernelBuilder& b, AttentionRowsSignature& s, ir::Value batch) {
+  ir::Var qs = b.var<uint32_t>(0u), sq = b.var<uint32_t>(s.sq.ir), ks = b.var<uint32_t>(0u), sk = b.var<uint32_t>(s.sk.ir);
+  b.if_((s.flags.ir & uint32_t(kRowsVarlen)) != 0u, [&] {
+    ir::Value q0 = s.cu_q.ir[batch];
+    ir::Value q1 = s.cu_q.ir[batch + 1u];
+    ir::Value k0 = s.cu_k.ir[batch];
+    ir::Value k1 = s.cu_k.ir[batch + 1u];
+    qs = ir::cast<uint32_t>(q0);
+    sq = ir::cast<uint32_t>(q1 - q0);
+    ks = ir::cast<uint32_t>(k0);
+    sk = ir::cast<uint32_t>(k1 - k0);
+  });
+  b.if_((s.flags.ir & uint32_t(kRowsSeqused)) != 0u, [&] {
+    ir::Value n = s.seqused_k.ir[batch];
+    sk = ir::cast<uint32_t>(n);
+  });
+  return {qs.get(), sq.get(), ks.get(), sk.get()};
+}
+
+KeyRange key_range(AttentionRowsSignature& s, const Sequence& seq, ir::Value i, ir::Value split) {
+  auto i32 = [](ir::Value v) { return ir::cast<int32_t>(v); };
+  ir::Value sk = i32(seq.sk);
+  ir::Value center = i32(i) + sk - i32(seq.sq);
+  ir::Value wl = s.window_left.ir, wr = s.window_right.ir;
+  ir::Value lo = ir::select(wl >= 0, ir::max(center - wl, 0), 0);
+  ir::Value hi = ir::select(wr >= 0, ir::min(center + wr + 1, sk), sk);
+  ir::Value slo = i32(split * s.split_len.ir);
+  lo = ir::max(lo, slo);
+  hi = ir::min(hi, slo + i32(s.split_len.ir));
+  return {lo, ir::max(hi, lo), center};
+}
+
+}  // namespace detail
+
 namespace {
 
 using ir::Scalar;
 using ir::Value;
 
-// The extents of one sequence: rows of q from qstart, keys from kstart.
-struct Sequence {
-  Value qstart, sq, kstart, sk;  // u32
-};
-
-// The key range [lo, hi) one query row sees within this block's split, as i32.
-struct KeyRange {
-  Value lo, hi, center;  // center: the key position of the query (i + Sk - Sq)
-};
+using detail::KeyRange;
+using detail::Sequence;
 
 class RowsKernel {
  public:
@@ -41,7 +70,7 @@ class RowsKernel {
     Value z = b_.block_idx_z();
     batch_ = z / s_.splits.ir;
     split_ = z - batch_ * s_.splits.ir;
-    const Sequence seq = sequence();
+    const Sequence seq = detail::sequence(b_, s_, batch_);
     Value rows = seq.sq * s_.pack.ir;
     Value first = b_.block_idx_x() * s_.rows_per_block.ir;
     b_.for_(warp_, s_.rows_per_block.ir, c_.warps, [&](Value rr) {
@@ -55,39 +84,6 @@ class RowsKernel {
   Value flag(uint32_t f) { return (s_.flags.ir & f) != 0u; }
   Value u64(Value v) { return ir::cast<uint64_t>(v); }
   Value i32(Value v) { return ir::cast<int32_t>(v); }
-
-  // Varlen sequences from the prefix sums; run-time key lengths from seqused_k.
-  Sequence sequence() {
-    ir::Var qs = b_.var<uint32_t>(0u), sq = b_.var<uint32_t>(s_.sq.ir), ks = b_.var<uint32_t>(0u), sk = b_.var<uint32_t>(s_.sk.ir);
-    b_.if_(flag(detail::kRowsVarlen), [&] {
-      Value q0 = s_.cu_q.ir[batch_];
-      Value q1 = s_.cu_q.ir[batch_ + 1u];
-      Value k0 = s_.cu_k.ir[batch_];
-      Value k1 = s_.cu_k.ir[batch_ + 1u];
-      qs = ir::cast<uint32_t>(q0);
-      sq = ir::cast<uint32_t>(q1 - q0);
-      ks = ir::cast<uint32_t>(k0);
-      sk = ir::cast<uint32_t>(k1 - k0);
-    });
-    b_.if_(flag(detail::kRowsSeqused), [&] {
-      Value n = s_.seqused_k.ir[batch_];
-      sk = ir::cast<uint32_t>(n);
-    });
-    return {qs.get(), sq.get(), ks.get(), sk.get()};
-  }
-
-  // The keys of query token i: the bottom-right aligned window, cut to this split.
-  KeyRange key_range(const Sequence& seq, Value i) {
-    Value sk = i32(seq.sk);
-    Value center = i32(i) + sk - i32(seq.sq);
-    Value wl = s_.window_left.ir, wr = s_.window_right.ir;
-    Value lo = ir::select(wl >= 0, ir::max(center - wl, 0), 0);
-    Value hi = ir::select(wr >= 0, ir::min(center + wr + 1, sk), sk);
-    Value slo = i32(split_ * s_.split_len.ir);
-    lo = ir::max(lo, slo);
-    hi = ir::min(hi, slo + i32(s_.split_len.ir));
-    return {lo, ir::max(hi, lo), center};
-  }
 
   // The element offset of key j of KV head h: (kstart + j) along the sequence of batch
   // entry b, or slot j % page_size of the page the block table names.
@@ -200,7 +196,7 @@ class RowsKernel {
       Value a = s_.alibi.ir[qh];
       slope = a;
     });
-    const KeyRange kr = key_range(seq, tok);
+    const KeyRange kr = detail::key_range(s_, seq, tok, split_);
     Online st{b_.var<float>(-INFINITY), b_.var<float>(0.0f), b_.array<float>(nt_, 0.0f)};
     Value hi = ir::cast<uint32_t>(kr.hi);
     b_.for_(ir::cast<uint32_t>(kr.lo), hi, 32u, [&](Value kb) {

@@ -14,6 +14,7 @@ std::vector<jit::FamilyBase*> families() {
   v.push_back(&reduce_all_family());
   for (jit::FamilyBase* f : row_op_families()) v.push_back(f);
   v.push_back(&attention_rows_family());
+  v.push_back(&attention_mma_family());
   v.push_back(&attention_combine_family());
   return v;
 }

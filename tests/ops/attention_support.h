@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kaio/kaio.h"
@@ -61,7 +62,7 @@ struct RefProblem {
 // o and lse of one query row in float64; lse -inf and o = 0 for a row that sees no key.
 template <class T>
 void reference_row(const RefProblem& p, const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, uint32_t b, uint32_t i,
-                   uint32_t h, std::vector<double>& o, double& lse) {
+                   uint32_t h, std::vector<double>& o, std::vector<double>& oabs, double& lse) {
   const uint32_t sq = p.sq(b), sk = p.sk(b), kvh = h / (p.hq / p.hkv);
   const long center = long(i) + long(sk) - long(sq);
   std::vector<double> s;
@@ -78,6 +79,7 @@ void reference_row(const RefProblem& p, const Tensor<T>& q, const Tensor<T>& k, 
     js.push_back(j);
   }
   o.assign(p.d, 0.0);
+  oabs.assign(p.d, 0.0);
   if (s.empty()) {
     lse = -std::numeric_limits<double>::infinity();
     return;
@@ -87,30 +89,37 @@ void reference_row(const RefProblem& p, const Tensor<T>& q, const Tensor<T>& k, 
   for (size_t n = 0; n < s.size(); ++n) {
     const double w = std::exp(s[n] - m);
     sum += w;
-    for (uint32_t e = 0; e < p.d; ++e) o[e] += w * v.at(p.v_offset(b, js[n], kvh) + e);
+    for (uint32_t e = 0; e < p.d; ++e) {
+      o[e] += w * v.at(p.v_offset(b, js[n], kvh) + e);
+      oabs[e] += w * std::fabs(v.at(p.v_offset(b, js[n], kvh) + e));
+    }
   }
   for (double& x : o) x /= sum;
+  for (double& x : oabs) x /= sum;
   lse = m + std::log(sum);
 }
 
 // Compares every row of o (and lse, when given) with the reference; o_offset / lse_index
 // place row (b, i, h). Tolerance: the dtype's rounding of the output plus the f32 work
-// (scores of D products, exponentials of a few ulp), both relative to the inputs' scale 1.
+// (scores of D products, exponentials of a few ulp), both relative to the inputs' scale 1,
+// plus, for 16-bit data, P rounded to the dtype before the tensor-core P V product:
+// unit<T>() x sum_j p_j |v_j| / l.
 template <class T>
 size_t compare(const RefProblem& p, const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, const std::vector<T>& o,
                const std::function<uint64_t(uint32_t, uint32_t, uint32_t)>& o_offset, const std::vector<float>* lse,
                const std::function<uint64_t(uint32_t, uint32_t, uint32_t)>& lse_index) {
   size_t bad = 0;
-  std::vector<double> ro;
+  std::vector<double> ro, rabs;
   double rl = 0;
+  const double p_unit = std::is_same_v<T, float> ? 0.0 : unit<T>();
   const double f32_err = 2e-6 * p.d;
   for (uint32_t b = 0; b < p.batch; ++b)
     for (uint32_t i = 0; i < p.sq(b); ++i)
       for (uint32_t h = 0; h < p.hq; ++h) {
-        reference_row(p, q, k, v, b, i, h, ro, rl);
+        reference_row(p, q, k, v, b, i, h, ro, rabs, rl);
         for (uint32_t e = 0; e < p.d; ++e) {
           const double got = as_double(o[o_offset(b, i, h) + e]);
-          if (!(std::fabs(got - ro[e]) <= f32_err + 2 * unit<T>() * std::fabs(ro[e])) && bad++ < 4)
+          if (!(std::fabs(got - ro[e]) <= f32_err + 2 * unit<T>() * std::fabs(ro[e]) + p_unit * rabs[e]) && bad++ < 4)
             UNSCOPED_INFO("o at b " << b << " i " << i << " h " << h << " e " << e << ": got " << got << " want " << ro[e]);
         }
         if (lse) {

@@ -28,6 +28,7 @@ struct Case {
   bool alibi = false;
   Layout layout = Layout::Bshd;
   std::vector<int32_t> q_lens, k_lens;  // varlen when set
+  kaio::ops::AttentionKernel kernel = kaio::ops::AttentionKernel::Auto;
 };
 
 std::string describe(const Case& c) {
@@ -40,6 +41,8 @@ std::string describe(const Case& c) {
   if (c.layout == Layout::Bhsd) s += " bhsd";
   if (c.layout == Layout::FusedQkv) s += " fused qkv";
   if (!c.q_lens.empty()) s += " varlen";
+  if (c.kernel == kaio::ops::AttentionKernel::Rows) s += " (rows kernel)";
+  if (c.kernel == kaio::ops::AttentionKernel::Mma) s += " (mma kernel)";
   return s;
 }
 
@@ -86,7 +89,8 @@ void run_case(const Case& c) {
                                   .seqlen_k = varlen ? uint32_t(*std::max_element(c.k_lens.begin(), c.k_lens.end())) : Sk,
                                   .heads_q = c.hq, .heads_kv = c.hkv, .head_dim = D};
   kaio::ops::AttentionOptions opt{.causal = c.causal, .window_left = c.wl, .window_right = c.wr, .softcap = c.softcap,
-                                  .alibi_slopes = c.alibi ? slopes_dev.device_address() : 0, .lse = lse.device_address()};
+                                  .alibi_slopes = c.alibi ? slopes_dev.device_address() : 0, .lse = lse.device_address(),
+                                  .kernel = c.kernel};
   if (varlen) {
     opt.cu_seqlens_q = cu_q_dev.device_address();
     opt.cu_seqlens_k = cu_k_dev.device_address();
@@ -125,7 +129,11 @@ TEMPLATE_TEST_CASE("attention matches float64 at odd lengths, causal and not", "
   for (uint32_t sq : {1u, 7u, 65u, 130u})
     for (uint32_t sk : {1u, 7u, 65u, 130u}) {
       if (sq * sk > 130 * 65) continue;  // 130 x 130 only in the GQA case: the interpreter is slow
-      for (bool causal : {false, true}) run_case<TestType>(Case{.sq = sq, .sk = sk, .hq = 1, .hkv = 1, .causal = causal});
+      for (bool causal : {false, true})
+        for (auto kernel : {kaio::ops::AttentionKernel::Auto, kaio::ops::AttentionKernel::Rows}) {
+          if (kernel == kaio::ops::AttentionKernel::Rows && std::is_same_v<TestType, float>) continue;  // f32: rows anyway
+          run_case<TestType>(Case{.sq = sq, .sk = sk, .hq = 1, .hkv = 1, .causal = causal, .kernel = kernel});
+        }
     }
 }
 
@@ -189,11 +197,18 @@ TEST_CASE("attention rejects bad arguments before launching, naming op and argum
   expect([&] { kaio::ops::attention(t, t, t, t, s, {.softcap = -1.0f}); }, "'softcap'");
   expect([&] { kaio::ops::attention(t, t, t, t, s, {.cu_seqlens_q = fbuf.device_address()}); }, "'cu_seqlens_k'");
   expect([&] { kaio::ops::attention(t, t, t, t, with([](auto& x) { x.seqlen_k = 0; })); }, "seqlen_k = 0");
+  expect([&] { kaio::ops::attention(f32, f32, f32, f32, s, {.kernel = kaio::ops::AttentionKernel::Mma}); },
+         "'kernel': the mma.sync kernel does not apply: it takes f16 or bf16");
+  auto odd_stride = t;
+  odd_stride.seq_stride = 132;
+  expect([&] { kaio::ops::attention(odd_stride, t, t, t, s, {.kernel = kaio::ops::AttentionKernel::Mma}); },
+         "multiples of 8 elements");
 }
 
 // sm_80 and sm_90: through ops::catalog() in tests/codegen/test_assemble.cpp.
 TEST_CASE("every declared attention kernel assembles for sm_90a", "[ops][attention][nvjitlink]") {
-  std::vector<jit::FamilyBase*> fams = {&kaio::ops::attention_rows_family(), &kaio::ops::attention_combine_family()};
+  std::vector<jit::FamilyBase*> fams = {&kaio::ops::attention_rows_family(), &kaio::ops::attention_mma_family(),
+                                        &kaio::ops::attention_combine_family()};
   size_t n = 0;
   for (jit::FamilyBase* f : fams)
     for (size_t i = 0; i < f->config_count(); ++i) {
@@ -204,7 +219,7 @@ TEST_CASE("every declared attention kernel assembles for sm_90a", "[ops][attenti
       }
       ++n;
     }
-  CHECK(n == 24);  // rows and combine: {f16, bf16, f32} x head dims {64, 96, 128, 256}
+  CHECK(n == 32);  // rows and combine: {f16, bf16, f32} x head dims {64, 96, 128, 256}; mma: {f16, bf16} x 4 rows
   // Listed by config (what kaio-precompile and kaio-cache show).
   CHECK(kaio::ops::attention_rows_family().configs()[0].str() == "attention_rows(f16, d64, 4 warps)");
 }
