@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
 #include <string>
 
@@ -228,4 +229,19 @@ TEST_CASE("every declared attention kernel is in the catalog; the mma ones assem
   CHECK(n == 32);  // rows and combine: {f16, bf16, f32} x head dims {64, 96, 128, 256}; mma: {f16, bf16} x 4 rows
   // Listed by config (what kaio-precompile and kaio-cache show).
   CHECK(kaio::ops::attention_rows_family().configs()[0].str() == "attention_rows(f16, d64, 4 warps)");
+}
+
+// The full cross of lengths, masks, head sharing, head dims and kernels: on a device every
+// run; in the interpreter (minutes) only with KAIO_ATTENTION_SWEEP=1.
+TEMPLATE_TEST_CASE("attention sweep: every length pair, mask, head sharing, head dim and kernel", "[gpu][ops][attention][sweep]",
+                   kaio::half, kaio::bfloat16) {
+  if (jit::interpret_mode() && !std::getenv("KAIO_ATTENTION_SWEEP")) return;
+  for (uint32_t sq : {1u, 7u, 65u, 130u})
+    for (uint32_t sk : {1u, 7u, 65u, 130u})
+      for (uint32_t d : {64u, 128u})
+        for (auto [hq, hkv] : {std::pair{8u, 2u}, std::pair{4u, 1u}})
+          for (bool causal : {false, true})
+            for (auto kernel : {kaio::ops::AttentionKernel::Mma, kaio::ops::AttentionKernel::Rows})
+              run_case<TestType>(Case{.sq = sq, .sk = sk, .hq = hq, .hkv = hkv, .d = d, .causal = causal, .wl = causal ? 33 : -1,
+                                      .kernel = kernel});
 }
