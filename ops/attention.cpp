@@ -67,11 +67,9 @@ void set_tensors(detail::AttentionRowsSignature& s, const AttentionTensor& q, co
   s.o_bs.host = o.batch_stride, s.o_ss.host = o.seq_stride, s.o_hs.host = o.head_stride;
 }
 
-// The tensor-core kernel's row for head dim d, and why it does not apply (empty: it does).
-const AttentionVariant* variant_for(uint32_t d) {
-  for (const AttentionVariant& v : attention_variants())
-    if (v.head_dim == d) return &v;
-  return nullptr;
+// The tensor-core kernel's row for the shape, and why it does not apply (empty: it does).
+const AttentionVariant* variant_for(const AttentionShape& s) {
+  return attention_pick(s.head_dim, s.seqlen_q, uint64_t(s.heads_q) * s.batch, detail::sm_count());  // tests may override the count
 }
 
 std::string mma_refusal(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v, const AttentionShape& s,
@@ -79,7 +77,7 @@ std::string mma_refusal(const AttentionTensor& q, const AttentionTensor& k, cons
   if (q.dtype != Scalar::F16 && q.dtype != Scalar::BF16) return "it takes f16 or bf16";
   const jit::DeviceInfo& dev = jit::device_info();
   if (dev.sm < 80) return "it needs sm_80 or newer, the device is " + dev.arch;
-  const AttentionVariant* row = variant_for(s.head_dim);
+  const AttentionVariant* row = variant_for(s);
   if (!row) return "no tile shape for head_dim " + str(s.head_dim);
   if (attention_mma_config(q.dtype, *row).shared_bytes() > dev.smem_per_block_optin) return "its tiles do not fit shared memory";
   for (const AttentionTensor* t : {&q, &k, &v}) {
@@ -154,7 +152,7 @@ void attention(const AttentionTensor& q, const AttentionTensor& k, const Attenti
   s.flags.host = (varlen ? detail::kRowsVarlen : 0u) | (opt.lse ? detail::kRowsLse : 0u) | (opt.alibi_slopes ? detail::kRowsAlibi : 0u);
   const kernel::PackedArgs args = kernel::pack(s);
   if (mma) {
-    const AttentionMmaConfig mc = attention_mma_config(q.dtype, *variant_for(shape.head_dim));
+    const AttentionMmaConfig mc = attention_mma_config(q.dtype, *variant_for(shape));
     attention_mma_family().get(mc).launch_packed({.grid = {(shape.seqlen_q + mc.bm - 1) / mc.bm, shape.heads_q, shape.batch},
                                                   .block = {2 * mc.bm}, .shared_bytes = mc.shared_bytes(), .stream = stream},
                                                  args.data(), args.size());
@@ -172,7 +170,7 @@ namespace {
 uint32_t decode_splits(const AttentionShape& s, uint32_t asked) {
   if (asked) return std::min(asked, std::max(1u, s.seqlen_k));
   const uint64_t blocks = uint64_t(s.batch) * s.heads_kv;
-  const uint64_t want = 2ull * jit::device_info().sm_count;
+  const uint64_t want = 2ull * detail::sm_count();
   if (blocks >= want) return 1;
   const uint64_t by_gpu = (want + blocks - 1) / blocks;
   const uint64_t by_len = std::max<uint64_t>(1, s.seqlen_k / 256);

@@ -17,6 +17,8 @@ struct AttentionVariant {
   uint32_t head_dim, bm, bn, stages;
 };
 std::span<const AttentionVariant> attention_variants();
+// The row for a problem: head dim, query rows per sequence, heads x batch, the SM count.
+const AttentionVariant* attention_pick(uint32_t head_dim, uint32_t seqlen_q, uint64_t heads_x_batch, uint32_t sm_count);
 AttentionMmaConfig attention_mma_config(ir::Scalar dtype, const AttentionVariant& v);
 
 }  // namespace kaio::ops

@@ -27,16 +27,33 @@
 
 namespace kaio::ops {
 
-// The tile shapes, one row per head dim (the default pick): BM / 16 warps of 16 rows each.
+// The tile shapes per head dim (attention_pick chooses by shape): BM / 16 warps of 16 rows each.
 // Shared memory: (BM + 2 x stages x BN) rows of D + 8 elements (D 128: 104 KB; D 256: 101 KB).
 const AttentionVariant kAttentionVariants[] = {
     {.name = "fa2_d64", .head_dim = 64, .bm = 128, .bn = 64, .stages = 2},
+    {.name = "fa2_d64_m64", .head_dim = 64, .bm = 64, .bn = 64, .stages = 2},
     {.name = "fa2_d96", .head_dim = 96, .bm = 128, .bn = 64, .stages = 2},
+    {.name = "fa2_d96_m64", .head_dim = 96, .bm = 64, .bn = 64, .stages = 2},
     {.name = "fa2_d128", .head_dim = 128, .bm = 128, .bn = 64, .stages = 2},
+    {.name = "fa2_d128_m64", .head_dim = 128, .bm = 64, .bn = 64, .stages = 2},
     {.name = "fa2_d256", .head_dim = 256, .bm = 64, .bn = 32, .stages = 2},
 };
 
 std::span<const AttentionVariant> attention_variants() { return kAttentionVariants; }
+
+// The largest row block that still gives every SM a block (query tiles x heads x batch);
+// when none does, the smallest (more, shorter blocks).
+const AttentionVariant* attention_pick(uint32_t head_dim, uint32_t seqlen_q, uint64_t heads_x_batch, uint32_t sm_count) {
+  const AttentionVariant* best = nullptr;
+  const AttentionVariant* smallest = nullptr;
+  for (const AttentionVariant& v : kAttentionVariants) {
+    if (v.head_dim != head_dim) continue;
+    if (!smallest || v.bm < smallest->bm) smallest = &v;
+    const uint64_t blocks = uint64_t((seqlen_q + v.bm - 1) / v.bm) * heads_x_batch;
+    if (blocks >= sm_count && (!best || v.bm > best->bm)) best = &v;
+  }
+  return best ? best : smallest;
+}
 
 namespace {
 

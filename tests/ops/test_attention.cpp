@@ -12,7 +12,9 @@
 #include <string>
 
 #include "kaio/ops/attention.h"
+#include "kaio/ops/attention_kernels.h"
 #include "kaio/ops/catalog.h"
+#include "kaio/ops/rows.h"
 #include "../support.h"
 #include "attention_support.h"
 
@@ -148,6 +150,28 @@ TEMPLATE_TEST_CASE("attention: GQA, MQA, head dims, layouts", "[gpu][ops][attent
   run_case<TestType>(Case{.batch = 2, .sq = 33, .sk = 33, .hq = 4, .hkv = 2, .d = 64, .causal = true, .layout = Layout::FusedQkv});
 }
 
+// The 128-row blocks (8 warps) are picked when the grid fills the GPU: an SM count of 1
+// makes every shape do so.
+TEMPLATE_TEST_CASE("attention: 128-row blocks", "[gpu][ops][attention]", kaio::half, kaio::bfloat16) {
+  struct SmCount {
+    SmCount() { kaio::ops::detail::set_sm_count(1); }
+    ~SmCount() { kaio::ops::detail::set_sm_count(0); }
+  } one_sm;
+  run_case<TestType>(Case{.sq = 130, .sk = 65, .hq = 2, .hkv = 1, .d = 64, .causal = true});
+  run_case<TestType>(Case{.sq = 65, .sk = 130, .hq = 2, .hkv = 2, .d = 128, .wl = 40, .wr = 7});
+  run_case<TestType>(Case{.hq = 2, .hkv = 1, .d = 96, .causal = true, .q_lens = {129, 3}, .k_lens = {129, 70}});
+}
+
+TEST_CASE("attention: the row block is picked by shape", "[ops][attention]") {
+  auto bm = [](uint32_t d, uint32_t s, uint64_t hb) { return kaio::ops::attention_pick(d, s, hb, 132)->bm; };
+  CHECK(bm(128, 4096, 64) == 128);  // 32 x 64 blocks of 128 rows fill 132 SMs
+  CHECK(bm(128, 1024, 16) == 64);   // 8 x 16 = 128 blocks of 128 rows do not, 16 x 16 of 64 do
+  CHECK(bm(128, 1024, 17) == 128);  // 8 x 17 = 136 do
+  CHECK(bm(64, 130, 2) == 64);      // nothing fills the GPU: the smaller blocks
+  CHECK(bm(256, 4096, 64) == 64);   // one row for head dim 256
+  CHECK(kaio::ops::attention_pick(80, 64, 1, 132) == nullptr);
+}
+
 TEST_CASE("attention: windows, softcap, ALiBi, varlen", "[gpu][ops][attention]") {
   using T = kaio::half;
   run_case<T>(Case{.sq = 65, .sk = 130, .wl = 16, .wr = 3});
@@ -226,7 +250,7 @@ TEST_CASE("every declared attention kernel is in the catalog; the mma ones assem
       INFO(k.name() << " for sm_90a");
       CHECK_NOTHROW(jit::compile(k, {.arch = "sm_90a", .use_cache = false}));
     }
-  CHECK(n == 32);  // rows and combine: {f16, bf16, f32} x head dims {64, 96, 128, 256}; mma: {f16, bf16} x 4 rows
+  CHECK(n == 38);  // rows and combine: {f16, bf16, f32} x head dims {64, 96, 128, 256}; mma: {f16, bf16} x 7 rows
   // Listed by config (what kaio-precompile and kaio-cache show).
   CHECK(kaio::ops::attention_rows_family().configs()[0].str() == "attention_rows(f16, d64, 4 warps)");
 }
