@@ -163,16 +163,21 @@ class Fa2Kernel {
           x = x.get() * s_.scale.ir;
         }
     }).else_([&] {
-      for (uint32_t ni = 0; ni < c_.bn / 8; ++ni)
-        for (uint32_t r = 0; r < 4; ++r) {
-          ir::Var x = S.at(0, 0, ni, r);
-          x = x.get() * s_.scale.ir;
-          b_.if_(cap > 0.0f, [&] { x = cap * ir::tanh(x.get() / cap); });
+      auto each = [&](const std::function<void(ir::Var&, uint32_t, uint32_t)>& f) {
+        for (uint32_t ni = 0; ni < c_.bn / 8; ++ni)
+          for (uint32_t r = 0; r < 4; ++r) {
+            ir::Var x = S.at(0, 0, ni, r);
+            f(x, ni, r);
+          }
+      };
+      each([&](ir::Var& x, uint32_t, uint32_t) { x = x.get() * s_.scale.ir; });
+      b_.if_(cap > 0.0f, [&] { each([&](ir::Var& x, uint32_t, uint32_t) { x = cap * ir::tanh(x.get() / cap); }); });
+      each([&](ir::Var& x, uint32_t ni, uint32_t r) {
           const detail::KeyRange& kr = ranges_[r / 2];
           Value j = i32(k0 + S.col(lane_, ni, r));
           Value y = x.get() - slope_ * ir::cast<float>(ir::abs(kr.center - j));
           x = ir::select(j >= kr.lo && j < kr.hi, y, -INFINITY);
-        }
+      });
     });
   }
 
