@@ -127,10 +127,35 @@ class Fa2Kernel {
       Value kb = u64(batch_) * s_.k_bs.ir + u64(kvh_) * s_.k_hs.ir;
       Value vb = u64(batch_) * s_.v_bs.ir + u64(kvh_) * s_.v_hs.ir;
       Value st = ring.load_stage();
-      copy_rows(k_tile_, k_tile_.base + k_tile_.stage(st), s_.k.ir, kb, k0, seq_.sk,
-                [&](Value row) { return kb + u64(seq_.kstart + row) * s_.k_ss.ir; });
-      copy_rows(v_tile_, v_tile_.base + v_tile_.stage(st), s_.v.ir, vb, k0, seq_.sk,
-                [&](Value row) { return vb + u64(seq_.kstart + row) * s_.v_ss.ir; });
+      auto edge = [&] {
+        copy_rows(k_tile_, k_tile_.base + k_tile_.stage(st), s_.k.ir, kb, k0, seq_.sk,
+                  [&](Value row) { return kb + u64(seq_.kstart + row) * s_.k_ss.ir; });
+        copy_rows(v_tile_, v_tile_.base + v_tile_.stage(st), s_.v.ir, vb, k0, seq_.sk,
+                  [&](Value row) { return vb + u64(seq_.kstart + row) * s_.v_ss.ir; });
+      };
+      const uint32_t per_row = D_ / 8, threads = 32 * warps_;
+      if (threads % per_row) {  // chunks do not repeat rows evenly: every tile takes the checked path
+        edge();
+        return;
+      }
+      // A tile inside the keys: thread chunk e is row r0 + e * rstep, column c0, so its source
+      // is one add on from chunk e - 1's and its shared index a constant on from chunk 0's.
+      b_.if_(k0 + c_.bn <= seq_.sk, [&] {
+        const uint32_t rstep = threads / per_row, count = k_tile_.rows * per_row / threads;
+        Value r0 = tid_ / per_row, c0 = (tid_ - r0 * per_row) * 8u;
+        Value row0 = seq_.kstart + k0 + r0;
+        for (int side = 0; side < 2; ++side) {
+          const SharedTile& tile = side ? v_tile_ : k_tile_;
+          Value ss = side ? s_.v_ss.ir : s_.k_ss.ir;
+          Value src = (side ? vb : kb) + u64(row0) * ss + u64(c0), step = u64(b_.constant<uint32_t>(rstep)) * ss;
+          Value dst = tile.base + tile.stage(st) + tile.at(r0, c0);
+          for (uint32_t e = 0; e < count; ++e) {
+            if (e) src = src + step;
+            b_.cp_async(smem_, e ? dst + e * rstep * tile.lay.row_stride() : dst, side ? s_.v.ir : s_.k.ir, src, 16,
+                        ir::CacheHint::Global);
+          }
+        }
+      }).else_(edge);
     });
   }
 
