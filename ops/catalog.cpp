@@ -1,5 +1,6 @@
 #include "kaio/ops/catalog.h"
 
+#include "kaio/ops/attention.h"
 #include "kaio/ops/elementwise.h"
 #include "kaio/ops/reduction.h"
 #include "kaio/ops/row_catalog.h"
@@ -12,6 +13,9 @@ std::vector<jit::FamilyBase*> families() {
   v.push_back(&reduce_rows_family());
   v.push_back(&reduce_all_family());
   for (jit::FamilyBase* f : row_op_families()) v.push_back(f);
+  v.push_back(&attention_rows_family());
+  v.push_back(&attention_mma_family());
+  v.push_back(&attention_combine_family());
   return v;
 }
 

@@ -1,0 +1,92 @@
+// The attention kernels' parameters (internal): declared by the builders, packed by the
+// launches in attention.cpp.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <tuple>
+
+#include "kaio/ops/attention.h"
+#include "kaio/ops/kernel/signature.h"
+
+namespace kaio::ops {
+
+// One row of the tensor-core kernel's shape table (ops/attention_mma.cpp).
+struct AttentionVariant {
+  const char* name;
+  uint32_t head_dim, bm, bn, stages;
+};
+std::span<const AttentionVariant> attention_variants();
+// The row for a problem: head dim, query rows per sequence, heads x batch, the SM count.
+const AttentionVariant* attention_pick(uint32_t head_dim, uint32_t seqlen_q, uint64_t heads_x_batch, uint32_t sm_count);
+AttentionMmaConfig attention_mma_config(ir::Scalar dtype, const AttentionVariant& v);
+
+}  // namespace kaio::ops
+
+namespace kaio::ops::detail {
+
+// The rows kernel. A block has `warps` warps and covers rows_per_block query rows of one
+// head slot (blockIdx.y: `pack` query heads, pack = Hq / Hkv when decoding packs a KV
+// head's query heads together, else 1) of one batch entry and key split
+// (blockIdx.z = b * splits + split). Row r of a slot is token r / pack, head
+// slot * pack + r % pack. Null pointers switch features off: lse, alibi, cu_q / cu_k
+// (varlen), seqused_k (run-time cache lengths), block_table (paging). splits > 1 writes
+// the normalised partial output and logsumexp of each split to ws_o / ws_lse at row
+// ((b * sq + i) * hq + h) * splits + split.
+enum : uint32_t { kRowsVarlen = 1, kRowsSeqused = 2, kRowsPaged = 4, kRowsLse = 8, kRowsAlibi = 16 };
+
+struct AttentionRowsSignature {
+  kernel::Ptr q{"q"}, k{"k"}, v{"v"}, o{"o"};
+  kernel::Ptr lse{"lse", ir::Scalar::F32}, alibi{"alibi", ir::Scalar::F32, true};
+  kernel::Ptr cu_q{"cu_q", ir::Scalar::S32, true}, cu_k{"cu_k", ir::Scalar::S32, true};
+  kernel::Ptr seqused_k{"seqused_k", ir::Scalar::S32, true}, block_table{"block_table", ir::Scalar::S32, true};
+  kernel::Ptr ws_o{"ws_o", ir::Scalar::F32}, ws_lse{"ws_lse", ir::Scalar::F32};
+  kernel::Param<uint64_t> q_bs{"q_bs"}, q_ss{"q_ss"}, q_hs{"q_hs"};
+  kernel::Param<uint64_t> k_bs{"k_bs"}, k_ss{"k_ss"}, k_hs{"k_hs"};
+  kernel::Param<uint64_t> v_bs{"v_bs"}, v_ss{"v_ss"}, v_hs{"v_hs"};
+  kernel::Param<uint64_t> o_bs{"o_bs"}, o_ss{"o_ss"}, o_hs{"o_hs"};
+  kernel::Param<uint64_t> lse_bs{"lse_bs"}, lse_hs{"lse_hs"};
+  kernel::Param<uint32_t> sq{"sq"}, sk{"sk"}, hq{"hq"}, group{"group"}, pack{"pack"}, rows_per_block{"rows_per_block"};
+  kernel::Param<uint32_t> max_pages{"max_pages"}, page_shift{"page_shift"}, splits{"splits"}, split_len{"split_len"};
+  kernel::Param<float> scale{"scale"}, softcap{"softcap"};
+  kernel::Param<int32_t> window_left{"window_left"}, window_right{"window_right"};
+  kernel::Param<uint32_t> flags{"flags"};  // kRows* bits: which optional pointers are set
+
+  explicit AttentionRowsSignature(ir::Scalar dtype) {
+    q.elem = k.elem = v.elem = o.elem = dtype;
+    q.is_const = k.is_const = v.is_const = true;
+  }
+  auto fields() {
+    return std::tie(q, k, v, o, lse, alibi, cu_q, cu_k, seqused_k, block_table, ws_o, ws_lse, q_bs, q_ss, q_hs, k_bs, k_ss,
+                    k_hs, v_bs, v_ss, v_hs, o_bs, o_ss, o_hs, lse_bs, lse_hs, sq, sk, hq, group, pack, rows_per_block,
+                    max_pages, page_shift, splits, split_len, scale, softcap, window_left, window_right, flags);
+  }
+};
+
+// The combine kernel: one warp per row ((b * sq + i) * hq + h) of `rows`, reading the
+// `splits` partials of that row from ws_o / ws_lse.
+struct AttentionCombineSignature {
+  kernel::Ptr ws_o{"ws_o", ir::Scalar::F32, true}, ws_lse{"ws_lse", ir::Scalar::F32, true};
+  kernel::Ptr o{"o"}, lse{"lse", ir::Scalar::F32};
+  kernel::Param<uint64_t> o_bs{"o_bs"}, o_ss{"o_ss"}, o_hs{"o_hs"}, lse_bs{"lse_bs"}, lse_hs{"lse_hs"};
+  kernel::Param<uint32_t> rows{"rows"}, sq{"sq"}, hq{"hq"}, splits{"splits"};
+
+  explicit AttentionCombineSignature(ir::Scalar dtype) { o.elem = dtype; }
+  auto fields() { return std::tie(ws_o, ws_lse, o, lse, o_bs, o_ss, o_hs, lse_bs, lse_hs, rows, sq, hq, splits); }
+};
+
+// The rows of q and keys of batch entry `batch`: from the prefix sums (varlen), the
+// run-time key lengths (seqused_k), or the fixed sq / sk. u32 values.
+struct Sequence {
+  ir::Value qstart, sq, kstart, sk;
+};
+Sequence sequence(ir::KernelBuilder& b, AttentionRowsSignature& s, ir::Value batch);
+
+// The keys [lo, hi) query token i sees (the bottom-right aligned window, cut to split
+// `split` of split_len keys) and its key position center = i + Sk - Sq; i32 values.
+struct KeyRange {
+  ir::Value lo, hi, center;
+};
+KeyRange key_range(AttentionRowsSignature& s, const Sequence& seq, ir::Value i, ir::Value split);
+
+}  // namespace kaio::ops::detail

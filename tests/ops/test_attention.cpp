@@ -1,0 +1,274 @@
+// ops::attention against a float64 reference, logsumexp included: odd lengths
+// (Sq, Sk in 1, 7, 65, 130), head dims 64 and 128, causal (bottom-right aligned) and not,
+// GQA 8:2 and MQA, sliding windows, softcap, ALiBi, (B, S, H, D), (B, H, S, D) and fused
+// QKV strides, varlen with three sequences; outputs poisoned before each run. The bad
+// arguments: a UsageError naming the op and the argument before any launch.
+// [gpu]: a device, or KAIO_INTERPRET=1 (small shapes); [large] shapes on a device only.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <numeric>
+#include <string>
+
+#include "kaio/ops/attention.h"
+#include "kaio/ops/attention_kernels.h"
+#include "kaio/ops/catalog.h"
+#include "kaio/ops/rows.h"
+#include "../support.h"
+#include "attention_support.h"
+
+using namespace kaio;
+using namespace kaio::test::attn;
+using Catch::Matchers::Contains;
+
+namespace {
+
+enum class Layout { Bshd, Bhsd, FusedQkv };
+
+struct Case {
+  uint32_t batch = 1, sq = 7, sk = 7, hq = 2, hkv = 1, d = 64;
+  bool causal = false;
+  int wl = -1, wr = -1;
+  float softcap = 0;
+  bool alibi = false;
+  Layout layout = Layout::Bshd;
+  std::vector<int32_t> q_lens, k_lens;  // varlen when set
+  kaio::ops::AttentionKernel kernel = kaio::ops::AttentionKernel::Auto;
+};
+
+std::string describe(const Case& c) {
+  std::string s = "B" + std::to_string(c.batch) + " Sq " + std::to_string(c.sq) + " Sk " + std::to_string(c.sk) + " H " +
+                  std::to_string(c.hq) + ":" + std::to_string(c.hkv) + " D " + std::to_string(c.d);
+  if (c.causal) s += " causal";
+  if (c.wl >= 0 || c.wr >= 0) s += " window " + std::to_string(c.wl) + "," + std::to_string(c.wr);
+  if (c.softcap > 0) s += " softcap";
+  if (c.alibi) s += " alibi";
+  if (c.layout == Layout::Bhsd) s += " bhsd";
+  if (c.layout == Layout::FusedQkv) s += " fused qkv";
+  if (!c.q_lens.empty()) s += " varlen";
+  if (c.kernel == kaio::ops::AttentionKernel::Rows) s += " (rows kernel)";
+  if (c.kernel == kaio::ops::AttentionKernel::Mma) s += " (mma kernel)";
+  return s;
+}
+
+template <class T>
+void run_case(const Case& c) {
+  INFO(describe(c) << " " << test::ops::type_name<T>());
+  const bool varlen = !c.q_lens.empty();
+  const uint32_t B = varlen ? uint32_t(c.q_lens.size()) : c.batch, D = c.d;
+  std::vector<int32_t> cu_q(B + 1, 0), cu_k(B + 1, 0);
+  for (uint32_t b = 0; b < B && varlen; ++b) cu_q[b + 1] = cu_q[b] + c.q_lens[b], cu_k[b + 1] = cu_k[b] + c.k_lens[b];
+  // Rows along the sequence axis: varlen packs the sequences into one batch entry.
+  const uint32_t nb = varlen ? 1 : B, Sq = varlen ? uint32_t(cu_q[B]) : c.sq, Sk = varlen ? uint32_t(cu_k[B]) : c.sk;
+  auto strides = [&](uint32_t S, uint32_t H) -> std::array<uint64_t, 3> {
+    if (c.layout == Layout::Bhsd) return {uint64_t(H) * S * D, D, uint64_t(S) * D};
+    return {uint64_t(S) * H * D, uint64_t(H) * D, D};
+  };
+  Tensor<T> q, k, v;
+  if (c.layout == Layout::FusedQkv) {  // one (B, S, Hq + 2 Hkv, D) buffer, q, k and v slices of it
+    const uint64_t row = uint64_t(c.hq + 2 * c.hkv) * D;
+    Tensor<T> all = random_tensor<T>(nb * uint64_t(Sq) * row, Sq * row, row, D);
+    q = Tensor<T>{all.host, jit::DeviceBuffer<T>(0), all.t};
+    k = Tensor<T>{all.host, jit::DeviceBuffer<T>(0), all.t};
+    v = Tensor<T>{all.host, jit::DeviceBuffer<T>(0), all.t};
+    k.t.address += uint64_t(c.hq) * D * sizeof(T);
+    v.t.address += uint64_t(c.hq + c.hkv) * D * sizeof(T);
+    q.dev = std::move(all.dev);  // keeps the buffer alive
+  } else {
+    auto [qb, qs, qh] = strides(Sq, c.hq);
+    auto [kb, ks, kh] = strides(Sk, c.hkv);
+    q = random_tensor<T>(nb * uint64_t(Sq) * c.hq * D, qb, qs, qh);
+    k = random_tensor<T>(nb * uint64_t(Sk) * c.hkv * D, kb, ks, kh);
+    v = random_tensor<T>(nb * uint64_t(Sk) * c.hkv * D, kb, ks, kh);
+  }
+  auto [ob, os, oh] = strides(Sq, c.hq);
+  Tensor<T> o = poisoned_tensor<T>(nb * uint64_t(Sq) * c.hq * D, ob, os, oh);
+  jit::DeviceBuffer<float> lse(uint64_t(nb) * c.hq * Sq);
+  lse.fill_bytes(0xFF);
+  std::vector<float> slopes(c.hq);
+  for (uint32_t h = 0; h < c.hq; ++h) slopes[h] = std::exp2(-8.0f * float(h + 1) / float(c.hq));
+  jit::DeviceBuffer<float> slopes_dev(slopes);
+  jit::DeviceBuffer<int32_t> cu_q_dev(cu_q), cu_k_dev(cu_k);
+
+  kaio::ops::AttentionShape shape{.batch = B, .seqlen_q = varlen ? uint32_t(*std::max_element(c.q_lens.begin(), c.q_lens.end())) : Sq,
+                                  .seqlen_k = varlen ? uint32_t(*std::max_element(c.k_lens.begin(), c.k_lens.end())) : Sk,
+                                  .heads_q = c.hq, .heads_kv = c.hkv, .head_dim = D};
+  kaio::ops::AttentionOptions opt{.causal = c.causal, .window_left = c.wl, .window_right = c.wr, .softcap = c.softcap,
+                                  .alibi_slopes = c.alibi ? slopes_dev.device_address() : 0, .lse = lse.device_address(),
+                                  .kernel = c.kernel};
+  if (varlen) {
+    opt.cu_seqlens_q = cu_q_dev.device_address();
+    opt.cu_seqlens_k = cu_k_dev.device_address();
+    opt.total_q = Sq;
+  }
+  kaio::ops::attention(q.t, k.t, v.t, o.t, shape, opt);
+  o.host = o.dev.to_host();
+  const std::vector<float> lse_host = lse.to_host();
+
+  auto off = [&](const kaio::ops::AttentionTensor& t, bool is_q) {
+    return [&t, &cu_q, &cu_k, varlen, is_q](uint32_t b, uint32_t i, uint32_t h) {
+      const uint64_t start = varlen ? uint64_t(is_q ? cu_q[b] : cu_k[b]) : 0;
+      return (varlen ? 0 : b * t.batch_stride) + (start + i) * t.seq_stride + h * t.head_stride;
+    };
+  };
+  // Offsets relative to each tensor's own host copy: the fused layout's slices add their start.
+  const uint64_t k_start = c.layout == Layout::FusedQkv ? uint64_t(c.hq) * D : 0;
+  const uint64_t v_start = c.layout == Layout::FusedQkv ? uint64_t(c.hq + c.hkv) * D : 0;
+  auto q_off = off(q.t, true), o_off = off(o.t, true), k_raw = off(k.t, false), v_raw = off(v.t, false);
+  RefProblem p{B, c.hq, c.hkv, D, 1.0 / std::sqrt(double(D)), c.wl, c.causal ? 0 : c.wr, c.softcap, c.alibi ? &slopes : nullptr,
+               [&](uint32_t b) { return varlen ? uint32_t(c.q_lens[b]) : Sq; },
+               [&](uint32_t b) { return varlen ? uint32_t(c.k_lens[b]) : Sk; }, q_off,
+               [&](uint32_t b, uint32_t j, uint32_t h) { return k_start + k_raw(b, j, h); },
+               [&](uint32_t b, uint32_t j, uint32_t h) { return v_start + v_raw(b, j, h); }};
+  auto lse_index = [&](uint32_t b, uint32_t i, uint32_t h) -> uint64_t {
+    if (varlen) return uint64_t(h) * Sq + cu_q[b] + i;
+    return (uint64_t(b) * c.hq + h) * Sq + i;
+  };
+  CHECK(compare(p, q, k, v, o.host, o_off, &lse_host, lse_index) == 0);
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("attention matches float64 at odd lengths, causal and not", "[gpu][ops][attention]", float, kaio::half,
+                   kaio::bfloat16) {
+  for (uint32_t sq : {1u, 7u, 65u, 130u})
+    for (uint32_t sk : {1u, 7u, 65u, 130u}) {
+      if (sq * sk > 130 * 65) continue;  // 130 x 130 only in the GQA case: the interpreter is slow
+      for (bool causal : {false, true})
+        for (auto kernel : {kaio::ops::AttentionKernel::Auto, kaio::ops::AttentionKernel::Rows}) {
+          if (kernel == kaio::ops::AttentionKernel::Rows && std::is_same_v<TestType, float>) continue;  // f32: rows anyway
+          run_case<TestType>(Case{.sq = sq, .sk = sk, .hq = 1, .hkv = 1, .causal = causal, .kernel = kernel});
+        }
+    }
+}
+
+TEMPLATE_TEST_CASE("attention: GQA, MQA, head dims, layouts", "[gpu][ops][attention]", kaio::half, kaio::bfloat16) {
+  run_case<TestType>(Case{.sq = 130, .sk = 130, .hq = 8, .hkv = 2, .d = 64, .causal = true});
+  run_case<TestType>(Case{.batch = 2, .sq = 7, .sk = 65, .hq = 4, .hkv = 1, .d = 128});
+  run_case<TestType>(Case{.sq = 65, .sk = 7, .hq = 2, .hkv = 2, .d = 128, .causal = true, .layout = Layout::Bhsd});
+  run_case<TestType>(Case{.batch = 2, .sq = 33, .sk = 33, .hq = 4, .hkv = 2, .d = 64, .causal = true, .layout = Layout::FusedQkv});
+}
+
+// The 128-row blocks (8 warps) are picked when the grid fills the GPU: an SM count of 1
+// makes every shape do so.
+TEMPLATE_TEST_CASE("attention: 128-row blocks", "[gpu][ops][attention]", kaio::half, kaio::bfloat16) {
+  struct SmCount {
+    SmCount() { kaio::ops::detail::set_sm_count(1); }
+    ~SmCount() { kaio::ops::detail::set_sm_count(0); }
+  } one_sm;
+  run_case<TestType>(Case{.sq = 130, .sk = 65, .hq = 2, .hkv = 1, .d = 64, .causal = true});
+  run_case<TestType>(Case{.sq = 65, .sk = 130, .hq = 2, .hkv = 2, .d = 128, .wl = 40, .wr = 7});
+  run_case<TestType>(Case{.hq = 2, .hkv = 1, .d = 96, .causal = true, .q_lens = {129, 3}, .k_lens = {129, 70}});
+}
+
+TEST_CASE("attention: the row block is picked by shape", "[ops][attention]") {
+  auto bm = [](uint32_t d, uint32_t s, uint64_t hb) { return kaio::ops::attention_pick(d, s, hb, 132)->bm; };
+  CHECK(bm(128, 4096, 64) == 128);  // 32 x 64 blocks of 128 rows fill 132 SMs
+  CHECK(bm(128, 1024, 16) == 64);   // 8 x 16 = 128 blocks of 128 rows do not, 16 x 16 of 64 do
+  CHECK(bm(128, 1024, 17) == 128);  // 8 x 17 = 136 do
+  CHECK(bm(64, 130, 2) == 64);      // nothing fills the GPU: the smaller blocks
+  CHECK(bm(256, 4096, 64) == 64);   // one row for head dim 256
+  CHECK(kaio::ops::attention_pick(80, 64, 1, 132) == nullptr);
+}
+
+TEST_CASE("attention: windows, softcap, ALiBi, varlen", "[gpu][ops][attention]") {
+  using T = kaio::half;
+  run_case<T>(Case{.sq = 65, .sk = 130, .wl = 16, .wr = 3});
+  run_case<T>(Case{.sq = 65, .sk = 65, .causal = true, .wl = 20});
+  run_case<T>(Case{.sq = 40, .sk = 20, .wl = 0, .wr = 0});  // early rows see no key: o = 0, lse = -inf
+  run_case<T>(Case{.sq = 65, .sk = 65, .causal = true, .softcap = 2.0f});
+  run_case<T>(Case{.sq = 33, .sk = 65, .hq = 4, .hkv = 2, .alibi = true});
+  run_case<T>(Case{.hq = 4, .hkv = 2, .causal = true, .q_lens = {1, 40, 17}, .k_lens = {30, 40, 70}});
+  run_case<kaio::bfloat16>(Case{.hq = 2, .hkv = 1, .d = 128, .wl = 8, .softcap = 5.0f, .q_lens = {7, 1, 33}, .k_lens = {7, 65, 33}});
+}
+
+TEST_CASE("attention: every head dim", "[gpu][ops][attention]") {
+  for (uint32_t d : {64u, 96u, 128u, 256u}) run_case<kaio::bfloat16>(Case{.sq = 17, .sk = 40, .d = d, .causal = true});
+}
+
+TEMPLATE_TEST_CASE("attention at long sequences on a device", "[gpu][ops][attention][large]", kaio::half, kaio::bfloat16) {
+  if (jit::interpret_mode()) return;
+  run_case<TestType>(Case{.batch = 1, .sq = 1024, .sk = 1024, .hq = 4, .hkv = 1, .d = 128, .causal = true});
+  run_case<TestType>(Case{.batch = 1, .sq = 513, .sk = 2049, .hq = 2, .hkv = 2, .d = 64, .wl = 256, .wr = 0});
+  run_case<TestType>(Case{.hq = 8, .hkv = 2, .d = 128, .causal = true, .q_lens = {1000, 1, 300}, .k_lens = {1000, 513, 900}});
+}
+
+TEST_CASE("attention rejects bad arguments before launching, naming op and argument", "[gpu][ops][attention]") {
+  jit::DeviceBuffer<kaio::half> buf(4096);
+  jit::DeviceBuffer<float> fbuf(4096);
+  const uint64_t a = buf.device_address();
+  auto t = kaio::ops::bshd(a, ir::Scalar::F16, 4, 2, 64);
+  const kaio::ops::AttentionShape s{.batch = 1, .seqlen_q = 4, .seqlen_k = 4, .heads_q = 2, .heads_kv = 1, .head_dim = 64};
+  auto expect = [](auto f, const char* text) {
+    auto e = test::usage_error_of(f);
+    CHECK(e.op() == "attention");
+    CHECK_THAT(e.what(), Contains(text));
+  };
+  auto with = [&](auto edit) {
+    kaio::ops::AttentionShape x = s;
+    edit(x);
+    return x;
+  };
+  expect([&] { kaio::ops::attention(t, t, t, t, with([](auto& x) { x.head_dim = 80; })); }, "head_dim 80 is not supported");
+  expect([&] { kaio::ops::attention(t, t, t, t, with([](auto& x) { x.heads_q = 3, x.heads_kv = 2; })); },
+         "heads_q 3 is not a multiple of heads_kv 2");
+  auto f32 = kaio::ops::bshd(fbuf.device_address(), ir::Scalar::F32, 4, 2, 64);
+  expect([&] { kaio::ops::attention(t, f32, t, t, s); }, "'k': k is f32, q is f16");
+  auto null = t;
+  null.address = 0;
+  expect([&] { kaio::ops::attention(t, t, t, null, s); }, "'o': o is a null pointer");
+  auto odd = t;
+  odd.address += 1;
+  expect([&] { kaio::ops::attention(t, t, odd, t, s); }, "'v': v is not aligned");
+  expect([&] { kaio::ops::attention(t, t, t, t, s, {.window_left = -2}); }, "'window_left'");
+  expect([&] { kaio::ops::attention(t, t, t, t, s, {.softcap = -1.0f}); }, "'softcap'");
+  expect([&] { kaio::ops::attention(t, t, t, t, s, {.cu_seqlens_q = fbuf.device_address()}); }, "'cu_seqlens_k'");
+  expect([&] { kaio::ops::attention(t, t, t, t, with([](auto& x) { x.seqlen_k = 0; })); }, "seqlen_k = 0");
+  expect([&] { kaio::ops::attention(f32, f32, f32, f32, s, {.kernel = kaio::ops::AttentionKernel::Mma}); },
+         "'kernel': the mma.sync kernel does not apply: it takes f16 or bf16");
+  auto odd_stride = t;
+  odd_stride.seq_stride = 132;
+  expect([&] { kaio::ops::attention(odd_stride, t, t, t, s, {.kernel = kaio::ops::AttentionKernel::Mma}); },
+         "multiples of 8 elements");
+}
+
+// Every declared attention kernel (rows, combine, mma) is assembled for sm_80 and sm_90
+// through ops::catalog() by tests/codegen/test_assemble.cpp; here the tensor-core ones for
+// sm_90a as well, one dtype per variant row (the rows and combine kernels use nothing an
+// arch suffix changes).
+TEST_CASE("every declared attention kernel is in the catalog; the mma ones assemble for sm_90a", "[ops][attention][nvjitlink]") {
+  std::vector<std::string> names;
+  for (const ir::Kernel& k : kaio::ops::catalog()) names.push_back(k.name());
+  size_t n = 0;
+  for (jit::FamilyBase* f : {static_cast<jit::FamilyBase*>(&kaio::ops::attention_rows_family()),
+                             static_cast<jit::FamilyBase*>(&kaio::ops::attention_mma_family()),
+                             static_cast<jit::FamilyBase*>(&kaio::ops::attention_combine_family())})
+    for (size_t i = 0; i < f->config_count(); ++i, ++n) {
+      const ir::Kernel k = f->declared_kernel(i);
+      CHECK(std::find(names.begin(), names.end(), k.name()) != names.end());
+      // One dtype of each variant row: f16 and bf16 differ only in the mma type (both are
+      // assembled for sm_80 and sm_90 through the catalog).
+      if (f != &kaio::ops::attention_mma_family() || k.name().find("_bf16_") == std::string::npos) continue;
+      INFO(k.name() << " for sm_90a");
+      CHECK_NOTHROW(jit::compile(k, {.arch = "sm_90a", .use_cache = false}));
+    }
+  CHECK(n == 38);  // rows and combine: {f16, bf16, f32} x head dims {64, 96, 128, 256}; mma: {f16, bf16} x 7 rows
+  // Listed by config (what kaio-precompile and kaio-cache show).
+  CHECK(kaio::ops::attention_rows_family().configs()[0].str() == "attention_rows(f16, d64, 4 warps)");
+}
+
+// The full cross of lengths, masks, head sharing, head dims and kernels: on a device every
+// run; in the interpreter (minutes) only with KAIO_ATTENTION_SWEEP=1.
+TEMPLATE_TEST_CASE("attention sweep: every length pair, mask, head sharing, head dim and kernel", "[gpu][ops][attention][sweep]",
+                   kaio::half, kaio::bfloat16) {
+  if (jit::interpret_mode() && !std::getenv("KAIO_ATTENTION_SWEEP")) return;
+  for (uint32_t sq : {1u, 7u, 65u, 130u})
+    for (uint32_t sk : {1u, 7u, 65u, 130u})
+      for (uint32_t d : {64u, 128u})
+        for (auto [hq, hkv] : {std::pair{8u, 2u}, std::pair{4u, 1u}})
+          for (bool causal : {false, true})
+            for (auto kernel : {kaio::ops::AttentionKernel::Mma, kaio::ops::AttentionKernel::Rows})
+              run_case<TestType>(Case{.sq = sq, .sk = sk, .hq = hq, .hkv = hkv, .d = d, .causal = causal, .wl = causal ? 33 : -1,
+                                      .kernel = kernel});
+}

@@ -1,0 +1,146 @@
+// ops::attention_decode against a float64 reference, logsumexp included: cache lengths 1,
+// 17 and 300 in one batch, 1 and 4 new tokens, GQA 8:2, contiguous and paged caches (pages
+// of 16 in a shuffled pool, unused block-table entries -1 so that a stray read faults), no
+// split, forced splits (the combine kernel) and the automatic choice. The bad arguments,
+// and the debug validation of the device arrays. [large]: 32768-token caches on a device.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "kaio/ops/attention.h"
+#include "../support.h"
+#include "attention_support.h"
+
+using namespace kaio;
+using namespace kaio::test::attn;
+using Catch::Matchers::Contains;
+
+namespace {
+
+struct DecodeCase {
+  std::vector<int32_t> lens;
+  uint32_t nq = 1, hq = 8, hkv = 2, d = 64;
+  uint32_t page = 0;    // 0: contiguous
+  uint32_t splits = 0;  // 0: automatic
+  int wl = -1;
+  float softcap = 0;
+};
+
+template <class T>
+void run_decode(const DecodeCase& c) {
+  const uint32_t B = uint32_t(c.lens.size()), D = c.d;
+  const uint32_t max_len = uint32_t(*std::max_element(c.lens.begin(), c.lens.end()));
+  INFO("lens " << c.lens.size() << " max " << max_len << " nq " << c.nq << " H " << c.hq << ":" << c.hkv << " D " << D
+               << " page " << c.page << " splits " << c.splits << " window " << c.wl << " softcap " << c.softcap);
+  const uint64_t tok = uint64_t(c.hkv) * D;  // elements per cached token
+  kaio::ops::KvCache cache;
+  std::vector<int32_t> table;
+  uint32_t pool = 0, cap = max_len + 3;
+  if (c.page) {
+    cache.max_pages = (max_len + c.page - 1) / c.page;
+    for (int32_t l : c.lens) pool += (uint32_t(l) + c.page - 1) / c.page;
+    pool += 2;  // pages nobody uses
+    std::vector<int32_t> order(pool);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), kaio::test::ops::rng());
+    table.assign(size_t(B) * cache.max_pages, -1);
+    size_t next = 0;
+    for (uint32_t b = 0; b < B; ++b)
+      for (uint32_t p = 0; p < (uint32_t(c.lens[b]) + c.page - 1) / c.page; ++p) table[b * cache.max_pages + p] = order[next++];
+  }
+  const uint64_t kv_elems = c.page ? uint64_t(pool) * c.page * tok : uint64_t(B) * cap * tok;
+  const uint64_t kv_bs = c.page ? uint64_t(c.page) * tok : uint64_t(cap) * tok;
+  Tensor<T> k = random_tensor<T>(kv_elems, kv_bs, tok, D), v = random_tensor<T>(kv_elems, kv_bs, tok, D);
+  Tensor<T> q = random_tensor<T>(uint64_t(B) * c.nq * c.hq * D, uint64_t(c.nq) * c.hq * D, uint64_t(c.hq) * D, D);
+  Tensor<T> o = poisoned_tensor<T>(q.host.size(), q.t.batch_stride, q.t.seq_stride, q.t.head_stride);
+  jit::DeviceBuffer<float> lse(uint64_t(B) * c.hq * c.nq);
+  lse.fill_bytes(0xFF);
+  jit::DeviceBuffer<int32_t> lens_dev(c.lens), table_dev(table.empty() ? std::vector<int32_t>{0} : table);
+  cache.k = k.t;
+  cache.v = v.t;
+  cache.seqlens = lens_dev.device_address();
+  if (c.page) {
+    cache.block_table = table_dev.device_address();
+    cache.page_size = c.page;
+    cache.capacity = pool;
+  } else {
+    cache.capacity = cap;
+  }
+  const kaio::ops::AttentionShape shape{.batch = B, .seqlen_q = c.nq, .seqlen_k = max_len, .heads_q = c.hq, .heads_kv = c.hkv,
+                                        .head_dim = D};
+  kaio::ops::attention_decode(q.t, cache, o.t, shape,
+                              {.window_left = c.wl, .softcap = c.softcap, .lse = lse.device_address(), .splits = c.splits,
+                               .validate = true});
+  o.host = o.dev.to_host();
+  const std::vector<float> lse_host = lse.to_host();
+  auto kv_off = [&](uint32_t b, uint32_t j, uint32_t h) -> uint64_t {
+    if (!c.page) return b * kv_bs + j * tok + h * D;
+    return uint64_t(table[b * cache.max_pages + j / c.page]) * kv_bs + (j % c.page) * tok + h * D;
+  };
+  auto q_off = [&](uint32_t b, uint32_t i, uint32_t h) { return b * q.t.batch_stride + i * q.t.seq_stride + h * q.t.head_stride; };
+  RefProblem p{B, c.hq, c.hkv, D, 1.0 / std::sqrt(double(D)), c.wl, 0, c.softcap, nullptr,
+               [&](uint32_t) { return c.nq; }, [&](uint32_t b) { return uint32_t(c.lens[b]); }, q_off, kv_off, kv_off};
+  auto lse_index = [&](uint32_t b, uint32_t i, uint32_t h) { return (uint64_t(b) * c.hq + h) * c.nq + i; };
+  CHECK(compare(p, q, k, v, o.host, q_off, &lse_host, lse_index) == 0);
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("attention_decode matches float64: lengths 1, 17, 300, contiguous and paged, split and not",
+                   "[gpu][ops][attention][decode]", kaio::half, kaio::bfloat16) {
+  for (uint32_t page : {0u, 16u})
+    for (uint32_t splits : {1u, 5u}) run_decode<TestType>({.lens = {1, 17, 300}, .nq = 1, .page = page, .splits = splits});
+  run_decode<TestType>({.lens = {17, 300, 1}, .nq = 4, .page = 16, .splits = 0});
+}
+
+TEST_CASE("attention_decode: f32, MQA, window, softcap, head dim 128", "[gpu][ops][attention][decode]") {
+  run_decode<float>({.lens = {40, 5}, .nq = 3, .hq = 4, .hkv = 1, .d = 128, .page = 32, .splits = 3, .wl = 20, .softcap = 3.0f});
+}
+
+TEMPLATE_TEST_CASE("attention_decode at 32768-token caches on a device", "[gpu][ops][attention][decode][large]", kaio::half,
+                   kaio::bfloat16) {
+  if (jit::interpret_mode()) return;
+  for (uint32_t page : {0u, 64u}) {
+    run_decode<TestType>({.lens = {32768, 1000, 32767, 17}, .nq = 1, .hq = 32, .hkv = 8, .d = 128, .page = page});
+    run_decode<TestType>({.lens = {32768}, .nq = 4, .hq = 32, .hkv = 8, .d = 128, .page = page});
+  }
+}
+
+TEST_CASE("attention_decode rejects bad arguments before launching, naming op and argument", "[gpu][ops][attention][decode]") {
+  jit::DeviceBuffer<kaio::half> buf(64 * 16 * 64);
+  jit::DeviceBuffer<int32_t> lens(std::vector<int32_t>{20, 70}), table(std::vector<int32_t>{0, 1, 2, 3, 4, 9});
+  const uint64_t a = buf.device_address();
+  auto q = kaio::ops::bshd(a, ir::Scalar::F16, 1, 2, 64);
+  kaio::ops::KvCache paged{.k = kaio::ops::bshd(a, ir::Scalar::F16, 16, 1, 64), .v = kaio::ops::bshd(a, ir::Scalar::F16, 16, 1, 64),
+                           .seqlens = lens.device_address(), .block_table = table.device_address(), .max_pages = 3,
+                           .page_size = 16, .capacity = 8};
+  const kaio::ops::AttentionShape s{.batch = 2, .seqlen_q = 1, .seqlen_k = 48, .heads_q = 2, .heads_kv = 1, .head_dim = 64};
+  auto expect = [](auto f, const char* text) {
+    auto e = test::usage_error_of(f);
+    CHECK(e.op() == "attention_decode");
+    CHECK_THAT(e.what(), Contains(text));
+  };
+  auto bad = paged;
+  bad.page_size = 24;
+  expect([&] { kaio::ops::attention_decode(q, bad, q, s); }, "page_size 24 is not a power of two");
+  bad = paged;
+  bad.seqlens = 0;
+  expect([&] { kaio::ops::attention_decode(q, bad, q, s); }, "'cache.seqlens'");
+  auto long_k = s;
+  long_k.seqlen_k = 49;
+  expect([&] { kaio::ops::attention_decode(q, paged, q, long_k); }, "seqlen_k 49 is larger than the cache");
+  auto many = s;
+  many.seqlen_q = 17;
+  expect([&] { kaio::ops::attention_decode(q, paged, q, many); }, "more than 16 tokens");
+  // The device arrays, checked in the debug mode: seqlens[1] = 70 > 48, then a page outside the pool.
+  expect([&] { kaio::ops::attention_decode(q, paged, q, s, {.validate = true}); }, "seqlens[1] = 70");
+  lens.upload({20, 40});
+  expect([&] { kaio::ops::attention_decode(q, paged, q, s, {.validate = true}); }, "block_table[1, 2] = 9 is outside the pool");
+  lens.upload({20, 30});
+  jit::DeviceBuffer<kaio::half> qb(2 * 2 * 64), ob(2 * 2 * 64);
+  qb.fill_bytes(0);
+  auto q2 = kaio::ops::bshd(qb.device_address(), ir::Scalar::F16, 1, 2, 64), o2 = kaio::ops::bshd(ob.device_address(), ir::Scalar::F16, 1, 2, 64);
+  CHECK_NOTHROW(kaio::ops::attention_decode(q2, paged, o2, s, {.validate = true}));
+}
