@@ -1,6 +1,7 @@
 #include "kaio/ops/catalog.h"
 
 #include "kaio/ops/elementwise.h"
+#include "kaio/ops/quant_matvec.h"
 #include "kaio/ops/reduction.h"
 #include "kaio/ops/row_catalog.h"
 
@@ -12,6 +13,8 @@ std::vector<jit::FamilyBase*> families() {
   v.push_back(&reduce_rows_family());
   v.push_back(&reduce_all_family());
   for (jit::FamilyBase* f : row_op_families()) v.push_back(f);
+  v.push_back(&quant_act_family());
+  v.push_back(&quant_matvec_family());
   return v;
 }
 
