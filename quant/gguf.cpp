@@ -155,15 +155,18 @@ class GgufParser {
       f_.kv_.push_back(std::move(kv));
     }
     if (const GgufValue* a = f_.find("general.alignment")) {
-      if (a->type != GgufType::U32) fail_at(0, std::string("general.alignment is ") + gguf_type_name(a->type) + ", not u32");
+      const size_t at = a->raw.empty() ? 0 : size_t(a->raw.data() - p_);  // where the value is
+      if (a->type != GgufType::U32) fail_at(at, std::string("general.alignment is ") + gguf_type_name(a->type) + ", not u32");
       const uint32_t al = load<uint32_t>(a->raw.data());
-      if (al == 0 || (al & (al - 1))) fail_at(0, "general.alignment " + std::to_string(al) + " is not a power of two");
+      if (al == 0 || (al & (al - 1))) fail_at(at, "general.alignment " + std::to_string(al) + " is not a power of two");
       f_.alignment_ = al;
     }
     std::unordered_set<std::string_view> names;
+    std::vector<size_t> info_at;  // where each tensor's info starts, for the errors below
     f_.tensors_.reserve(tensors);
     for (uint64_t i = 0; i < tensors; ++i) {
       const size_t at = pos_;
+      info_at.push_back(at);
       GgufTensor t = tensor_info();
       if (!names.insert(t.name).second) fail_at(at, "tensor '" + std::string(t.name) + "' appears twice");
       f_.tensors_.push_back(std::move(t));
@@ -172,12 +175,13 @@ class GgufParser {
     const uint64_t al = f_.alignment_;
     const uint64_t pad = (al - pos_ % al) % al;
     f_.data_offset_ = pos_ + pad;  // pos_ <= size_, pad < 2^32: no overflow
-    for (const GgufTensor& t : f_.tensors_) {
+    for (size_t i = 0; i < f_.tensors_.size(); ++i) {
+      const GgufTensor& t = f_.tensors_[i];
       const std::string what = "tensor '" + std::string(t.name) + "'";
-      if (t.offset % al) fail_at(0, what + ": offset " + std::to_string(t.offset) + " is not a multiple of the alignment " + std::to_string(al));
+      if (t.offset % al) fail_at(info_at[i], what + ": offset " + std::to_string(t.offset) + " is not a multiple of the alignment " + std::to_string(al));
       if (!t.bytes) continue;
       if (f_.data_offset_ > size_ || t.offset > size_ - f_.data_offset_ || *t.bytes > size_ - f_.data_offset_ - t.offset)
-        fail_at(0, what + ": its " + std::to_string(*t.bytes) + " bytes at data offset " + std::to_string(t.offset) +
+        fail_at(info_at[i], what + ": its " + std::to_string(*t.bytes) + " bytes at data offset " + std::to_string(t.offset) +
                        " lie past the end of the file (" + std::to_string(size_) + " bytes, data from " +
                        std::to_string(f_.data_offset_) + ")");
     }

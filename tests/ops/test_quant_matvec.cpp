@@ -114,7 +114,8 @@ void check(uint32_t fmt, size_t m, size_t n, size_t k, uint32_t warps, size_t sa
   quantise_activations(xf, q, d);
   const size_t units = k / 32;
   const size_t step = sample_rows ? std::max<size_t>(1, n / sample_rows) : 1;
-  double worst = 0;
+  double worst = 0, act_worst = 0;
+  std::vector<float> wrow(k);
   for (size_t r = 0; r < m; ++r)
     for (size_t row = 0; row < n; row += (row + step < n ? step : (row + 1 < n ? n - 1 - row : 1))) {
       const RefValue ref = reference(fmt, reinterpret_cast<const uint8_t*>(wq.data()) + row * row_bytes,
@@ -128,8 +129,22 @@ void check(uint32_t fmt, size_t m, size_t n, size_t k, uint32_t warps, size_t sa
       REQUIRE(std::isfinite(v));
       REQUIRE(std::fabs(v - ref.value) <= bound);
       if (ref.magnitude > 0) worst = std::max(worst, std::fabs(v - ref.value) / ref.magnitude);
+      // Against the decoded weights times the activations before their quantisation: each
+      // activation moves by at most d / 2 of its block, so the result by sum |w| d / 2.
+      quant::dequantize(fmt, wq.data() + row * row_bytes, wrow.data(), k);
+      double exact = 0, act_bound = 0, wx = 0;
+      for (size_t u = 0; u < units; ++u)
+        for (size_t e = 32 * u; e < 32 * u + 32; ++e) {
+          exact += double(wrow[e]) * xf[r * k + e];
+          wx += std::fabs(double(wrow[e]) * xf[r * k + e]);
+          act_bound += std::fabs(double(wrow[e])) * d[r * units + u] / 2;
+        }
+      REQUIRE(std::fabs(v - exact) <= act_bound + bound);
+      if (wx > 0) act_worst = std::max(act_worst, std::fabs(v - exact) / wx);
     }
-  WARN(quant::type_name(fmt) << " m " << m << " n " << n << " k " << k << ": worst error / sum |terms| = " << worst);
+  WARN(quant::type_name(fmt) << " m " << m << " n " << n << " k " << k << " -> " << ir::scalar_name(ir::ScalarOf<O>::value)
+                             << ": worst |error| / sum |terms| = " << worst
+                             << "; against unquantised activations, worst |error| / sum |w x| = " << act_worst);
 }
 
 const uint32_t kFormats[] = {uint32_t(GgmlType::Q8_0), uint32_t(GgmlType::Q4_K), uint32_t(GgmlType::Q6_K)};
