@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 
@@ -243,23 +244,75 @@ TEST_CASE("gguf: malformed files are ToolErrors naming the file and the fault", 
   CHECK_THROWS_AS(GgufFile::open(dir.path() / "empty.gguf"), kaio::ToolError);
 }
 
-// The Python interpreter with the gguf package: $KAIO_TEST_PYTHON, else python3.
-TEST_CASE("gguf: a file written by the Python gguf package", "[quant][gguf]") {
+// The Python interpreter with the gguf package: $KAIO_TEST_PYTHON, else /usr/bin/python3;
+// empty (and a warning naming the test) where there is none.
+std::string gguf_python(const char* test) {
   const char* env = std::getenv("KAIO_TEST_PYTHON");
   const std::string python = env && *env ? env : "/usr/bin/python3";
-  const std::string script = std::string(KAIO_SOURCE_DIR) + "/tests/quant/write_gguf.py";
-  kaio::test::TempDir dir;
-  const fs::path p = dir.path() / "py.gguf";
   if (!fs::exists(python)) {
-    WARN("no Python at " << python << " (set KAIO_TEST_PYTHON): gguf package test skipped");
-    return;
+    WARN("no Python at " << python << " (set KAIO_TEST_PYTHON): " << test << " skipped");
+    return "";
   }
   const kaio::test::ChildResult probe = kaio::test::run_child({python, "-c", "import gguf, numpy"});
   if (!probe.exited || probe.code != 0) {
-    WARN(python << " has no gguf package (pip install gguf numpy; KAIO_TEST_PYTHON names the interpreter): "
-                   "gguf package test skipped");
-    return;
+    WARN(python << " has no gguf package (pip install gguf numpy; KAIO_TEST_PYTHON names the interpreter): " << test
+                << " skipped");
+    return "";
   }
+  return python;
+}
+
+const std::string kScript = std::string(KAIO_SOURCE_DIR) + "/tests/quant/write_gguf.py";
+
+TEST_CASE("gguf: the gguf package's decoder agrees with kaio's on random blocks", "[quant][gguf]") {
+  const std::string python = gguf_python("the decoder cross-check");
+  if (python.empty()) return;
+  kaio::test::TempDir dir;
+  std::mt19937 rng(5);
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    const TypeInfo info = *type_info(uint32_t(t));
+    INFO(info.name);
+    // Random bytes are valid blocks (every scale, min and value bit pattern), except that
+    // the f16 scales are made finite: a random half in [2^-10, 2) with a random sign.
+    const size_t blocks = 64;
+    std::string raw(blocks * info.bytes, '\0');
+    for (auto& c : raw) c = char(rng());
+    auto finite_half = [&](size_t at) {
+      const uint16_t h = uint16_t((rng() & 0x8000u) | ((5 + rng() % 11) << 10) | (rng() & 0x3ffu));
+      std::memcpy(raw.data() + at, &h, 2);
+    };
+    for (size_t b = 0; b < blocks; ++b) {
+      const size_t at = b * info.bytes;
+      if (t == GgmlType::Q8_0) finite_half(at);
+      if (t == GgmlType::Q4_K) finite_half(at), finite_half(at + 2);
+      if (t == GgmlType::Q6_K) finite_half(at + 208);
+    }
+    const fs::path in = dir.path() / "blocks.bin", out = dir.path() / "values.bin";
+    write_file(in, raw);
+    const kaio::test::ChildResult r = kaio::test::run_child({python, kScript, "--decode", info.name, in.string(), out.string()});
+    INFO(r.describe());
+    REQUIRE(r.exited);
+    REQUIRE(r.code == 0);
+    std::ifstream f(out, std::ios::binary);
+    std::vector<float> theirs(blocks * info.block), ours(blocks * info.block);
+    f.read(reinterpret_cast<char*>(theirs.data()), std::streamsize(theirs.size() * 4));
+    REQUIRE(f.gcount() == std::streamsize(theirs.size() * 4));
+    dequantize(uint32_t(t), raw.data(), ours.data(), ours.size());
+    for (size_t i = 0; i < ours.size(); ++i) {
+      INFO("element " << i);
+      // The same products in f32; a different order of the scale products may differ in
+      // the last bit.
+      REQUIRE(std::fabs(ours[i] - theirs[i]) <= std::ldexp(std::fabs(ours[i]), -22));
+    }
+  }
+}
+
+TEST_CASE("gguf: a file written by the Python gguf package", "[quant][gguf]") {
+  const std::string python = gguf_python("the gguf package file test");
+  if (python.empty()) return;
+  const std::string script = kScript;
+  kaio::test::TempDir dir;
+  const fs::path p = dir.path() / "py.gguf";
   const kaio::test::ChildResult r = kaio::test::run_child({python, script, p.string()});
   INFO(r.describe());
   REQUIRE(r.exited);

@@ -1,6 +1,12 @@
-"""Writes a small GGUF file with the Python gguf package, for the C++ reader's test
-(tests/quant/test_gguf.cpp): metadata of several types and f32, f16 and q8_0 tensors whose
-values are x[i] = scale * sin(0.37 i + 1)."""
+"""For the C++ tests of tests/quant/test_gguf.cpp, with the Python gguf package:
+
+  write_gguf.py FILE                      writes a small GGUF file: metadata of several types
+                                          and f32, f16 and q8_0 tensors whose values are
+                                          x[i] = scale * sin(0.37 i + 1)
+  write_gguf.py --decode TYPE IN OUT      decodes the raw blocks of ggml type TYPE (q8_0,
+                                          q4_K, q6_K) in IN with gguf's own dequantiser and
+                                          writes the f32 values to OUT
+"""
 import sys
 
 import gguf
@@ -29,5 +35,15 @@ def main(path):
     w.close()
 
 
+def decode(type_name, src, dst):
+    qtype = getattr(gguf.GGMLQuantizationType, type_name.upper())
+    block, size = gguf.GGML_QUANT_SIZES[qtype]
+    raw = np.fromfile(src, dtype=np.uint8).reshape(-1, size)
+    gguf.quants.dequantize(raw, qtype).astype(np.float32).tofile(dst)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--decode":
+        decode(sys.argv[2], sys.argv[3], sys.argv[4])
+    else:
+        main(sys.argv[1])
