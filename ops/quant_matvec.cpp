@@ -102,10 +102,13 @@ class Product {
       const Value mn = ir::select(low4, mid & 63u, (hi >> 4u) | ((mid >> 6u) << 4u));
       w.f0 = half_at(base) * f32(sc);
       w.f1 = half_at(base + uint64_t(2)) * f32(mn);
-      // Sub-block j: bytes 32 (j / 2) .. + 31 of qs, the low nibbles for even j.
+      // Sub-block j: bytes 32 (j / 2) .. + 31 of qs, the low nibbles for even j; two
+      // 16-byte loads (blocks are 144 bytes and rows start 16-byte aligned).
       const Value shift = s32((j & 1u) * 4u);
       const Value word0 = (base + uint64_t(16) + ir::cast<uint64_t>(j >> 1u) * uint64_t(32)) >> uint64_t(2);
-      for (uint32_t k = 0; k < 8; ++k) w.q.push_back((s_.w32.ir[word0 + uint64_t(k)] >> shift) & 0x0F0F0F0F);
+      std::vector<Value> words = ir::load_vec(s_.w32.ir, word0, 4);
+      for (Value v : ir::load_vec(s_.w32.ir, word0 + uint64_t(4), 4)) words.push_back(v);
+      for (Value v : words) w.q.push_back((v >> shift) & 0x0F0F0F0F);
       return w;
     }
     // q6_K: 32-element chunk j of the super-block: half h = j / 4, quarter t = j % 4.
@@ -276,8 +279,8 @@ void quant_matmul(Out<O> y, In<uint8_t> w, uint32_t format, In<T> x, size_t m, s
     throw UsageError("", op_name, "argument 'warps_per_row': " + std::to_string(warps_per_row) + " (0, 1 or 8)");
   const size_t row_bytes = k / info.block * info.bytes;
   detail::check_array(op_name, "w", w.address, w.size, n * row_bytes, 1);
-  if (w.address % 4)
-    throw UsageError("", op_name, "argument 'w': the weights must be 4-byte aligned");
+  if (w.address % 16)
+    throw UsageError("", op_name, "argument 'w': the weights must be 16-byte aligned");
   detail::check_array(op_name, "x", x.address, x.size, m * k, sizeof(T));
   detail::check_array(op_name, "y", y.address, y.size, m * n, sizeof(O));
   detail::check_array(op_name, "workspace", workspace.address, workspace.size, quant_matmul_workspace(m, k), 1);

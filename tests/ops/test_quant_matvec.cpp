@@ -184,6 +184,8 @@ TEST_CASE("quant_matmul: bad arguments are UsageErrors naming the op and the arg
   CHECK_THAT(err([&] { quant_matmul<float, float>(y, uint64_t(0), 14, x, 1, 8, 256, ws); }), Catch::Contains("'w'"));
   CHECK_THAT(err([&] { quant_matmul<float, float>(y, w, 14, uint64_t(0), 1, 8, 256, ws); }), Catch::Contains("'x'"));
   CHECK_THAT(err([&] { quant_matmul<float, float>(uint64_t(0), w, 14, x, 1, 8, 256, ws); }), Catch::Contains("'y'"));
+  CHECK_THAT(err([&] { quant_matmul<float, float>(y, w + 4, 12, x, 1, 8, 256, ws); }),
+             Catch::Contains("'w'") && Catch::Contains("16-byte"));
   CHECK_THAT(err([&] { quant_matmul<float, float>(y, w, 14, x, 1, 8, 256, {ws, 100}); }),
              Catch::Contains("'workspace'"));
   CHECK_THAT(err([&] { quant_matmul<float, float>(y, w, 14, x, 0, 8, 256, ws); }), Catch::Contains("'m'"));
