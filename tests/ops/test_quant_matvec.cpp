@@ -16,6 +16,8 @@
 #include "kaio/kaio.h"
 #include "kaio/ops/quant_matvec.h"
 #include "kaio/quant/blocks.h"
+#include "kaio/quant/gguf.h"
+#include "../quant/gguf_writer.h"
 #include "../support.h"
 #include "ops_support.h"
 
@@ -159,6 +161,40 @@ TEST_CASE("quant_matmul: q8_0, q4_K, q6_K against the exact reference at small s
     check<kaio::bfloat16, kaio::bfloat16>(fmt, 2, 17, 256, 0);
   }
   check<float, float>(uint32_t(GgmlType::Q8_0), 17, 3, 96, 1);  // two activation passes; k of 3 q8_0 blocks
+}
+
+TEST_CASE("quant_matmul: a GGUF file's tensors, from the reader's spans", "[gpu][ops][quant][gguf]") {
+  // A file with a q6_K and a q8_0 weight (dims [K, N]); each tensor's span goes to the
+  // device as it is and is multiplied by two activation rows.
+  const size_t k = 512, n = 7, m = 2;
+  std::vector<float> wf(n * k);
+  for (size_t i = 0; i < wf.size(); ++i) wf[i] = 0.01f * float(int(i * 37 % 101) - 50);
+  test::GgufWriter gw;
+  gw.kv_string("general.architecture", "kaio-test");
+  gw.tensor("w.q6_K", {k, n}, uint32_t(GgmlType::Q6_K), quant::quantize(14, wf.data(), wf.size()));
+  gw.tensor("w.q8_0", {k, n}, uint32_t(GgmlType::Q8_0), quant::quantize(8, wf.data(), wf.size()));
+  const std::string image = gw.bytes();
+  const quant::GgufFile f = quant::GgufFile::parse({reinterpret_cast<const uint8_t*>(image.data()), image.size()}, "mem.gguf");
+  std::vector<float> x(m * k);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.1f * float(i));
+  std::vector<int> q;
+  std::vector<float> d;
+  quantise_activations(x, q, d);
+  jit::DeviceBuffer<float> xd(x), y(m * n);
+  jit::DeviceBuffer<uint8_t> ws(ops::quant_matmul_workspace(m, k));
+  for (const quant::GgufTensor& t : f.tensors()) {
+    INFO(t.name);
+    const std::span<const uint8_t> bytes = f.data(t);
+    jit::DeviceBuffer<uint8_t> w(std::vector<uint8_t>(bytes.begin(), bytes.end()));
+    y.fill_bytes(0xFF);
+    ops::quant_matmul<float, float>(y, w, t.type, xd, m, t.dims[1], t.dims[0], ws);
+    const std::vector<float> got = y.to_host();
+    for (size_t r = 0; r < m; ++r)
+      for (size_t row = 0; row < n; ++row) {
+        const RefValue ref = reference(t.type, bytes.data() + row * (bytes.size() / n), q.data() + r * k, d.data() + r * k / 32, k);
+        REQUIRE(std::fabs(double(got[r * n + row]) - ref.value) <= double(k / 32 + 40) * std::ldexp(ref.magnitude, -24));
+      }
+  }
 }
 
 TEST_CASE("quant_matmul: the decode shapes on the device (sampled rows)", "[gpu][ops][quant][large]") {
