@@ -72,12 +72,24 @@ class Product {
 
   Value s32(Value v) const { return ir::cast(v, Type::scalar(Scalar::S32)); }
   Value f32(Value v) const { return ir::cast(v, Type::scalar(Scalar::F32)); }
-  // The 32-bit word at byte `byte` (even) of the weights, from two 16-bit loads.
-  Value word16(Value byte) const {
-    Value i = byte >> uint64_t(1);
-    Value lo = s32(s_.w16.ir[i]);
-    Value hi = s32(s_.w16.ir[i + uint64_t(1)]);
-    return lo | (hi << 16);
+  // The n 32-bit words from byte `byte` (even) of the weights, with n aligned 32-bit loads
+  // and one 16-bit load: where `byte` is 2 mod 4, word k is the high half of aligned word
+  // k and the low half of word k + 1 (the last one's from the 16-bit load, so nothing
+  // past the range is read); else the aligned words themselves.
+  std::vector<Value> words_at(Value byte, uint32_t n) const {
+    const Value a = byte >> uint64_t(2);
+    const Value mis = (byte & uint64_t(2)) != uint64_t(0);
+    std::vector<Value> w;
+    for (uint32_t k = 0; k < n; ++k) w.push_back(s_.w32.ir[a + uint64_t(k)]);
+    // The 16-bit word at 4a + 4n (misaligned), or one inside the range (aligned: unused).
+    const Value h16 = (a + uint64_t(n)) * uint64_t(2) - ir::select(mis, b_.constant<uint64_t>(0), b_.constant<uint64_t>(1));
+    const Value tail = s32(s_.w16.ir[h16]);
+    std::vector<Value> out;
+    for (uint32_t k = 0; k < n; ++k) {
+      const Value next = k + 1 < n ? w[k + 1] : tail;
+      out.push_back(ir::select(mis, ((w[k] >> 16) & 0xFFFF) | (next << 16), w[k]));
+    }
+    return out;
   }
   Value half_at(Value byte) const { return f32(s_.wh.ir[byte >> uint64_t(1)]); }
 
@@ -88,7 +100,7 @@ class Product {
     if (c_.format == uint32_t(GgmlType::Q8_0)) {
       const Value base = row0 + ir::cast<uint64_t>(u) * uint64_t(34);
       w.f0 = half_at(base);
-      for (uint32_t k = 0; k < 8; ++k) w.q.push_back(word16(base + uint64_t(2 + 4 * k)));
+      w.q = words_at(base + uint64_t(2), 8);
       return w;
     }
     const Value sb = ir::cast<uint64_t>(u >> 3u), j = u & 7u;
@@ -117,9 +129,10 @@ class Product {
     const Value ql = base + h * uint64_t(64) + ir::cast<uint64_t>(t & 1u) * uint64_t(32);
     const Value qh = base + uint64_t(128) + h * uint64_t(32);
     const Value lshift = s32((t >> 1u) * 4u), hshift = s32(t * 2u);
+    const std::vector<Value> lw = words_at(ql, 8), hw = words_at(qh, 8);
     for (uint32_t k = 0; k < 8; ++k) {
-      Value low = (word16(ql + uint64_t(4 * k)) >> lshift) & 0x0F0F0F0F;
-      Value high = ((word16(qh + uint64_t(4 * k)) >> hshift) & 0x03030303) << 4;
+      Value low = (lw[k] >> lshift) & 0x0F0F0F0F;
+      Value high = ((hw[k] >> hshift) & 0x03030303) << 4;
       w.q.push_back(low | high);
     }
     const Value scales = s32(s_.w16.ir[(base + uint64_t(192) + ir::cast<uint64_t>(j) * uint64_t(2)) >> uint64_t(1)]);
