@@ -42,7 +42,8 @@ struct QuantActSignature {
 
 // The product. The weights are one allocation read through four pointers (bytes, 16-bit
 // and 32-bit words, f16 scales): q8_0 and q6_K blocks (34 and 210 bytes) are only 2-byte
-// aligned, so their 32-bit words are put together from two 16-bit loads.
+// aligned, so where a range starts at 2 mod 4 its 32-bit words are put together from
+// halves of aligned neighbours (words_at).
 struct QuantMatvecSignature {
   kernel::Ptr w8{"w8", Scalar::U8, true};
   kernel::Ptr w16{"w16", Scalar::U16, true};
