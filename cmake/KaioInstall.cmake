@@ -15,6 +15,7 @@ set(KAIO_PUBLIC_HEADERS
   jit/buffer.h jit/compile.h jit/compiled_kernel.h jit/device.h jit/event.h jit/family.h jit/resources.h
   jit/tensor_map.h
   tuner/tuner.h
+  quant/blocks.h quant/gguf.h ops/quant_matvec.h
   ops/attention.h ops/catalog.h ops/device_arg.h ops/elementwise.h ops/map.h ops/matmul.h ops/matmul_auto.h ops/matmul_engines.def
   ops/norm.h ops/reduction.h ops/rope.h ops/row_kernel.h ops/rows.h ops/softmax.h)
 foreach(h ${KAIO_PUBLIC_HEADERS})

@@ -169,6 +169,9 @@ void emit_arith(Emitter& e, const ir::Inst& i) {
       e.ins(std::string("selp.") + t + " " + d + ", " + e.reg(i.args[1]) + ", " + e.reg(i.args[2]) + ", " + c);
       return;
     }
+    case Op::Dp4a:
+      e.ins("dp4a.s32.s32 " + d + ", " + e.reg(i.args[0]) + ", " + e.reg(i.args[1]) + ", " + e.reg(i.args[2]));
+      return;
     case Op::Fma: {
       Scalar vt = i.type.elem;
       e.ins(std::string("fma.rn.") + arith_type(vt) + " " + d + ", " + e.reg(i.args[0]) + ", " +

@@ -386,6 +386,16 @@ Value KernelBuilder::fma(const AnyOperand& a, const AnyOperand& b, const AnyOper
   return emit(Op::Fma, t, {va, vb, vc});
 }
 
+Value KernelBuilder::dp4a(Value a, Value b, Value c) {
+  ensure_open("dp4a");
+  const Type s32 = Type::scalar(Scalar::S32);
+  for (Value* x : {&a, &b, &c}) {
+    check(*x, "dp4a");
+    if (!(x->type() == s32)) fail("dp4a", "operands must be s32 (four s8 in a, four s8 in b, the sum in c), not " + x->type().str());
+  }
+  return emit(Op::Dp4a, s32, {a, b, c});
+}
+
 Value KernelBuilder::cast(Value v, Type to, Rounding r) {
   check(v, "cast");
   Type from = v.type();

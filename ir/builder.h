@@ -438,6 +438,7 @@ class KernelBuilder {
   Value binary(Op op, const AnyOperand& a, const AnyOperand& b);
   Value select(Value c, const AnyOperand& a, const AnyOperand& b);
   Value fma(const AnyOperand& a, const AnyOperand& b, const AnyOperand& c);
+  Value dp4a(Value a, Value b, Value c);
   Value cast(Value v, Type to, Rounding r);
   Value load(Value ptr, Value index, CacheHint hint = CacheHint::Default);
   void store(Value ptr, Value index, const AnyOperand& v, CacheHint hint = CacheHint::Default);
@@ -726,6 +727,13 @@ Value fma(const A& a, const B& b, const C& c) {
   KernelBuilder* kb = x.is_value ? x.value.builder() : y.is_value ? y.value.builder() : z.value.builder();
   if (!kb) throw UsageError("", "fma", "at least one operand must be a kernel value");
   return kb->fma(x, y, z);
+}
+// Four-way byte dot product with accumulate (PTX dp4a.s32.s32): a and b each hold four
+// s8 values in their bytes; the result is c + a0 * b0 + a1 * b1 + a2 * b2 + a3 * b3,
+// wrapping at 32 bits. a, b and c are s32 (a pointer cast or ir::bitcast gives them).
+inline Value dp4a(Value a, Value b, Value c) {
+  if (!a.builder()) throw UsageError("", "dp4a", "operands must be kernel values");
+  return a.builder()->dp4a(a, b, c);
 }
 template <ExprHandle C, Operand A, Operand B>
 Value select(const C& cond, const A& a, const B& b) {

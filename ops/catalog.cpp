@@ -2,6 +2,7 @@
 
 #include "kaio/ops/attention.h"
 #include "kaio/ops/elementwise.h"
+#include "kaio/ops/quant_matvec.h"
 #include "kaio/ops/reduction.h"
 #include "kaio/ops/row_catalog.h"
 
@@ -16,6 +17,8 @@ std::vector<jit::FamilyBase*> families() {
   v.push_back(&attention_rows_family());
   v.push_back(&attention_mma_family());
   v.push_back(&attention_combine_family());
+  v.push_back(&quant_act_family());
+  v.push_back(&quant_matvec_family());
   return v;
 }
 

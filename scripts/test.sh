@@ -9,6 +9,14 @@ cd "$(dirname "$0")/.."
 ./scripts/check-docs.sh
 BUILD="${KAIO_BUILD_DIR:-build}"
 export KAIO_CACHE_DIR="$(mktemp -d /tmp/kaio-ci-cache-XXXXXX)"
+# The GGUF reader's interop test reads a file the Python gguf package writes
+# (tests/quant/write_gguf.py) with $KAIO_TEST_PYTHON; without the package it skips.
+if python3 -m venv "$BUILD/gguf-venv" &&
+   "$BUILD/gguf-venv/bin/pip" install -q --disable-pip-version-check gguf numpy; then
+  export KAIO_TEST_PYTHON="$BUILD/gguf-venv/bin/python"
+else
+  echo "test.sh: no gguf package: the GGUF interop test will skip"
+fi
 (cd "$BUILD" && ctest --output-on-failure)
 
 PREFIX="$(mktemp -d /tmp/kaio-install-XXXXXX)"

@@ -211,6 +211,21 @@ void fma_fn(Warp& w, const PInst& p) {
   });
 }
 
+// dp4a.s32.s32: four signed byte products added to c, wrapping at 32 bits.
+void dp4a_fn(Warp& w, const PInst& p) {
+  using T = V<Scalar::S32>;
+  uint64_t* d = w.slot(p.dst);
+  const uint64_t* a = w.slot(p.a);
+  const uint64_t* b = w.slot(p.b);
+  const uint64_t* c = w.slot(p.c);
+  for_active(w.active, [&](int l) {
+    const uint32_t x = uint32_t(T::get(a[l])), y = uint32_t(T::get(b[l]));
+    uint32_t s = uint32_t(T::get(c[l]));
+    for (int k = 0; k < 32; k += 8) s += uint32_t(int32_t(int8_t(x >> k)) * int32_t(int8_t(y >> k)));
+    d[l] = T::put(int32_t(s));
+  });
+}
+
 // ---- packed f16x2 / bf16x2: two halves in one 32-bit slot, low half first ----
 template <bool BF>
 float half_to_f(uint64_t h) {
@@ -355,6 +370,7 @@ ExecFn pick_arith(const Kernel::Data& k, const Inst& i) {
     case Op::Gt: return s == Scalar::Pred ? nullptr : pick_cmp<Gt>(s);
     case Op::Ge: return s == Scalar::Pred ? nullptr : pick_cmp<Ge>(s);
     case Op::Select: return &select_fn;
+    case Op::Dp4a: return s == Scalar::S32 ? &dp4a_fn : nullptr;
     case Op::Fma:
       if (!fl) return nullptr;
       return with_scalar(s, []<Scalar S>() -> ExecFn {

@@ -25,6 +25,7 @@ TEST_CASE("ptx: integer and float arithmetic", "[codegen][golden]") {
   CHECK_PTX(int32_t, ir::abs(a), "abs.s32 %r3, %r0");
   CHECK_PTX(float, ir::fma(a, bb, c), "fma.rn.f32 %f3, %f0, %f1, %f2");
   CHECK_PTX(double, ir::fma(a, bb, c), "fma.rn.f64 %fd3, %fd0, %fd1, %fd2");
+  CHECK_PTX(int32_t, ir::dp4a(a, bb, c), "dp4a.s32.s32 %r3, %r0, %r1, %r2");
 }
 
 TEST_CASE("ptx: bitwise and shifts", "[codegen][golden]") {

@@ -1,0 +1,127 @@
+// quant_gguf: ops::quant_matmul over GGUF weights (q8_0, q4_K, q6_K) at a decoder's
+// shapes (N x K = 4096 x 4096, 11008 x 4096, 4096 x 14336) for M = 1 and 16 bf16
+// activation rows: GB/s of weight bytes (the weights' bytes over the median time of one
+// call, the activation pre-pass included), beside a device-to-device copy
+// (cuMemcpyDtoDAsync) moving the same bytes, measured in the same run. Weights rotate
+// through copies that together exceed twice the L2, so every call reads them from memory.
+// Timing: jit::Event around --calls back-to-back calls after 3 warm-up calls, median of
+// --rounds (25). Without a GPU (KAIO_INTERPRET=1) it runs one small shape as a smoke test.
+// Usage: quant_gguf [--rounds N] [--calls N]
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "kaio/jit/device.h"
+#include "kaio/jit/driver.h"
+#include "kaio/kaio.h"
+#include "kaio/ops/quant_matvec.h"
+#include "kaio/quant/blocks.h"
+
+using namespace kaio;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+template <class F>
+double ms_per_call(const jit::Stream& s, int rounds, int calls, F&& f) {
+  for (int i = 0; i < 3; ++i) f();
+  s.synchronize();
+  std::vector<double> r;
+  for (int round = 0; round < rounds; ++round) {
+    jit::Event start, stop;
+    start.record(&s);
+    for (int i = 0; i < calls; ++i) f();
+    stop.record(&s);
+    r.push_back(jit::elapsed_ms(start, stop) / calls);
+  }
+  return median(r);
+}
+
+using CopyFn = CUresult (*)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+CopyFn copy_fn() {
+  static CopyFn f = [] {
+    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!h) h = dlopen("libcuda.so.1", RTLD_NOW);
+    return h ? reinterpret_cast<CopyFn>(dlsym(h, "cuMemcpyDtoDAsync_v2")) : nullptr;
+  }();
+  return f;
+}
+
+// GB/s of a device-to-device copy that reads bytes / 2 and writes bytes / 2 (0: no device).
+double copy_gbps(const jit::Stream& s, size_t bytes, int rounds) {
+  if (jit::interpret_mode() || !copy_fn()) return 0;
+  const size_t half = bytes / 2;
+  DeviceBuffer<uint8_t> src(half), dst(half);
+  src.fill_bytes(1);
+  const double ms = ms_per_call(s, rounds, 1, [&] {
+    jit::driver::check(copy_fn()(dst.device_address(), src.device_address(), half, static_cast<CUstream>(s.handle())),
+                       "cuMemcpyDtoDAsync");
+  });
+  return double(bytes) / (ms * 1e6);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int rounds = 25, calls = 20;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--rounds" && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--calls" && i + 1 < argc) calls = std::max(1, std::atoi(argv[++i]));
+    else {
+      std::fprintf(a == "--help" ? stdout : stderr, "usage: quant_gguf [--rounds N] [--calls N]\n");
+      return a == "--help" ? 0 : 2;
+    }
+  }
+  const bool device = !jit::interpret_mode();
+  std::vector<std::pair<size_t, size_t>> shapes = {{4096, 4096}, {11008, 4096}, {4096, 14336}};
+  if (!device) {
+    shapes = {{64, 256}};
+    rounds = 1;
+    calls = 1;
+  }
+  jit::Stream s;
+  const uint64_t l2 = jit::device_info().l2_bytes;
+  std::printf("quant_gguf: %s; GB/s = weight bytes / median time per call (pre-pass included); copy = "
+              "cuMemcpyDtoDAsync of the same bytes\n",
+              jit::device_info().name.c_str());
+  std::printf("%-6s %6s %12s %9s %10s %9s %9s %8s\n", "format", "M", "N x K", "MB", "us", "GB/s", "copy", "of copy");
+  for (uint32_t fmt : {8u, 12u, 14u}) {
+    for (const auto& [n, k] : shapes) {
+      // Weights: random values quantised once; copies rotate past the L2.
+      std::vector<float> wf(n * k);
+      uint32_t state = 12345;
+      for (auto& v : wf) v = float(int32_t(state = state * 1664525u + 1013904223u)) * 1e-10f;
+      const std::string wq = quant::quantize(fmt, wf.data(), wf.size());
+      const size_t copies = device ? std::max<size_t>(2, 2 * l2 / wq.size() + 1) : 1;
+      std::vector<DeviceBuffer<uint8_t>> w;
+      for (size_t c = 0; c < copies; ++c) w.emplace_back(std::vector<uint8_t>(wq.begin(), wq.end()));
+      const double copy = copy_gbps(s, wq.size(), rounds);
+      for (size_t m : {size_t(1), size_t(16)}) {
+        std::vector<kaio::bfloat16> xh(m * k);
+        for (size_t i = 0; i < xh.size(); ++i) xh[i] = kaio::bfloat16(float(int(i % 17) - 8) * 0.125f);
+        DeviceBuffer<kaio::bfloat16> x(xh);
+        DeviceBuffer<uint8_t> ws(ops::quant_matmul_workspace(m, k));
+        DeviceBuffer<float> y(m * n);
+        size_t next = 0;
+        const double ms = ms_per_call(s, rounds, calls, [&] {
+          ops::quant_matmul<kaio::bfloat16, float>(y, w[next], fmt, x, m, n, k, ws, &s);
+          next = (next + 1) % copies;
+        });
+        const double gbps = double(wq.size()) / (ms * 1e6);
+        std::printf("%-6s %6zu %12s %9.2f %10.2f %9.1f %9.1f %7.0f%%\n", quant::type_name(fmt).c_str(), m,
+                    (std::to_string(n) + "x" + std::to_string(k)).c_str(), double(wq.size()) / 1e6, ms * 1e3, gbps, copy,
+                    copy > 0 ? 100 * gbps / copy : 0.0);
+      }
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,65 @@
+// Matrix-vector products (and small-M matmuls) against GGUF-quantised weights:
+//
+//   y[M x N] = x[M x K] . W^T      W: N rows of K elements in q8_0, q4_K or q6_K blocks
+//                                  (a GGUF tensor of dims [K, N], rows back to back)
+//
+// x is f32, f16 or bf16; y is f32, f16 or bf16. A fused pre-pass kernel quantises x to q8
+// (per 32 elements: s8 values and an f32 scale d = max|x| / 127, values rint(x / d)) into
+// a workspace; the product kernel then multiplies 4 bytes at a time with dp4a and applies
+// the weight and activation scales per 32 elements in f32. The integer dot products are
+// exact; the f32 part's error is bounded in docs/quantized.md.
+//
+// Two forms, picked by shape: a warp per weight row (8 rows per block of 256 threads), or
+// a block of 8 warps per row where there are too few rows to fill the GPU and the rows are
+// long. Activation rows go MT at a time (MT = 1, 4 or 16) with one weight read per MT.
+//
+//   std::vector<uint8_t> ws(ops::quant_matmul_workspace(m, k));  // device bytes, in practice
+//   ops::quant_matmul<float, float>(y, w_bytes, 12 /* q4_K */, x, m, n, k, ws_device);
+//
+// Each bad argument (an unsupported type, K not a multiple of the block, a null pointer)
+// is a UsageError naming the op and the argument, raised before anything is launched.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <tuple>
+
+#include "kaio/ir/kernel.h"
+#include "kaio/jit/family.h"
+#include "kaio/ops/device_arg.h"
+
+namespace kaio::ops {
+
+// Bytes of workspace quant_matmul needs for m rows of k activations (m * k s8 values,
+// then m * k / 32 f32 scales).
+size_t quant_matmul_workspace(size_t m, size_t k);
+
+// `format`: ggml's type number (8: q8_0, 12: q4_K, 14: q6_K). `warps_per_row`: 0 picks
+// the form by shape; 1 or 8 force one (tests, benchmarks).
+template <class T, class O>
+void quant_matmul(Out<O> y, In<uint8_t> w, uint32_t format, In<T> x, size_t m, size_t n, size_t k,
+                  Out<uint8_t> workspace, const jit::Stream* stream = nullptr, uint32_t warps_per_row = 0);
+
+// The product kernel's config.
+struct QuantMatvecConfig {
+  uint32_t format = 8;                 // q8_0, q4_K, q6_K (ggml type number)
+  ir::Scalar out = ir::Scalar::F32;
+  uint32_t mt = 1;                     // activation rows per block (1, 4, 16)
+  uint32_t warps = 1;                  // warps per weight row (1 or 8)
+  auto fields() const { return std::tie(format, out, mt, warps); }
+  std::string str() const;
+};
+// The pre-pass (activation quantisation) config.
+struct QuantActConfig {
+  ir::Scalar in = ir::Scalar::F32;
+  auto fields() const { return std::tie(in); }
+  std::string str() const;
+};
+
+ir::Kernel build_quant_matvec(const QuantMatvecConfig& c);
+ir::Kernel build_quant_act(const QuantActConfig& c);
+jit::Family<QuantMatvecConfig>& quant_matvec_family();
+jit::Family<QuantActConfig>& quant_act_family();
+
+}  // namespace kaio::ops
