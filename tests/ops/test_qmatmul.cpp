@@ -119,30 +119,6 @@ TEST_CASE("qmatmul: shapes a format cannot take are usage errors naming the op a
   check_usage([&] { ops::matmul_int8(p, p, p, {.m = 4, .n = 8, .k = 64, .tile = 9}); }, "matmul_int8", "tile: 9");
 }
 
-TEST_CASE("qmatmul: bitcast reinterprets u32 and f16x2 / bf16x2 only", "[ops][qmatmul][ir]") {
-  ir::KernelBuilder b("bitcast_check");
-  auto p = b.param<uint32_t*>("p");
-  ir::Value x = p[0u];
-  ir::Value h = ir::bitcast((x & 0x000f000fu) | 0x64006400u, Scalar::F16x2);
-  CHECK(h.type() == ir::Type::scalar(Scalar::F16x2));
-  p[1u] = ir::bitcast(h - h, Scalar::U32);
-  CHECK_THROWS_AS(ir::bitcast(ir::cast<float>(x), Scalar::U32), UsageError);
-  const std::string ptx = codegen::emit_ptx(b.build(), {"sm_80", 9, 0});
-  CHECK_THAT(ptx, Contains("mov.b32"));
-  CHECK_THAT(ptx, Contains("sub.rn.f16x2"));
-}
-
-TEST_CASE("qmatmul: selecting one of two pointers (a QKV part) selects 64 bits", "[ops][qmatmul][codegen]") {
-  ir::KernelBuilder b("select_pointer");
-  auto p = b.param<float*>("p");
-  auto q = b.param<float*>("q");
-  ir::Value r = ir::select(b.block_idx_z() == 0u, p, q);
-  r[0u] = 1.0f;
-  const std::string ptx = codegen::emit_ptx(b.build(), {"sm_80", 9, 0});
-  CHECK_THAT(ptx, Contains("selp.b64"));
-  jit::link_ptx(ptx, "sm_80", "select_pointer");  // throws if ptxas refuses it
-}
-
 TEST_CASE("qmatmul: every declared kernel emits; a set of them assembles for sm_80, sm_90, sm_90a with tensor-core SASS", "[ops][qmatmul][nvjitlink]") {
   std::vector<std::pair<ir::Kernel, const char*>> link;  // kernel, the SASS op it must have ("" none)
   for (jit::FamilyBase* f : {&ops::matmul_int8_family(), &ops::matmul_int4_family()})
