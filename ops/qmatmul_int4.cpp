@@ -95,13 +95,19 @@ struct Part {  // this block's part, with the group's scale and zero of (word ro
   Value gshift;
   Scalar dtype;
   bool zeros;
-  // s2 (the pair {s, s}) and zm (u32 bits) of column col at word row kr.
-  std::pair<Value, Value> group_of(ir::KernelBuilder& b, Value kr, Value col) const {
+  // The element index of column col's scale (and zero) at word row kr.
+  Value group_index(Value kr, Value col) const {
     Value g = (kr * 8u) >> gshift;
-    Value idx = ir::cast<uint64_t>(g) * ir::cast<uint64_t>(v.n) + ir::cast<uint64_t>(col);
-    Value s = v.s[idx];
-    Value z = zeros ? ir::cast<uint32_t>(Value(v.zeros[idx])) : b.constant<uint32_t>(8u);
-    return {ir::pack2(s, s), zero_magic(z, dtype)};
+    return ir::cast<uint64_t>(g) * ir::cast<uint64_t>(v.n) + ir::cast<uint64_t>(col);
+  }
+  // s2 (the pair {s, s}) and zm (u32 bits) from the loaded scale and zero (u8; invalid: 8).
+  std::pair<Value, Value> group_from(ir::KernelBuilder& b, Value s, Value z) const {
+    Value zu = z.valid() ? ir::cast<uint32_t>(z) : b.constant<uint32_t>(8u);
+    return {ir::pack2(s, s), zero_magic(zu, dtype)};
+  }
+  std::pair<Value, Value> group_of(ir::KernelBuilder& b, Value kr, Value col) const {
+    Value idx = group_index(kr, col);
+    return group_from(b, Value(v.s[idx]), zeros ? Value(v.zeros[idx]) : Value());
   }
 };
 
@@ -122,6 +128,10 @@ ir::Kernel build_mma(const Int4Config& c, ir::KernelBuilder& b, Int4Signature& s
   auto a_regs = b.array<uint32_t>(4 * a_per, 0u);
   auto q_regs = b.array<uint32_t>(b_per, 0u);
   auto okb = b.array<uint32_t>(b_per, 0u);  // 1 where the word exists
+  // the words' scales and zeros, loaded with them (not after the barrier, on the MMAs' path)
+  auto zero_of = [&](Scalar t) { return b.constant(ir::Type::scalar(t), ir::Literal{ir::Literal::Int, 0, 0, 0}, "matmul_int4"); };
+  auto s_regs = b.array(ir::Type::scalar(c.dtype), b_per, zero_of(c.dtype));
+  auto z_regs = b.array(ir::Type::scalar(Scalar::U8), b_per, zero_of(Scalar::U8));
   // The next step's global data into registers: A chunk e of the thread is (row id / 8,
   // 8 halves at (id % 8) * 8), B word e is (word row id / BN, column id % BN).
   auto fetch = [&](Value s) {
@@ -138,11 +148,16 @@ ir::Kernel build_mma(const Int4Config& c, ir::KernelBuilder& b, Int4Signature& s
       Value ok = kr < kr_n && col < pv.n;
       okb[e] = ir::select(ok, b.constant<uint32_t>(1u), zero);
       q_regs[e] = zero;
-      b.if_(ok, [&] { q_regs[e] = Value(pv.w[ir::cast<uint64_t>(kr) * ir::cast<uint64_t>(pv.n) + ir::cast<uint64_t>(col)]); });
+      b.if_(ok, [&] {
+        q_regs[e] = Value(pv.w[ir::cast<uint64_t>(kr) * ir::cast<uint64_t>(pv.n) + ir::cast<uint64_t>(col)]);
+        Value gi = part.group_index(kr, col);
+        s_regs[e] = Value(pv.s[gi]);
+        if (c.zeros) z_regs[e] = Value(pv.zeros[gi]);
+      });
     }
   };
   // Registers into shared memory; the words dequantised on the way.
-  auto stage = [&](Value s) {
+  auto stage = [&] {
     for (uint32_t e = 0; e < a_per; ++e) {
       Value id = tid + e * kThreads;
       std::vector<Value> v;
@@ -151,10 +166,9 @@ ir::Kernel build_mma(const Int4Config& c, ir::KernelBuilder& b, Int4Signature& s
     }
     for (uint32_t e = 0; e < b_per; ++e) {
       Value id = tid + e * kThreads, wr = id / kBN, cl = id % kBN;
-      Value kr = s * (kBK / 8) + wr;
       ir::Var out[4] = {b.var<uint32_t>(0u), b.var<uint32_t>(0u), b.var<uint32_t>(0u), b.var<uint32_t>(0u)};
       b.if_(Value(okb[e]) != 0u, [&] {
-        auto [s2, zm] = part.group_of(b, kr, n0 + cl);
+        auto [s2, zm] = part.group_from(b, Value(s_regs[e]), c.zeros ? Value(z_regs[e]) : Value());
         std::vector<Value> w = dequant_word(Value(q_regs[e]), zm, s2, pair);
         for (uint32_t j = 0; j < 4; ++j) out[j] = ir::bitcast(w[j], Scalar::U32);
       });
@@ -169,7 +183,7 @@ ir::Kernel build_mma(const Int4Config& c, ir::KernelBuilder& b, Int4Signature& s
   fetch(zero);
   b.for_(0u, steps, [&](Value s) {
     b.barrier();  // every warp is done with the previous step's tiles
-    stage(s);
+    stage();
     b.barrier();
     b.if_(s + 1u < steps, [&] { fetch(s + 1u); });  // in flight under the MMAs
     for (uint32_t ks = 0; ks < kBK / 16; ++ks) {
