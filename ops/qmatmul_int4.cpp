@@ -105,10 +105,6 @@ struct Part {  // this block's part, with the group's scale and zero of (word ro
     Value zu = z.valid() ? ir::cast<uint32_t>(z) : b.constant<uint32_t>(8u);
     return {ir::pack2(s, s), zero_magic(zu, dtype)};
   }
-  std::pair<Value, Value> group_of(ir::KernelBuilder& b, Value kr, Value col) const {
-    Value idx = group_index(kr, col);
-    return group_from(b, Value(v.s[idx]), zeros ? Value(v.zeros[idx]) : Value());
-  }
 };
 
 ir::Kernel build_mma(const Int4Config& c, ir::KernelBuilder& b, Int4Signature& sig, const Part& part) {
@@ -253,8 +249,12 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
       Value kr = krs[u];
       // the 8 k of this word row, each column's weights as f32
       std::vector<std::vector<Value>> wf(4);
+      // the 4 columns' scales (8 bytes) and zeros (4 bytes) in one load each
+      Value gi = part.group_index(kr, col_c);
+      std::vector<Value> sv = ir::load_vec(pv.s, gi, 4), zv;
+      if (c.zeros) zv = ir::load_vec(pv.zeros, gi, 4);
       for (uint32_t j = 0; j < 4; ++j) {
-        auto [s2, zm] = part.group_of(b, kr, col_c + j);
+        auto [s2, zm] = part.group_from(b, sv[j], c.zeros ? zv[j] : Value());
         for (Value p : dequant_word(qs[u][j], zm, s2, pair)) {
           wf[j].push_back(ir::cast<float>(ir::unpack_lo(p)));
           wf[j].push_back(ir::cast<float>(ir::unpack_hi(p)));
@@ -331,6 +331,7 @@ void check_weights(const char* op, const Int4Weights& w, uint32_t k) {
   if (w.n == 0 || w.n % 8) throw UsageError("", op, "w.n: a positive multiple of 8, got " + std::to_string(w.n));
   detail::check_aligned(op, "w.q", w.q);
   detail::check_aligned(op, "w.scales", w.scales);
+  detail::check_aligned(op, "w.zeros", w.zeros);
   if (!w.scales) throw UsageError("", op, "w.scales: required");
 }
 
