@@ -1,5 +1,5 @@
 // W8A8: C = scale_a * scale_b * (A . B^T) + bias on tensor cores, mma.sync m16n8k32 s8 ->
-// s32 (sm_80+).
+// s32 (sm_80+); on sm_90a also a wgmma tile (build_wgmma below), chosen by Int8Problem::tile.
 //
 // A (m x k) and B (n x k) are both K-major, so both are staged the same way: BM (BN) rows
 // of BK = 64 bytes, padded to 80 bytes (the 8 rows of an ldmatrix start in different
@@ -22,8 +22,13 @@
 #include "kaio/ir/layouts.h"
 #include "kaio/jit/buffer.h"
 #include "kaio/jit/device.h"
+#include "kaio/jit/tensor_map.h"
+#include "kaio/ops/kernel/reg_tile.h"
+#include "kaio/ops/kernel/shared_tile.h"
 #include "kaio/ops/kernel/signature.h"
 #include "kaio/ops/kernel/stage_ring.h"
+#include "kaio/ops/kernel/warp_specialized.h"
+#include "kaio/ops/kernel/wgmma.h"
 #include "kaio/ops/matmul_common.h"
 #include "kaio/ops/qmatmul.h"
 #include "kaio/ops/qmatmul_common.h"
@@ -39,13 +44,18 @@ using ir::Value;
 struct Int8Tile {
   const char* name;
   uint32_t bm, bn, wm, wn, stages;
-  uint32_t threads() const { return (bm / wm) * (bn / wn) * 32; }
+  bool wgmma = false;  // Hopper: TMA + wgmma (wm x wn: a consumer warpgroup's 64 x BN)
+  uint32_t threads() const { return wgmma ? 128 * (bm / wm + 1) : (bm / wm) * (bn / wn) * 32; }
 };
 constexpr Int8Tile kTiles[] = {
     {"128x128_w64x32_s3", 128, 128, 64, 32, 3},
     {"64x64_w32x32_s3", 64, 64, 32, 32, 3},
     {"32x64_w32x16_s4", 32, 64, 32, 16, 4},
+    // sm_90a, chosen only by Int8Problem::tile: a producer warpgroup's TMA loads into a ring of
+    // 4 stages of 128 bytes of k, two consumer warpgroups of 64 x 128 on wgmma m64n128k32 s8.
+    {"wgmma_128x128_s4", 128, 128, 64, 128, 4, true},
 };
+constexpr uint32_t kMmaTiles = 3;  // the mma.sync tiles (pick_tile chooses among them)
 constexpr uint32_t kBK = 64;                    // bytes of k per stage
 constexpr uint32_t kRow = kBK / 4 + 4;          // u32 per shared row: 64 bytes + 16 of padding
 constexpr uint32_t kChunks = kBK / 16;          // 16-byte chunks per row
@@ -63,7 +73,10 @@ struct Int8Config {
   }
 };
 
-uint32_t shared_bytes(const Int8Tile& t) { return (t.bm + t.bn) * kRow * 4 * t.stages; }
+uint32_t shared_bytes(const Int8Tile& t) {
+  // wgmma: 128-byte swizzled rows of k, then the ring's 2 mbarriers per stage
+  return t.wgmma ? (t.bm + t.bn) * kernel::kSwizzleBytes * t.stages + 16 * t.stages : (t.bm + t.bn) * kRow * 4 * t.stages;
+}
 
 // Parameters: A, m, k, scale_a, then per part B, C, n, scale_b, bias.
 struct Int8Signature {
@@ -82,7 +95,53 @@ struct Int8Signature {
   }
 };
 
+// The epilogue of both kernels: s32 accumulators of C(row, col), C(row, col + 1) (col even)
+// stored raw, or as scale_a * scale_b * acc + bias rounded once to C's type; one vector
+// store where n is even.
+struct Epilogue {
+  ir::KernelBuilder& b;
+  const Int8Config& c;
+  detail::QPartValues pv;  // c, n, s (scale_b), bias
+  Value sa, sa_t, sb_t, pairs;
+  Epilogue(ir::KernelBuilder& b_, const Int8Config& c_, const detail::QPartValues& pv_, Value sa_)
+      : b(b_), c(c_), pv(pv_), sa(sa_) {
+    pairs = (pv.n % 2u) == 0u;
+    if (c.sa == 1) sa_t = sa[0u];
+    if (c.sb == 1) sb_t = pv.s[0u];
+  }
+  void store_pair(Value row, Value col, Value m, Value a0, Value a1) const {
+    b.if_(row < m && col < pv.n, [&] {
+      Value idx = ir::cast<uint64_t>(row) * ir::cast<uint64_t>(pv.n) + ir::cast<uint64_t>(col);
+      std::vector<Value> v;
+      for (uint32_t e = 0; e < 2; ++e) {
+        Value x = e ? a1 : a0;
+        if (c.out != Scalar::S32) {
+          Value f = ir::cast<float>(x);
+          Value s = c.sa == 2 ? Value(sa[row]) : sa_t;
+          if (c.sb == 2) s = s.valid() ? s * Value(pv.s[col + e]) : Value(pv.s[col + e]);
+          else if (sb_t.valid()) s = s.valid() ? s * sb_t : sb_t;
+          if (s.valid()) f = f * s;
+          if (c.bias) {
+            ir::Var bv = b.var<float>(0.0f);
+            b.if_(col + e < pv.n, [&] { bv = Value(pv.bias[col + e]); });
+            f = f + Value(bv);
+          }
+          x = c.out == Scalar::F32 ? f : ir::cast(f, ir::Type::scalar(c.out));
+        }
+        v.push_back(x);
+      }
+      b.if_(pairs, [&] { ir::store_vec(pv.c, idx, v); }).else_([&] {
+        pv.c[idx] = v[0];
+        b.if_(col + 1u < pv.n, [&] { pv.c[idx + uint64_t(1)] = v[1]; });
+      });
+    });
+  }
+};
+
+ir::Kernel build_wgmma(const Int8Config& c);
+
 ir::Kernel build(const Int8Config& c) {
+  if (kTiles[c.tile].wgmma) return build_wgmma(c);
   const Int8Tile& t = kTiles[c.tile];
   const uint32_t threads = t.threads(), warps_n = t.bn / t.wn, S = t.stages;
   const uint32_t mt = t.wm / 16, nt = t.wn / 8;
@@ -147,41 +206,108 @@ ir::Kernel build(const Int8Config& c) {
   });
   // Epilogue: registers 2h, 2h + 1 of a tile are columns 2t, 2t + 1 of row g + 8h.
   const ir::MmaShape& shape = ir::mma_shape(ir::MmaKind::S8);
-  Value pairs = (pv.n % 2u) == 0u;
-  Value sa_t = c.sa == 1 ? Value(sig.sa.ir[0u]) : Value();
-  Value sb_t = c.sb == 1 ? Value(pv.s[0u]) : Value();
+  const Epilogue epi(b, c, pv, sig.sa.ir);
   for (uint32_t mi = 0; mi < mt; ++mi)
     for (uint32_t ni = 0; ni < nt; ++ni)
       for (uint32_t h = 0; h < 2; ++h) {
         Value row = m0 + wm0 + (ir::frag_row(shape.c, lane, 2 * h) + mi * 16);
         Value col = n0 + wn0 + (ir::frag_col(shape.c, lane, 2 * h) + ni * 8);
-        b.if_(row < m && col < pv.n, [&] {
-          Value idx = ir::cast<uint64_t>(row) * ir::cast<uint64_t>(pv.n) + ir::cast<uint64_t>(col);
-          std::vector<Value> v;
-          for (uint32_t e = 0; e < 2; ++e) {
-            Value x = Value(acc[4 * (mi * nt + ni) + 2 * h + e]);
-            if (c.out != Scalar::S32) {
-              Value f = ir::cast<float>(x);
-              Value s = c.sa == 2 ? Value(sig.sa.ir[row]) : sa_t;
-              if (c.sb == 2) s = s.valid() ? s * Value(pv.s[col + e]) : Value(pv.s[col + e]);
-              else if (sb_t.valid()) s = s.valid() ? s * sb_t : sb_t;
-              if (s.valid()) f = f * s;
-              if (c.bias) {
-                ir::Var bv = b.var<float>(0.0f);
-                b.if_(col + e < pv.n, [&] { bv = Value(pv.bias[col + e]); });
-                f = f + Value(bv);
-              }
-              x = c.out == Scalar::F32 ? f : ir::cast(f, ir::Type::scalar(c.out));
-            }
-            v.push_back(x);
-          }
-          b.if_(pairs, [&] { ir::store_vec(pv.c, idx, v); }).else_([&] {
-            pv.c[idx] = v[0];
-            b.if_(col + 1u < pv.n, [&] { pv.c[idx + uint64_t(1)] = v[1]; });
-          });
-        });
+        epi.store_pair(row, col, m, Value(acc[4 * (mi * nt + ni) + 2 * h]), Value(acc[4 * (mi * nt + ni) + 2 * h + 1]));
       }
   return b.build();
+}
+
+// Parameters of the wgmma kernel: A and B through tensor maps (bytes, 128-byte swizzle),
+// then C, the sizes, the scales and the bias.
+struct Int8WgmmaSignature {
+  kernel::TensorMap a_map{"a_map"}, b_map{"b_map"};
+  kernel::Ptr c{"c"};
+  kernel::Param<uint32_t> m{"m"}, n{"n"}, k{"k"};
+  kernel::Opt<kernel::Ptr> sa{{"scale_a", Scalar::F32, true}}, sb{{"scale_b", Scalar::F32, true}},
+      bias{{"bias", Scalar::F32, true}};
+  explicit Int8WgmmaSignature(const Int8Config& cfg) {
+    c.elem = cfg.out;
+    sa.on = cfg.sa != 0;
+    sb.on = cfg.sb != 0;
+    bias.on = cfg.bias;
+  }
+  auto fields() { return std::tie(a_map, b_map, c, m, n, k, sa, sb, bias); }
+};
+
+// Hopper (sm_90a): warpgroup 0's one thread issues TMA loads of A's and B's 128-byte rows of
+// k (128-byte swizzle, zero-filled past m, n, k) into a MbarrierRing of S stages; consumer
+// warpgroup wg runs wgmma m64n128k32 s8 -> s32 (four per stage) on rows 64 wg .. 64 wg + 63
+// straight from shared memory, keeps one wgmma group in flight, releases the previous stage,
+// and stores through the common epilogue. One tile per block.
+ir::Kernel build_wgmma(const Int8Config& c) {
+  const Int8Tile& t = kTiles[c.tile];
+  const uint32_t S = t.stages, consumers = t.bm / t.wm;
+  ir::KernelBuilder b(c.str());
+  b.launch_bounds(t.threads(), 1);
+  Int8WgmmaSignature sig(c);
+  kernel::declare(b, sig);
+  const kernel::TmaTile ta{.rows = t.bm, .esize = 1, .k_major = true, .base = 0};
+  const kernel::TmaTile tb{.rows = t.bn, .esize = 1, .k_major = true, .base = ta.stage_elements() * S};
+  const uint32_t stage_bytes = ta.stage_bytes() + tb.stage_bytes();
+  auto smem = b.dynamic_shared(Scalar::U8, 1024);
+  auto bars = b.dynamic_shared<uint64_t>(1024);
+  const kernel::MbarrierRing ring(b, bars, stage_bytes * S / 8, S, consumers * 4u);
+  Value tid = b.thread_idx_x(), warp = b.warp_id(), lane = b.lane_id(), zero = b.constant<uint32_t>(0u);
+  Value m = sig.m.ir, k = sig.k.ir;
+  Value m0 = b.block_idx_y() * t.bm, n0 = b.block_idx_x() * t.bn;
+  Value steps = (k + (ta.bk() - 1)) / ta.bk();
+  b.if_(tid == 0u, [&] { ring.init(); });
+  b.barrier();
+  const kernel::WarpSpecialized ws(b, consumers);
+  ws.run(warp, [&] {  // ---- producer
+    b.if_(tid == 0u, [&] {
+      b.for_(0u, steps, [&](Value st) {
+        const kernel::MbarrierRing::Slot slot = ring.slot(st);
+        ring.acquire(slot);
+        ring.expect(slot, stage_bytes);
+        Value kk = st * ta.bk();
+        auto full = [&] { return ring.full(slot); };
+        ta.load(b, smem, slot.stage * ta.stage_elements(), sig.a_map.ir, kk, m0, zero, bars, full, 1, zero, Value());
+        tb.load(b, smem, slot.stage * tb.stage_elements() + tb.base, sig.b_map.ir, kk, n0, zero, bars, full, 1, zero, Value());
+      });
+    });
+  }, [&](Value wg) {  // ---- consumer wg: rows 64 wg ..
+    Value desc_a = ta.descriptor(b, smem, ta.row_start(wg * 64u));
+    Value desc_b = tb.descriptor(b, smem, tb.base);
+    const kernel::AccTile acc(b, 1, 1, t.bn / 8, Scalar::S32);
+    b.for_(0u, steps, [&](Value st) {
+      const kernel::MbarrierRing::Slot slot = ring.slot(st);
+      ring.wait(slot);
+      kernel::wgmma_stage(b, acc, ta, tb, ta.stage_descriptor(desc_a, slot.stage), tb.stage_descriptor(desc_b, slot.stage),
+                          Scalar::S8);
+      b.wgmma_wait_group(1);  // the previous step's group is done: its stage is free
+      b.if_(st > 0u, [&] { ring.release((st + (S - 1)) % S, lane); });
+    });
+    b.wgmma_wait_group(0);
+    const detail::QPartValues pv{Value(), sig.c.ir, sig.n.ir, sig.sb.ir, Value(), sig.bias.ir};
+    const Epilogue epi(b, c, pv, sig.sa.ir);
+    Value row0 = m0 + wg * 64u + (warp % 4u) * 16u;
+    for (uint32_t j = 0; j < t.bn / 8; ++j)
+      for (uint32_t r = 0; r < 4; r += 2) {
+        Value row = row0 + ir::frag_row(kernel::AccTile::layout(), lane, int(r));
+        Value col = n0 + (ir::frag_col(kernel::AccTile::layout(), lane, int(r)) + j * 8);
+        epi.store_pair(row, col, m, Value(acc.at(0, 0, j, r)), Value(acc.at(0, 0, j, r + 1)));
+      }
+  });
+  return b.build();
+}
+
+// A K-major s8 operand (rows x k) as a 3-D tensor map of bytes with 128-byte boxes of k.
+jit::TensorMap operand_map(uint64_t addr, uint32_t rows, uint32_t k, uint32_t box_rows) {
+  jit::TensorMapTiled t;
+  t.dtype = Scalar::U8;  // bytes to TMA
+  t.global_address = addr;
+  t.global_dims = {k, rows, 1};
+  t.global_strides = {uint64_t(k), uint64_t(k) * rows};
+  t.box_dims = {kernel::kSwizzleBytes, box_rows, 1};
+  t.swizzle = jit::TensorMapSwizzle::B128;
+  t.l2_promotion = jit::TensorMapL2Promotion::B256;
+  return jit::encode_tensor_map_tiled(t);
 }
 
 std::vector<Int8Config> declared() {
@@ -193,7 +319,7 @@ std::vector<Int8Config> declared() {
       out.push_back({t, o, 2, 2, true, 1});
       out.push_back({t, o, 1, 1, false, 1});
     }
-    out.push_back({t, Scalar::F16, 2, 2, false, 3});
+    if (!kTiles[t].wgmma) out.push_back({t, Scalar::F16, 2, 2, false, 3});
   }
   return out;
 }
@@ -206,11 +332,11 @@ jit::Family<Int8Config>& family() {
 // The tile for a problem: the largest whose grid fills the SMs, else the smallest.
 uint32_t pick_tile(uint32_t m, uint32_t n, uint32_t parts) {
   const uint32_t sms = jit::device_info().sm_count;
-  for (uint32_t t = 0; t + 1 < std::size(kTiles); ++t) {
+  for (uint32_t t = 0; t + 1 < kMmaTiles; ++t) {
     const uint64_t blocks = uint64_t((m + kTiles[t].bm - 1) / kTiles[t].bm) * ((n + kTiles[t].bn - 1) / kTiles[t].bn) * parts;
     if (blocks >= sms && m > kTiles[t].bm / 2) return t;
   }
-  return m <= 32 ? uint32_t(std::size(kTiles) - 1) : 1;
+  return m <= 32 ? kMmaTiles - 1 : 1;
 }
 
 void run(const char* op, uint64_t a, const Int8Part* parts, uint32_t nparts, uint32_t m, uint32_t k, Scalar out,
@@ -239,6 +365,28 @@ void run(const char* op, uint64_t a, const Int8Part* parts, uint32_t nparts, uin
   if (tile >= int(std::size(kTiles))) throw UsageError("", op, "tile: " + std::to_string(tile) + " is not a tile index");
   c.tile = tile >= 0 ? uint32_t(tile) : pick_tile(m, nmax, nparts);
   const Int8Tile& t = kTiles[c.tile];
+  jit::LaunchConfig lc{.grid = {(nmax + t.bn - 1) / t.bn, (m + t.bm - 1) / t.bm, nparts},
+                       .block = {t.threads()},
+                       .shared_bytes = shared_bytes(t),
+                       .stream = stream};
+  if (t.wgmma) {
+    if (nparts != 1) throw UsageError("", op, std::string("tile: ") + t.name + " serves one part");
+    if (jit::interpret_mode() || !jit::device_info().present || !jit::device_info().hopper())
+      throw UsageError("", op, std::string("tile: ") + t.name + " needs an sm_90 device (wgmma, TMA)");
+    Int8WgmmaSignature ws(c);
+    ws.a_map.host = operand_map(a, m, k, t.bm);
+    ws.b_map.host = operand_map(parts[0].b, parts[0].n, k, t.bn);
+    ws.c.host = parts[0].c;
+    ws.m.host = m;
+    ws.n.host = parts[0].n;
+    ws.k.host = k;
+    ws.sa.host = scale_a;
+    ws.sb.host = parts[0].scale_b;
+    ws.bias.host = parts[0].bias;
+    const kernel::PackedArgs args = kernel::pack(ws);
+    family().get(c).launch_packed(lc, args.data(), args.size());
+    return;
+  }
   Int8Signature sig(c);
   sig.a.host = a;
   sig.m.host = m;
@@ -253,10 +401,6 @@ void run(const char* op, uint64_t a, const Int8Part* parts, uint32_t nparts, uin
     ps[i]->bias.host = parts[i].bias;
   }
   const kernel::PackedArgs args = kernel::pack(sig);
-  jit::LaunchConfig lc{.grid = {(nmax + t.bn - 1) / t.bn, (m + t.bm - 1) / t.bm, nparts},
-                       .block = {t.threads()},
-                       .shared_bytes = shared_bytes(t),
-                       .stream = stream};
   family().get(c).launch_packed(lc, args.data(), args.size());
 }
 

@@ -10,6 +10,7 @@
 #include "kaio/codegen/ptx.h"
 #include "kaio/jit/linker.h"
 #include "kaio/jit/resources.h"
+#include "kaio/jit/device.h"
 #include "kaio/kaio.h"
 #include "kaio/ops/qmatmul.h"
 #include "../ir/mma_kernels.h"
@@ -117,23 +118,33 @@ TEST_CASE("qmatmul: shapes a format cannot take are usage errors naming the op a
               "out: s32 is the raw product");
   check_usage([&] { ops::matmul_int8(p, p, p, {.m = 4, .n = 8, .k = 64, .out = Scalar::S8}); }, "matmul_int8", "out: s32, f16, bf16 or f32");
   check_usage([&] { ops::matmul_int8(p, p, p, {.m = 4, .n = 8, .k = 64, .tile = 9}); }, "matmul_int8", "tile: 9");
+  if (!jit::device_info().present || jit::interpret_mode()) {  // the wgmma tile needs an sm_90 device
+    const int wg = int(ops::matmul_int8_tiles().size()) - 1;
+    REQUIRE(ops::matmul_int8_tiles()[size_t(wg)].rfind("wgmma", 0) == 0);
+    check_usage([&] { ops::matmul_int8(p, p, p, {.m = 4, .n = 8, .k = 64, .tile = wg}); }, "matmul_int8", "needs an sm_90 device");
+  }
 }
 
 // Every declared kernel (55) is linked once, the archs taken in turn, so that each family is
 // assembled for sm_80, sm_90 and sm_90a while the test stays near 20 s of nvJitLink.
 TEST_CASE("qmatmul: every declared kernel assembles (sm_80, sm_90, sm_90a in turn) with tensor-core SASS", "[ops][qmatmul][nvjitlink]") {
   const char* archs[] = {"sm_80", "sm_90", "sm_90a"};
-  size_t i = 0, int8 = 0, int4_mma = 0;
+  size_t i = 0, int8 = 0, int4_mma = 0, wgmma = 0;
   for (jit::FamilyBase* f : {&ops::matmul_int8_family(), &ops::matmul_int4_family()})
     for (size_t c = 0; c < f->config_count(); ++c, ++i) {
       ir::Kernel k = f->declared_kernel(c);
       const std::string n = k.name();
-      const char* arch = archs[i % 3];
+      const char* arch = k.arch_specific() ? "sm_90a" : archs[i % 3];  // wgmma exists on sm_90a only
       INFO(n << " for " << arch);
       const std::string ptx = codegen::emit_ptx(k, {arch, 9, 0});
       CHECK(ptx.find(".local") == std::string::npos);
       const char* op = "";
-      if (n.rfind("matmul_int8", 0) == 0) {
+      if (n.find("int8_wgmma") != std::string::npos) {
+        CHECK_THAT(ptx, Contains("wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8"));
+        CHECK_THAT(ptx, Contains("cp.async.bulk.tensor"));
+        op = "GMMA";
+        ++wgmma;
+      } else if (n.rfind("matmul_int8", 0) == 0) {
         CHECK_THAT(ptx, Contains("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"));
         op = "IMMA";
         ++int8;
@@ -156,6 +167,7 @@ TEST_CASE("qmatmul: every declared kernel assembles (sm_80, sm_90, sm_90a in tur
       CHECK(sass.find("STL") == std::string::npos);
     }
   CHECK(int8 >= 3);
+  CHECK(wgmma >= 3);
   CHECK(int4_mma >= 2);
   if (test::cuobjdump_path().empty()) WARN("cuobjdump not found (set KAIO_CUOBJDUMP): the SASS (IMMA / HMMA) is not checked");
 }

@@ -18,6 +18,7 @@
 #include <memory>
 #include <random>
 
+#include "kaio/jit/device.h"
 #include "kaio/kaio.h"
 #include "kaio/ops/qmatmul.h"
 #include "../support.h"
@@ -202,9 +203,19 @@ void check_int4_matmul(const Int4Case& c, bool bias) {
 
 }  // namespace
 
+// The wgmma tile runs on an sm_90 device only (the interpreter models neither TMA nor wgmma).
+bool runs_tile(int t) {
+  return ops::matmul_int8_tiles()[size_t(t)].rfind("wgmma", 0) != 0 ||
+         (!jit::interpret_mode() && jit::device_info().present && jit::device_info().hopper());
+}
+
 TEST_CASE("matmul_int8: the raw s32 product is bit-exact on every tile at odd shapes", "[gpu][ops][qmatmul]") {
   const int tiles = int(ops::matmul_int8_tiles().size());
-  for (int t = 0; t < tiles; ++t) check_int8_raw(65, 72, 128, t);
+  for (int t = 0; t < tiles; ++t)
+    if (runs_tile(t)) {
+      check_int8_raw(65, 72, 128, t);
+      check_int8_raw(129, 136, 272, t);  // past one tile in m and n, k past two 128-byte stages
+    }
   check_int8_raw(1, 8, 256, -1);
   check_int8_raw(7, 72, 80, -1);  // k not a multiple of the 64-byte step
 }
@@ -214,6 +225,11 @@ TEST_CASE("matmul_int8: scaled f16 / bf16 / f32 outputs within the bound of floa
   check_int8_scaled<bfloat16>(7, 72, 256, Scalar::BF16, true, false, -1);
   check_int8_scaled<float>(1, 8, 128, Scalar::F32, false, true, -1);
   check_int8_scaled<half>(65, 8, 256, Scalar::F16, false, false, 0);
+  const int wg = int(ops::matmul_int8_tiles().size()) - 1;
+  if (runs_tile(wg)) {
+    check_int8_scaled<bfloat16>(200, 264, 1040, Scalar::BF16, true, true, wg);
+    check_int8_scaled<float>(7, 72, 128, Scalar::F32, false, true, wg);
+  }
 }
 
 TEST_CASE("matmul_int8_qkv: three parts in one launch equal three separate calls", "[gpu][ops][qmatmul]") {
@@ -300,4 +316,9 @@ TEST_CASE("quantized matmul: large shapes on the device", "[gpu][ops][qmatmul][l
     check_int4_matmul<bfloat16>({m, 4096, 14336, 128, Scalar::BF16, false}, true);
   }
   check_int8_raw(4096, 4096, 4096, -1);
+  const int wg = int(ops::matmul_int8_tiles().size()) - 1;
+  if (runs_tile(wg)) {
+    check_int8_raw(4096, 4096, 4096, wg);
+    check_int8_scaled<bfloat16>(4096, 4096, 4096, Scalar::BF16, true, true, wg);
+  }
 }
