@@ -165,7 +165,8 @@ void emit_arith(Emitter& e, const ir::Inst& i) {
         e.ins("or.pred " + d + ", " + t1 + ", " + t2);
         return;
       }
-      const char* t = is_half(vt) ? "b16" : arith_type(vt);
+      // a pointer (a global address) is 64 bits whatever it points to
+      const char* t = e.type(i.args[1]).ptr ? "b64" : is_half(vt) ? "b16" : arith_type(vt);
       e.ins(std::string("selp.") + t + " " + d + ", " + e.reg(i.args[1]) + ", " + e.reg(i.args[2]) + ", " + c);
       return;
     }

@@ -216,6 +216,8 @@ void emit_packed(Emitter& e, const ir::Inst& i) {
   switch (i.op) {
     case Op::Pack:
       return e.ins("mov.b32 " + e.reg(i.result) + ", {" + e.reg(i.args[0]) + ", " + e.reg(i.args[1]) + "}");
+    case Op::Bitcast:
+      return e.ins("mov.b32 " + e.reg(i.result) + ", " + e.reg(i.args[0]));
     case Op::Unpack: {
       std::string other = e.fresh(RegClass::H16);
       const std::string& d = e.reg(i.result);

@@ -451,6 +451,8 @@ class KernelBuilder {
   Value cast_sat(Value v, Type to, Rounding r);
   Value pack(Value lo, Value hi);
   Value unpack(Value pair, int half);
+  // The same 32 bits as another type: u32 <-> f16x2 / bf16x2 (bit tricks on packed halves).
+  Value bitcast(Value v, Scalar to);
 
   Value var_read(const Var& v);
   void var_write(const Var& v, const AnyOperand& val);
@@ -698,6 +700,14 @@ template <ExprHandle A>
 Value unpack_hi(const A& pair) {
   Value p = KernelBuilder::to_value(pair);
   return p.builder()->unpack(p, 1);
+}
+
+// The 32 bits of a u32, f16x2 or bf16x2 value read as another of these types (no conversion):
+// e.g. ir::bitcast((w & 0x000f000fu) | 0x64006400u, Scalar::F16x2) is the f16 pair 1024 + w.
+template <ExprHandle A>
+Value bitcast(const A& v, Scalar to) {
+  Value x = KernelBuilder::to_value(v);
+  return x.builder()->bitcast(x, to);
 }
 
 // Converts with saturation: integer targets clamp to their range, float targets to [0, 1].

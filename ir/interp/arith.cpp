@@ -286,6 +286,11 @@ void pack_fn(Warp& w, const PInst& p) {
   const uint64_t* b = w.slot(p.b);
   for (int l = 0; l < kLanes; ++l) d[l] = (a[l] & 0xffff) | ((b[l] & 0xffff) << 16);
 }
+void bitcast_fn(Warp& w, const PInst& p) {  // u32, f16x2, bf16x2: the same 32 bits
+  uint64_t* d = w.slot(p.dst);
+  const uint64_t* a = w.slot(p.a);
+  for (int l = 0; l < kLanes; ++l) d[l] = a[l] & 0xffffffffu;
+}
 template <int Half>
 void unpack_fn(Warp& w, const PInst& p) {
   uint64_t* d = w.slot(p.dst);
@@ -335,6 +340,7 @@ ExecFn add_fn(Scalar s) { return pick_bin<Add, true>(s, false); }
 
 ExecFn pick_packed(const Kernel::Data& k, const Inst& i) {
   if (i.op == Op::Pack) return &pack_fn;
+  if (i.op == Op::Bitcast) return &bitcast_fn;
   if (i.op == Op::Unpack) return i.attr.high ? &unpack_fn<1> : &unpack_fn<0>;
   Scalar s = k.values[i.args[0]].type.elem;
   return s == Scalar::BF16x2 ? pick_packed_arith<true>(i.op) : pick_packed_arith<false>(i.op);

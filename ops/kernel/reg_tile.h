@@ -1,4 +1,4 @@
-// Register tiles: f32 accumulators in the m16n8 C-fragment layout of the MMA atom tables
+// Register tiles: f32 (or s32) accumulators in the m16n8 C-fragment layout of the MMA atom tables
 // (ir/mma_layout.h), which both mma.sync tiles and wgmma's per-warp 16-row slices use.
 //
 // AccTile: `arrays` register arrays (one per wgmma m64 row block, or one for a warp's
@@ -26,8 +26,11 @@ class AccTile {
  public:
   enum class Reduce : uint8_t { Max, Sum };
 
-  AccTile(ir::KernelBuilder& b, uint32_t arrays, uint32_t mt, uint32_t nt) : b_(&b), mt_(mt), nt_(nt) {
-    for (uint32_t a = 0; a < arrays; ++a) regs_.push_back(b.array<float>(mt * nt * 4, 0.0f));
+  // elem: f32, or s32 (integer MMAs: mma.sync / wgmma s8); the row operations are f32 only.
+  AccTile(ir::KernelBuilder& b, uint32_t arrays, uint32_t mt, uint32_t nt, ir::Scalar elem = ir::Scalar::F32)
+      : b_(&b), mt_(mt), nt_(nt), elem_(elem) {
+    for (uint32_t a = 0; a < arrays; ++a)
+      regs_.push_back(elem == ir::Scalar::F32 ? b.array<float>(mt * nt * 4, 0.0f) : b.array<int32_t>(mt * nt * 4, 0));
   }
 
   uint32_t mt() const { return mt_; }
@@ -45,7 +48,10 @@ class AccTile {
 
   void zero() const {
     for (const ir::RegArray& a : regs_)
-      for (uint32_t r = 0; r < a.size(); ++r) a[r] = 0.0f;
+      for (uint32_t r = 0; r < a.size(); ++r) {
+        if (elem_ == ir::Scalar::F32) a[r] = 0.0f;
+        else a[r] = b_->constant<int32_t>(0);
+      }
   }
 
   // Per thread: the reduction of each of its rows over the tile's columns and the quad's
@@ -78,6 +84,7 @@ class AccTile {
   ir::KernelBuilder* b_;
   uint32_t mt_, nt_;
   std::vector<ir::RegArray> regs_;
+  ir::Scalar elem_ = ir::Scalar::F32;
 };
 
 }  // namespace kaio::ops::kernel

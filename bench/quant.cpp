@@ -1,0 +1,235 @@
+// Quantized matmul on the device, one table each:
+//   1. W8A8 (ops::matmul_int8): TOPS of s8 x s8 -> s32 (raw) and -> bf16 (per-row and
+//      per-column scales, bias) at 4096^3 and decoder shapes, every tile and the one the
+//      shape picks. bench/quant_torch.py times torch._int_mm on the same shapes.
+//   2. W4A16 (ops::matmul_int4) at m = 1 and 16: GB/s of weight bytes (packed words, scales,
+//      zeros) per call beside a device copy (cuMemcpyDtoDAsync) of the same bytes measured
+//      in the same run (read half, write half, as bench/ops counts it).
+//   3. W4A16 at m = 4096: TFLOPS beside cuBLAS f16 (cublasGemmEx, f32 compute) on the
+//      dequantised weights.
+// Timing: CUDA events around each call after warm-up, the median of 20; weight sets rotate
+// so that L2 (50 MB) does not hold them.
+//
+//   build/bench/quant [--quick]
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kaio/jit/device.h"
+#include "kaio/jit/driver.h"
+#include "kaio/kaio.h"
+#include "kaio/ops/qmatmul.h"
+
+using namespace kaio;
+using ir::Scalar;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median ms of f(i) over 20 timed calls (i rotates over `sets`), after two warm-up calls.
+template <class F>
+double time_ms(const jit::Stream& s, int sets, F&& f) {
+  f(0);
+  f(sets > 1 ? 1 : 0);
+  std::vector<double> t;
+  for (int i = 0; i < 20; ++i) {
+    jit::Event a, b;
+    a.record(&s);
+    f(i % sets);
+    b.record(&s);
+    t.push_back(jit::elapsed_ms(a, b));
+  }
+  return median(t);
+}
+
+using CopyFn = CUresult (*)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+CopyFn copy_fn() {
+  static CopyFn f = [] {
+    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!h) h = dlopen("libcuda.so.1", RTLD_NOW);
+    return h ? reinterpret_cast<CopyFn>(dlsym(h, "cuMemcpyDtoDAsync_v2")) : nullptr;
+  }();
+  return f;
+}
+
+// GB/s of a copy that reads bytes / 2 and writes bytes / 2 (bench/ops's copy rate).
+double copy_gbps(const jit::Stream& s, double bytes) {
+  if (!copy_fn()) return 0;
+  const size_t half_bytes = static_cast<size_t>(bytes / 2);
+  DeviceBuffer<uint8_t> src(half_bytes), dst(half_bytes);
+  src.fill_bytes(1);
+  const double ms = time_ms(s, 1, [&](int) {
+    jit::driver::check(copy_fn()(dst.device_address(), src.device_address(), half_bytes, static_cast<CUstream>(s.handle())),
+                       "cuMemcpyDtoDAsync");
+  });
+  return bytes / (ms * 1e6);
+}
+
+struct Cublas {  // cublasGemmEx, loaded at run time (as bench/matmul does)
+  using Create = int (*)(void**);
+  using SetStream = int (*)(void*, void*);
+  using GemmEx = int (*)(void*, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int,
+                         const void*, void*, int, int, int, int);
+  void* handle = nullptr;
+  GemmEx gemm = nullptr;
+  bool load(void* stream) {
+    void* lib = nullptr;
+    for (const char* name : {"libcublas.so.13", "libcublas.so", "/usr/local/cuda/lib64/libcublas.so.13"})
+      if ((lib = dlopen(name, RTLD_NOW))) break;
+    if (!lib) return false;
+    auto create = reinterpret_cast<Create>(dlsym(lib, "cublasCreate_v2"));
+    auto set_stream = reinterpret_cast<SetStream>(dlsym(lib, "cublasSetStream_v2"));
+    gemm = reinterpret_cast<GemmEx>(dlsym(lib, "cublasGemmEx"));
+    return create && set_stream && gemm && create(&handle) == 0 && set_stream(handle, stream) == 0;
+  }
+  // Row-major f16 C (m x n) = A (m x k) . W (k x n row-major): column-major C^T = W^T A^T.
+  int run(uint32_t m, uint32_t n, uint32_t k, uint64_t a, uint64_t w, uint64_t c) const {
+    const float alpha = 1.0f, beta = 0.0f;
+    constexpr int kOpN = 0, kF16 = 2, kCompute32F = 68, kDefaultAlgo = -1;
+    return gemm(handle, kOpN, kOpN, int(n), int(m), int(k), &alpha, reinterpret_cast<void*>(w), kF16, int(n),
+                reinterpret_cast<void*>(a), kF16, int(k), &beta, reinterpret_cast<void*>(c), kF16, int(n), kCompute32F,
+                kDefaultAlgo);
+  }
+};
+
+std::vector<int8_t> random_s8(size_t n, std::mt19937& rng) {
+  std::vector<int8_t> v(n);
+  std::uniform_int_distribution<int> d(-127, 127);
+  for (auto& x : v) x = int8_t(d(rng));
+  return v;
+}
+
+void bench_int8(const jit::Stream& s, bool quick) {
+  std::mt19937 rng(1);
+  struct Shape { uint32_t m, n, k; };
+  std::vector<Shape> shapes = {{4096, 4096, 4096}, {128, 11008, 4096}, {16, 4096, 4096}};
+  if (!quick) shapes.push_back({8192, 8192, 8192});
+  std::printf("\nW8A8 int8 (TOPS = 2 m n k / median time); 'auto' is the tile the shape picks\n");
+  std::printf("%-18s %-22s %10s %10s\n", "shape", "tile", "s32 TOPS", "bf16 TOPS");
+  const std::vector<std::string> tiles = ops::matmul_int8_tiles();
+  for (const Shape& sh : shapes) {
+    DeviceBuffer<int8_t> a(random_s8(size_t(sh.m) * sh.k, rng)), b(random_s8(size_t(sh.n) * sh.k, rng));
+    DeviceBuffer<int32_t> c32(size_t(sh.m) * sh.n);
+    DeviceBuffer<uint16_t> c16(size_t(sh.m) * sh.n);
+    DeviceBuffer<float> sa(std::vector<float>(sh.m, 1.0f / 127)), sb(std::vector<float>(sh.n, 1.0f / 127)),
+        bias(std::vector<float>(sh.n, 0.5f));
+    const double ops2 = 2.0 * sh.m * sh.n * sh.k;
+    char shape[32];
+    std::snprintf(shape, sizeof shape, "%ux%ux%u", sh.m, sh.n, sh.k);
+    for (int t = -1; t < int(tiles.size()); ++t) {
+      ops::Int8Problem p{.m = sh.m, .n = sh.n, .k = sh.k, .out = Scalar::S32, .tile = t};
+      const double raw = time_ms(s, 1, [&](int) { ops::matmul_int8(a.device_address(), b.device_address(), c32.device_address(), p, {}, &s); });
+      p.out = Scalar::BF16;
+      const ops::Int8Scales sc{.a = sa.device_address(), .b = sb.device_address(), .a_per_row = true, .b_per_col = true,
+                               .bias = bias.device_address()};
+      const double scaled = time_ms(s, 1, [&](int) { ops::matmul_int8(a.device_address(), b.device_address(), c16.device_address(), p, sc, &s); });
+      std::printf("%-18s %-22s %10.1f %10.1f\n", shape, t < 0 ? "auto" : tiles[t].c_str(), ops2 / raw / 1e9, ops2 / scaled / 1e9);
+    }
+  }
+}
+
+// Weight sets of one shape, enough to pass L2.
+struct Int4Sets {
+  std::vector<ops::Int4Host> host;
+  std::vector<DeviceBuffer<uint32_t>> q;
+  std::vector<DeviceBuffer<uint16_t>> sc;
+  std::vector<DeviceBuffer<uint8_t>> z;
+  std::vector<ops::Int4Weights> w;
+  double bytes = 0;  // weight bytes of one set
+};
+Int4Sets make_int4(uint32_t k, uint32_t n, std::mt19937& rng) {
+  Int4Sets s;
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> wf(size_t(k) * n);
+  for (auto& x : wf) x = u(rng);
+  const ops::Int4Host h = ops::quantize_int4(wf, k, n, 128, Scalar::F16, true);
+  s.bytes = double(h.q.size()) * 4 + double(h.scales.size()) * 2 + double(h.zeros.size());
+  const int sets = std::clamp(int((256u << 20) / s.bytes) + 1, 1, 8);
+  for (int i = 0; i < sets; ++i) {
+    s.q.emplace_back(h.q);
+    s.sc.emplace_back(h.scales);
+    s.z.emplace_back(h.zeros);
+    s.w.push_back({.q = s.q.back().device_address(), .scales = s.sc.back().device_address(), .zeros = s.z.back().device_address(),
+                   .k = k, .n = n, .group = 128});
+  }
+  s.host.push_back(h);
+  return s;
+}
+
+void bench_int4(const jit::Stream& s, bool quick) {
+  std::mt19937 rng(2);
+  struct Shape { uint32_t n, k; };
+  std::vector<Shape> shapes = {{4096, 4096}, {11008, 4096}, {4096, 11008}, {14336, 4096}, {4096, 14336}};
+  if (quick) shapes.resize(2);
+  Cublas cublas;
+  const bool have_cublas = cublas.load(s.handle());
+  std::printf("\nW4A16 int4, group 128 with zeros, f16 (GB/s = weight bytes / median time; copy = cuMemcpyDtoDAsync of the same bytes)\n");
+  std::printf("%-14s %6s %10s %10s %10s %9s\n", "k x n", "m", "MB", "us", "GB/s", "of copy");
+  std::vector<std::string> large;
+  for (const Shape& sh : shapes) {
+    Int4Sets w = make_int4(sh.k, sh.n, rng);
+    const int sets = int(w.w.size());
+    const double copy = copy_gbps(s, w.bytes);
+    char shape[32];
+    std::snprintf(shape, sizeof shape, "%ux%u", sh.k, sh.n);
+    for (uint32_t m : {1u, 16u}) {
+      DeviceBuffer<half> x(std::vector<half>(size_t(m) * sh.k, half(0.01f)));
+      DeviceBuffer<half> y(size_t(m) * sh.n);
+      const double ms = time_ms(s, sets, [&](int i) { ops::matmul_int4(x.device_address(), w.w[i], y.device_address(), m, Scalar::F16, 0, &s); });
+      const double gbps = w.bytes / (ms * 1e6);
+      std::printf("%-14s %6u %10.1f %10.1f %10.0f %8.0f%%\n", shape, m, w.bytes / 1e6, ms * 1e3, gbps, copy > 0 ? 100 * gbps / copy : 0.0);
+    }
+    if (quick && sh.n != 4096) continue;
+    // m = 4096 beside cuBLAS f16 on the dequantised weights
+    const uint32_t m = 4096;
+    std::vector<half> wd;
+    for (float v : ops::dequantize_int4(w.host[0])) wd.push_back(half(v));
+    DeviceBuffer<half> dw(wd), x(std::vector<half>(size_t(m) * sh.k, half(0.01f))), y(size_t(m) * sh.n);
+    const double flop = 2.0 * m * sh.n * sh.k;
+    const double ms = time_ms(s, sets, [&](int i) { ops::matmul_int4(x.device_address(), w.w[i], y.device_address(), m, Scalar::F16, 0, &s); });
+    double cub = 0;
+    if (have_cublas && cublas.run(m, sh.n, sh.k, x.device_address(), dw.device_address(), y.device_address()) == 0)
+      cub = flop / (time_ms(s, 1, [&](int) { cublas.run(m, sh.n, sh.k, x.device_address(), dw.device_address(), y.device_address()); }) * 1e9);
+    char line[160];
+    std::snprintf(line, sizeof line, "%-14s %6u %12.1f %14.1f %8.0f%%", shape, m, flop / (ms * 1e9), cub, cub > 0 ? 100 * flop / (ms * 1e9) / cub : 0.0);
+    large.push_back(line);
+  }
+  std::printf("\nW4A16 int4 at m = 4096 (TFLOPS) beside cuBLAS f16 on the dequantised weights%s\n", have_cublas ? "" : " (cuBLAS not found)");
+  std::printf("%-14s %6s %12s %14s %9s\n", "k x n", "m", "int4 TFLOPS", "cuBLAS TFLOPS", "of cuBLAS");
+  for (const std::string& l : large) std::printf("%s\n", l.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") quick = true;
+    else if (a == "--help" || a == "-h") {
+      std::printf("usage: quant [--quick]\n  int8 TOPS, int4 GB/s at m = 1 and 16 beside a device copy, int4 at m = 4096 beside cuBLAS f16\n");
+      return 0;
+    } else {
+      std::fprintf(stderr, "quant: unknown argument '%s' (--help)\n", argv[i]);
+      return 2;
+    }
+  }
+  if (jit::interpret_mode()) {
+    std::fprintf(stderr, "quant: needs a GPU (unset KAIO_INTERPRET)\n");
+    return 1;
+  }
+  jit::Stream s;
+  std::printf("device: %s\n", jit::device_info().name.c_str());
+  bench_int8(s, quick);
+  bench_int4(s, quick);
+  return 0;
+}

@@ -1,0 +1,394 @@
+// W4A16: Y = X . dequant(W) + bias, W 4-bit (GPTQ / AWQ style, ops/qmatmul.h), X and Y f16
+// or bf16.
+//
+// Dequantisation, in registers, without a per-element conversion: a u32 word holds 8
+// elements, element 2j in nibble j and 2j + 1 in nibble j + 4, so
+//   ((q >> 4j) & 0x000f000f) | 0x64006400
+// (one lop3 after the shift; and + or in the IR, fused by ptxas) is an f16 pair whose values
+// are 1024 + v (1024 has a unit ulp: the nibble lands in the mantissa). One f16x2 sub of
+// (1024 + zero) -- itself the bit pattern 0x6400 | zero -- gives v - zero exactly, and one
+// f16x2 mul by the group's scale rounds once. bf16 uses 0x4300 (128 + v; a unit ulp for
+// 7-bit mantissas). A word is 4 sub + 4 mul on pairs; the host decoder
+// (dequantize_int4) computes the same single rounding.
+//
+// Two paths:
+//   m > 16  (mma): 64 x 128 block tiles, BK = 64, 8 warps of 32 x 32 on mma.sync m16n8k16.
+//           Each k-step the next step's A chunks (16-byte loads) and weight words (one u32
+//           of 8 k per column, coalesced along n) are loaded into registers while the
+//           tensor cores work on this one; then the words are dequantised into Bs[n][k]
+//           (16-byte stores, one word's 8 k in one row) and ldmatrix feeds mma as in the
+//           f16 engines (Bs is K-major: non-transposed ldmatrix gives B fragments).
+//   m <= 16 (stream): bound by the weight bytes. A block covers 32 columns: 8 threads along n
+//           read 16 bytes (4 columns' words) each, 4 word rows in flight, 32 groups of
+//           threads split k; each thread
+//           keeps BM x 4 f32 sums (x converted once per element, w once per element), then
+//           shuffles and shared memory add the k groups.
+// QKV: blockIdx.z picks the part (its weights, scales, zeros, bias, output and n).
+#include <algorithm>
+#include <string>
+
+#include "kaio/ir/builder.h"
+#include "kaio/ir/error.h"
+#include "kaio/ir/layouts.h"
+#include "kaio/jit/device.h"
+#include "kaio/ops/kernel/signature.h"
+#include "kaio/ops/qmatmul.h"
+#include "kaio/ops/qmatmul_common.h"
+
+namespace kaio::ops {
+
+namespace {
+
+using ir::Scalar;
+using ir::Value;
+
+constexpr uint32_t kStreamRows[] = {1, 4, 8, 16};  // the streaming path's BM
+constexpr uint32_t kBM = 64, kBN = 128, kBK = 64, kWM = 32, kWN = 32, kThreads = 256;
+constexpr uint32_t kRow = kBK / 2 + 4;  // u32 (pairs) per shared row: 64 halves + 16 bytes of padding
+constexpr uint32_t kStreamCols = 32;    // columns per streaming block
+
+struct Int4Config {
+  uint32_t bm = 0;  // 0: the mma path; else the streaming path for m <= bm
+  Scalar dtype = Scalar::F16;
+  bool zeros = false, bias = false;
+  uint32_t parts = 1;
+  auto fields() const { return std::tie(bm, dtype, zeros, bias, parts); }
+  std::string str() const {
+    return std::string("matmul_int4_") + (bm ? "stream_m" + std::to_string(bm) : std::string("mma_64x128")) + "_" +
+           ir::scalar_name(dtype) + (zeros ? "_zeros" : "") + (bias ? "_bias" : "") + (parts > 1 ? "_qkv" : "");
+  }
+};
+
+// Parameters: x, m, k, log2(group), then per part q, y, n, scales, zeros, bias.
+struct Int4Signature {
+  kernel::Ptr x{"x", Scalar::U32, true};
+  kernel::Param<uint32_t> m{"m"}, k{"k"}, gshift{"gshift"};
+  detail::QPart p0, p1, p2;
+  explicit Int4Signature(const Int4Config& c)
+      : p0(0, true, Scalar::U32, c.dtype, c.dtype, true, c.dtype, c.bias, c.zeros),
+        p1(1, c.parts >= 2, Scalar::U32, c.dtype, c.dtype, true, c.dtype, c.bias, c.zeros),
+        p2(2, c.parts >= 3, Scalar::U32, c.dtype, c.dtype, true, c.dtype, c.bias, c.zeros) {}
+  auto fields() { return std::tuple_cat(std::tie(x, m, k, gshift), p0.fields(), p1.fields(), p2.fields()); }
+};
+
+// The magic-number dequantisation of one word: 4 pairs (elements 2j, 2j + 1), each
+// (v - zero) * scale rounded once. zm: the pair (magic + zero) as u32 bits; s2: {s, s}.
+std::vector<Value> dequant_word(Value q, Value zm, Value s2, Scalar pair) {
+  const uint32_t magic = pair == Scalar::F16x2 ? 0x64006400u : 0x43004300u;
+  Value z2 = ir::bitcast(zm, pair);
+  std::vector<Value> out;
+  for (uint32_t j = 0; j < 4; ++j) {
+    Value bits = ((j ? q >> (4u * j) : q) & 0x000f000fu) | magic;
+    out.push_back((ir::bitcast(bits, pair) - z2) * s2);
+  }
+  return out;
+}
+
+// (magic + zero) for both halves, as u32 bits: zero 0..15 sits in the mantissa's low bits.
+Value zero_magic(Value z_u32, Scalar dtype) {
+  const uint32_t magic = dtype == Scalar::F16 ? 0x6400u : 0x4300u;
+  return (z_u32 | magic) * 0x00010001u;
+}
+
+struct Part {  // this block's part, with the group's scale and zero of (word row, column)
+  detail::QPartValues v;
+  Value gshift;
+  Scalar dtype;
+  bool zeros;
+  // The element index of column col's scale (and zero) at word row kr.
+  Value group_index(Value kr, Value col) const {
+    Value g = (kr * 8u) >> gshift;
+    return ir::cast<uint64_t>(g) * ir::cast<uint64_t>(v.n) + ir::cast<uint64_t>(col);
+  }
+  // s2 (the pair {s, s}) and zm (u32 bits) from the loaded scale and zero (u8; invalid: 8).
+  std::pair<Value, Value> group_from(ir::KernelBuilder& b, Value s, Value z) const {
+    Value zu = z.valid() ? ir::cast<uint32_t>(z) : b.constant<uint32_t>(8u);
+    return {ir::pack2(s, s), zero_magic(zu, dtype)};
+  }
+};
+
+ir::Kernel build_mma(const Int4Config& c, ir::KernelBuilder& b, Int4Signature& sig, const Part& part) {
+  const Scalar pair = c.dtype == Scalar::F16 ? Scalar::F16x2 : Scalar::BF16x2;
+  const ir::MmaKind kind = c.dtype == Scalar::F16 ? ir::MmaKind::F16 : ir::MmaKind::BF16;
+  const uint32_t mt = kWM / 16, nt = kWN / 8, warps_n = kBN / kWN;
+  const detail::QPartValues& pv = part.v;
+  Value X = sig.x.ir, m = sig.m.ir, k = sig.k.ir;
+  Value tid = b.thread_idx_x(), lane = b.lane_id(), warp = b.warp_id();
+  Value m0 = b.block_idx_y() * kBM, n0 = b.block_idx_x() * kBN;
+  b.if_(n0 >= pv.n, [&] { b.return_(); });
+  Value zero = b.constant<uint32_t>(0u);
+  auto As = b.shared(Scalar::U32, kBM * kRow, 128);
+  auto Bs = b.shared(Scalar::U32, kBN * kRow, 128);
+  Value kp = k / 2u, kr_n = k / 8u;  // pairs per row of X, word rows of W
+  constexpr uint32_t a_per = kBM * (kBK / 8) / kThreads, b_per = kBN * (kBK / 8) / kThreads;  // 2, 4
+  auto a_regs = b.array<uint32_t>(4 * a_per, 0u);
+  auto q_regs = b.array<uint32_t>(b_per, 0u);
+  auto okb = b.array<uint32_t>(b_per, 0u);  // 1 where the word exists
+  // the words' scales and zeros, loaded with them (not after the barrier, on the MMAs' path)
+  auto zero_of = [&](Scalar t) { return b.constant(ir::Type::scalar(t), ir::Literal{ir::Literal::Int, 0, 0, 0}, "matmul_int4"); };
+  auto s_regs = b.array(ir::Type::scalar(c.dtype), b_per, zero_of(c.dtype));
+  auto z_regs = b.array(ir::Type::scalar(Scalar::U8), b_per, zero_of(Scalar::U8));
+  // The next step's global data into registers: A chunk e of the thread is (row id / 8,
+  // 8 halves at (id % 8) * 8), B word e is (word row id / BN, column id % BN).
+  auto fetch = [&](Value s) {
+    for (uint32_t e = 0; e < a_per; ++e) {
+      Value id = tid + e * kThreads, r = m0 + id / 8u, kc = s * kBK + (id % 8u) * 8u;
+      for (uint32_t i = 0; i < 4; ++i) a_regs[4 * e + i] = zero;
+      b.if_(r < m && kc < k, [&] {
+        std::vector<Value> v = ir::load_vec(X, ir::cast<uint64_t>(r) * ir::cast<uint64_t>(kp) + ir::cast<uint64_t>(kc / 2u), 4);
+        for (uint32_t i = 0; i < 4; ++i) a_regs[4 * e + i] = v[i];
+      });
+    }
+    for (uint32_t e = 0; e < b_per; ++e) {
+      Value id = tid + e * kThreads, kr = s * (kBK / 8) + id / kBN, col = n0 + id % kBN;
+      Value ok = kr < kr_n && col < pv.n;
+      okb[e] = ir::select(ok, b.constant<uint32_t>(1u), zero);
+      q_regs[e] = zero;
+      b.if_(ok, [&] {
+        q_regs[e] = Value(pv.w[ir::cast<uint64_t>(kr) * ir::cast<uint64_t>(pv.n) + ir::cast<uint64_t>(col)]);
+        Value gi = part.group_index(kr, col);
+        s_regs[e] = Value(pv.s[gi]);
+        if (c.zeros) z_regs[e] = Value(pv.zeros[gi]);
+      });
+    }
+  };
+  // Registers into shared memory; the words dequantised on the way.
+  auto stage = [&] {
+    for (uint32_t e = 0; e < a_per; ++e) {
+      Value id = tid + e * kThreads;
+      std::vector<Value> v;
+      for (uint32_t i = 0; i < 4; ++i) v.push_back(Value(a_regs[4 * e + i]));
+      ir::store_vec(As, (id / 8u) * kRow + (id % 8u) * 4u, v);
+    }
+    for (uint32_t e = 0; e < b_per; ++e) {
+      Value id = tid + e * kThreads, wr = id / kBN, cl = id % kBN;
+      ir::Var out[4] = {b.var<uint32_t>(0u), b.var<uint32_t>(0u), b.var<uint32_t>(0u), b.var<uint32_t>(0u)};
+      b.if_(Value(okb[e]) != 0u, [&] {
+        auto [s2, zm] = part.group_from(b, Value(s_regs[e]), c.zeros ? Value(z_regs[e]) : Value());
+        std::vector<Value> w = dequant_word(Value(q_regs[e]), zm, s2, pair);
+        for (uint32_t j = 0; j < 4; ++j) out[j] = ir::bitcast(w[j], Scalar::U32);
+      });
+      ir::store_vec(Bs, cl * kRow + wr * 4u, {Value(out[0]), Value(out[1]), Value(out[2]), Value(out[3])});
+    }
+  };
+  Value wm0 = (warp / warps_n) * kWM, wn0 = (warp % warps_n) * kWN;
+  Value a_lane = (wm0 + lane % 16u) * kRow + (lane / 16u) * 4u;
+  Value b_lane = (wn0 + (lane / 16u) * 8u + lane % 8u) * kRow + ((lane / 8u) % 2u) * 4u;
+  auto acc = b.array<float>(mt * nt * 4, 0.0f);
+  Value steps = (k + (kBK - 1)) / kBK;
+  fetch(zero);
+  b.for_(0u, steps, [&](Value s) {
+    b.barrier();  // every warp is done with the previous step's tiles
+    stage();
+    b.barrier();
+    b.if_(s + 1u < steps, [&] { fetch(s + 1u); });  // in flight under the MMAs
+    for (uint32_t ks = 0; ks < kBK / 16; ++ks) {
+      std::vector<std::vector<Value>> fa, fb;
+      auto f16 = [&](std::vector<Value> v) {
+        for (Value& x : v) x = ir::bitcast(x, pair);
+        return v;
+      };
+      for (uint32_t mi = 0; mi < mt; ++mi) fa.push_back(f16(b.ldmatrix(As, a_lane + (mi * 16 * kRow + ks * 8), 4)));
+      for (uint32_t ni = 0; ni < nt; ni += 2) {
+        std::vector<Value> q = f16(b.ldmatrix(Bs, b_lane + (ni * 8 * kRow + ks * 8), 4));
+        fb.push_back({q[0], q[1]});
+        fb.push_back({q[2], q[3]});
+      }
+      for (uint32_t mi = 0; mi < mt; ++mi)
+        for (uint32_t ni = 0; ni < nt; ++ni) b.mma_sync(kind, acc.slice(4 * (mi * nt + ni), 4), fa[mi], fb[ni]);
+    }
+  });
+  const ir::MmaShape& shape = ir::mma_shape(kind);
+  const ir::Type out_t = ir::Type::scalar(c.dtype);
+  for (uint32_t mi = 0; mi < mt; ++mi)
+    for (uint32_t ni = 0; ni < nt; ++ni)
+      for (uint32_t h = 0; h < 2; ++h) {
+        Value row = m0 + wm0 + (ir::frag_row(shape.c, lane, 2 * h) + mi * 16);
+        Value col = n0 + wn0 + (ir::frag_col(shape.c, lane, 2 * h) + ni * 8);
+        b.if_(row < m && col < pv.n, [&] {  // n is a multiple of 8: col + 1 < n too
+          std::vector<Value> v;
+          for (uint32_t e = 0; e < 2; ++e) {
+            Value f = Value(acc[4 * (mi * nt + ni) + 2 * h + e]);
+            if (c.bias) f = f + ir::cast<float>(Value(pv.bias[col + e]));
+            v.push_back(ir::cast(f, out_t));
+          }
+          ir::store_vec(pv.c, ir::cast<uint64_t>(row) * ir::cast<uint64_t>(pv.n) + ir::cast<uint64_t>(col), v);
+        });
+      }
+  return b.build();
+}
+
+ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature& sig, const Part& part) {
+  const Scalar pair = c.dtype == Scalar::F16 ? Scalar::F16x2 : Scalar::BF16x2;
+  const uint32_t BM = c.bm, lanes_n = kStreamCols / 4, kgroups = kThreads / lanes_n, warps = kThreads / 32;
+  const detail::QPartValues& pv = part.v;
+  Value X = sig.x.ir, m = sig.m.ir, k = sig.k.ir;
+  Value tid = b.thread_idx_x(), lane = b.lane_id(), warp = b.warp_id();
+  Value n0 = b.block_idx_x() * kStreamCols;
+  b.if_(n0 >= pv.n, [&] { b.return_(); });
+  Value tn = tid % lanes_n, tk = tid / lanes_n;
+  Value col0 = n0 + tn * 4u;
+  Value active = col0 < pv.n;  // n is a multiple of 8, so 4 columns from col0 all exist
+  Value col_c = ir::select(active, col0, n0);  // clamped: inactive threads read column n0
+  Value kp = k / 2u, kr_n = k / 8u;
+  auto acc = b.array<float>(BM * 4, 0.0f);
+  // kUnroll word rows per thread and step, their loads issued before any is used (more
+  // bytes in flight per SM: a 4096-column matrix has only 128 blocks); rows past k are
+  // read clamped and not added.
+  constexpr uint32_t kUnroll = 4;
+  b.for_(tk, kr_n, kgroups * kUnroll, [&](Value kr0) {
+    std::vector<std::vector<Value>> qs;
+    std::vector<Value> oks, krs;
+    for (uint32_t u = 0; u < kUnroll; ++u) {
+      Value kr = kr0 + u * kgroups;
+      oks.push_back(kr < kr_n);
+      krs.push_back(ir::min(kr, kr_n - 1u));
+      qs.push_back(ir::load_vec(pv.w, ir::cast<uint64_t>(krs.back()) * ir::cast<uint64_t>(pv.n) + ir::cast<uint64_t>(col_c), 4));
+    }
+    for (uint32_t u = 0; u < kUnroll; ++u) b.if_(oks[u], [&] {
+      Value kr = krs[u];
+      // the 8 k of this word row, each column's weights as f32
+      std::vector<std::vector<Value>> wf(4);
+      // the 4 columns' scales (8 bytes) and zeros (4 bytes) in one load each
+      Value gi = part.group_index(kr, col_c);
+      std::vector<Value> sv = ir::load_vec(pv.s, gi, 4), zv;
+      if (c.zeros) zv = ir::load_vec(pv.zeros, gi, 4);
+      for (uint32_t j = 0; j < 4; ++j) {
+        auto [s2, zm] = part.group_from(b, sv[j], c.zeros ? zv[j] : Value());
+        for (Value p : dequant_word(qs[u][j], zm, s2, pair)) {
+          wf[j].push_back(ir::cast<float>(ir::unpack_lo(p)));
+          wf[j].push_back(ir::cast<float>(ir::unpack_hi(p)));
+        }
+      }
+      for (uint32_t r = 0; r < BM; ++r) {
+        Value row = ir::min(b.constant<uint32_t>(r), m - 1u);  // rows past m repeat the last (discarded)
+        std::vector<Value> xv = ir::load_vec(X, ir::cast<uint64_t>(row) * ir::cast<uint64_t>(kp) + ir::cast<uint64_t>(kr * 4u), 4);
+        std::vector<Value> xf;
+        for (Value p : xv) {
+          Value h = ir::bitcast(p, pair);
+          xf.push_back(ir::cast<float>(ir::unpack_lo(h)));
+          xf.push_back(ir::cast<float>(ir::unpack_hi(h)));
+        }
+        for (uint32_t j = 0; j < 4; ++j)
+          for (uint32_t i = 0; i < 8; ++i) acc[r * 4 + j] = ir::fma(xf[i], wf[j][i], Value(acc[r * 4 + j]));
+      }
+    });
+  });
+  // The k groups: 4 per warp (lanes lanes_n apart) by shuffles, then the 8 warps in shared.
+  for (uint32_t i = 0; i < BM * 4; ++i) {
+    Value v = Value(acc[i]);
+    for (uint32_t d = lanes_n; d < 32; d *= 2) v = v + ir::shfl_xor(v, d);
+    acc[i] = v;
+  }
+  auto part_sums = b.shared(Scalar::F32, warps * BM * kStreamCols, 16);
+  b.if_(lane < lanes_n, [&] {
+    for (uint32_t r = 0; r < BM; ++r)
+      for (uint32_t j = 0; j < 4; ++j) part_sums[(warp * BM + r) * kStreamCols + tn * 4u + j] = Value(acc[r * 4 + j]);
+  });
+  b.barrier();
+  for (uint32_t e = 0; e < (BM * kStreamCols + kThreads - 1) / kThreads; ++e) {
+    Value id = tid + e * kThreads, r = id / kStreamCols, cl = id % kStreamCols, col = n0 + cl;
+    b.if_(r < ir::min(m, BM) && col < pv.n, [&] {
+      ir::Var s = b.var<float>(0.0f);
+      for (uint32_t w = 0; w < warps; ++w) s = Value(s) + Value(part_sums[(w * BM + r) * kStreamCols + cl]);
+      Value f = s;
+      if (c.bias) f = f + ir::cast<float>(Value(pv.bias[col]));
+      pv.c[ir::cast<uint64_t>(r) * ir::cast<uint64_t>(pv.n) + ir::cast<uint64_t>(col)] = ir::cast(f, ir::Type::scalar(c.dtype));
+    });
+  }
+  return b.build();
+}
+
+ir::Kernel build(const Int4Config& c) {
+  ir::KernelBuilder b(c.str());
+  b.launch_bounds(kThreads);
+  Int4Signature sig(c);
+  kernel::declare(b, sig);
+  const Part part{detail::select_part(b, c.parts, sig.p0, sig.p1, sig.p2), sig.gshift.ir, c.dtype, c.zeros};
+  return c.bm ? build_stream(c, b, sig, part) : build_mma(c, b, sig, part);
+}
+
+std::vector<Int4Config> declared() {
+  std::vector<Int4Config> out;
+  for (Scalar d : {Scalar::F16, Scalar::BF16})
+    for (uint32_t bm : {0u, 1u, 4u, 8u, 16u})
+      for (bool z : {false, true}) out.push_back({bm, d, z, false, 1});
+  out.push_back({0, Scalar::F16, true, true, 3});
+  out.push_back({1, Scalar::F16, true, true, 3});
+  return out;
+}
+
+jit::Family<Int4Config>& family() {
+  static jit::Family<Int4Config> f("matmul_int4", [](const Int4Config& c) { return build(c); }, declared());
+  return f;
+}
+
+void check_weights(const char* op, const Int4Weights& w, uint32_t k) {
+  if (w.group != 32 && w.group != 64 && w.group != 128)
+    throw UsageError("", op, "group: 32, 64 or 128, got " + std::to_string(w.group));
+  if (w.k != k) throw UsageError("", op, "w.k: every part has the same k");
+  if (k == 0 || k % w.group) throw UsageError("", op, "w.k: a positive multiple of the group (" + std::to_string(w.group) + "), got " + std::to_string(k));
+  if (w.n == 0 || w.n % 8) throw UsageError("", op, "w.n: a positive multiple of 8, got " + std::to_string(w.n));
+  detail::check_aligned(op, "w.q", w.q);
+  detail::check_aligned(op, "w.scales", w.scales);
+  detail::check_aligned(op, "w.zeros", w.zeros);
+  if (!w.scales) throw UsageError("", op, "w.scales: required");
+}
+
+void run(const char* op, uint64_t x, const Int4Part* parts, uint32_t nparts, uint32_t m, Scalar dtype, const jit::Stream* stream) {
+  if (dtype != Scalar::F16 && dtype != Scalar::BF16)
+    throw UsageError("", op, std::string("dtype: f16 or bf16, not ") + ir::scalar_name(dtype));
+  detail::check_aligned(op, "x", x);
+  const uint32_t k = parts[0].w.k, group = parts[0].w.group;
+  Int4Config c{0, dtype, parts[0].w.zeros != 0, parts[0].bias != 0, nparts};
+  uint32_t nmax = 0;
+  for (uint32_t i = 0; i < nparts; ++i) {
+    check_weights(op, parts[i].w, k);
+    if (parts[i].w.group != group) throw UsageError("", op, "w.group: every part has the same group");
+    if ((parts[i].w.zeros != 0) != c.zeros || (parts[i].bias != 0) != c.bias)
+      throw UsageError("", op, "parts: every part has zeros and bias, or none has");
+    detail::check_aligned(op, "y", parts[i].y);
+    nmax = std::max(nmax, parts[i].w.n);
+  }
+  if (m == 0) return;
+  for (uint32_t bm : kStreamRows)
+    if (m <= bm) {
+      c.bm = bm;
+      break;
+    }
+  Int4Signature sig(c);
+  sig.x.host = x;
+  sig.m.host = m;
+  sig.k.host = k;
+  sig.gshift.host = group == 32 ? 5 : group == 64 ? 6 : 7;
+  detail::QPart* ps[3] = {&sig.p0, &sig.p1, &sig.p2};
+  for (uint32_t i = 0; i < nparts; ++i) {
+    ps[i]->w.host = parts[i].w.q;
+    ps[i]->c.host = parts[i].y;
+    ps[i]->n.host = parts[i].w.n;
+    ps[i]->s.host = parts[i].w.scales;
+    ps[i]->zeros.host = parts[i].w.zeros;
+    ps[i]->bias.host = parts[i].bias;
+  }
+  const kernel::PackedArgs args = kernel::pack(sig);
+  jit::LaunchConfig lc{.block = {kThreads}, .stream = stream};
+  lc.grid = c.bm ? jit::Dim3{(nmax + kStreamCols - 1) / kStreamCols, 1, nparts}
+                 : jit::Dim3{(nmax + kBN - 1) / kBN, (m + kBM - 1) / kBM, nparts};
+  family().get(c).launch_packed(lc, args.data(), args.size());
+}
+
+}  // namespace
+
+void matmul_int4(uint64_t x, const Int4Weights& w, uint64_t y, uint32_t m, Scalar dtype, uint64_t bias, const jit::Stream* stream) {
+  const Int4Part part{w, y, bias};
+  run("matmul_int4", x, &part, 1, m, dtype, stream);
+}
+
+void matmul_int4_qkv(uint64_t x, const Int4Part (&parts)[3], uint32_t m, Scalar dtype, const jit::Stream* stream) {
+  run("matmul_int4_qkv", x, parts, 3, m, dtype, stream);
+}
+
+jit::FamilyBase& matmul_int4_family() { return family(); }
+
+
+}  // namespace kaio::ops
