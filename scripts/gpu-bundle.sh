@@ -10,7 +10,7 @@ cp "$BUILD"/tools/kaio-cache "$BUILD"/tools/kaio-precompile .carry/build/tools/
 for t in kaio_remote_child kaio_py_reference; do
   if [ -x "$BUILD/tests/$t" ]; then cp "$BUILD/tests/$t" .carry/build/tests/; fi
 done
-for b in jit_latency family build_scale ops ops_rows matmul tune python_overhead_cpp quant_gguf; do
+for b in jit_latency family build_scale ops ops_rows matmul tune python_overhead_cpp quant_gguf attention quant; do
   if [ -x "$BUILD/bench/$b" ]; then cp "$BUILD/bench/$b" .carry/build/bench/; fi
 done
 for f in bench/*.py; do [ -e "$f" ] && cp "$f" .carry/build/bench/; done
