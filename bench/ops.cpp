@@ -24,11 +24,16 @@
 
 #include "kaio/bench/ops_case.h"
 #include "kaio/jit/driver.h"
+#include "kaio/bench/timing.h"
 #include "kaio/kaio.h"
 #include "kaio/ops/elementwise.h"
 
 using namespace kaio;
 using bench::OpCase;
+
+using bench::copy_fn;
+using bench::median;
+using bench::ms_per_call;
 
 namespace {
 
@@ -38,38 +43,6 @@ struct Options {
   std::string csv, only;
   uint32_t big_rows = 8192, big_cols = 8192;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Median milliseconds per call of `calls` back-to-back calls, timed with events on `s`.
-template <class F>
-double ms_per_call(const jit::Stream& s, int rounds, int calls, F&& f) {
-  for (int i = 0; i < 3; ++i) f();
-  s.synchronize();
-  std::vector<double> r;
-  for (int round = 0; round < rounds; ++round) {
-    jit::Event start, stop;
-    start.record(&s);
-    for (int i = 0; i < calls; ++i) f();
-    stop.record(&s);
-    r.push_back(jit::elapsed_ms(start, stop) / calls);
-  }
-  return median(r);
-}
-
-// cuMemcpyDtoDAsync from libcuda (kaio's driver table has only the synchronous copy).
-using CopyFn = CUresult (*)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
-CopyFn copy_fn() {
-  static CopyFn f = [] {
-    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (!h) h = dlopen("libcuda.so.1", RTLD_NOW);
-    return h ? reinterpret_cast<CopyFn>(dlsym(h, "cuMemcpyDtoDAsync_v2")) : nullptr;
-  }();
-  return f;
-}
 
 // GB/s of a device-to-device copy that reads bytes / 2 and writes bytes / 2 (0: no device).
 double copy_gbps(const jit::Stream& s, double bytes, int rounds) {

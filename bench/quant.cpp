@@ -22,18 +22,17 @@
 
 #include "kaio/jit/device.h"
 #include "kaio/jit/driver.h"
+#include "kaio/bench/timing.h"
 #include "kaio/kaio.h"
 #include "kaio/ops/qmatmul.h"
 
 using namespace kaio;
 using ir::Scalar;
 
-namespace {
+using bench::copy_fn;
+using bench::median;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+namespace {
 
 // Median ms of f(i) over 20 timed calls (i rotates over `sets`), after two warm-up calls.
 template <class F>
@@ -49,16 +48,6 @@ double time_ms(const jit::Stream& s, int sets, F&& f) {
     t.push_back(jit::elapsed_ms(a, b));
   }
   return median(t);
-}
-
-using CopyFn = CUresult (*)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
-CopyFn copy_fn() {
-  static CopyFn f = [] {
-    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (!h) h = dlopen("libcuda.so.1", RTLD_NOW);
-    return h ? reinterpret_cast<CopyFn>(dlsym(h, "cuMemcpyDtoDAsync_v2")) : nullptr;
-  }();
-  return f;
 }
 
 // GB/s of a copy that reads bytes / 2 and writes bytes / 2 (bench/ops's copy rate).

@@ -17,43 +17,18 @@
 
 #include "kaio/jit/device.h"
 #include "kaio/jit/driver.h"
+#include "kaio/bench/timing.h"
 #include "kaio/kaio.h"
 #include "kaio/ops/quant_matvec.h"
 #include "kaio/quant/blocks.h"
 
 using namespace kaio;
 
+using bench::copy_fn;
+using bench::median;
+using bench::ms_per_call;
+
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-template <class F>
-double ms_per_call(const jit::Stream& s, int rounds, int calls, F&& f) {
-  for (int i = 0; i < 3; ++i) f();
-  s.synchronize();
-  std::vector<double> r;
-  for (int round = 0; round < rounds; ++round) {
-    jit::Event start, stop;
-    start.record(&s);
-    for (int i = 0; i < calls; ++i) f();
-    stop.record(&s);
-    r.push_back(jit::elapsed_ms(start, stop) / calls);
-  }
-  return median(r);
-}
-
-using CopyFn = CUresult (*)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
-CopyFn copy_fn() {
-  static CopyFn f = [] {
-    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (!h) h = dlopen("libcuda.so.1", RTLD_NOW);
-    return h ? reinterpret_cast<CopyFn>(dlsym(h, "cuMemcpyDtoDAsync_v2")) : nullptr;
-  }();
-  return f;
-}
 
 // GB/s of a device-to-device copy that reads bytes / 2 and writes bytes / 2 (0: no device).
 double copy_gbps(const jit::Stream& s, size_t bytes, int rounds) {
