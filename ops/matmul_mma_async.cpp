@@ -70,7 +70,7 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
   const ir::MmaShape& s = ir::mma_shape(kind);
   const uint32_t threads = v.threads(), warps_n = v.bn / v.warp_n, S = v.stages;
   const uint32_t mt = v.warp_m / 16, nt = v.warp_n / 8;
-  if (S < 2 || S > 8) throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": 2 to 8 stages");
+  if (S < 2 || S > 4) throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": 2 to 4 stages");
   ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
                       (c.a == MatLayout::RowMajor ? "_r" : "_c") + (c.b == MatLayout::RowMajor ? "r" : "c") + detail::epilogue_suffix(c));
   b.launch_bounds(threads);
@@ -291,8 +291,7 @@ namespace {
 
 bool valid(const MatmulVariant& v, std::string* why) {
   if (detail::warp_tile_threads(v) > 1024) return detail::refuse(v, why, "(BM / warp_m) x (BN / warp_n) warps must be at most 32");
-  // cp.async.wait_group takes the groups left in flight (stages - 2) as an immediate
-  if (v.stages < 2 || v.stages > 8) return detail::refuse(v, why, "2 to 8 stages");
+  if (v.stages < 2 || v.stages > 4) return detail::refuse(v, why, "2 to 4 stages");
   return true;
 }
 

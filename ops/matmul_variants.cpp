@@ -42,12 +42,6 @@ constexpr MatmulVariant kVariants[] = {
      .stages = 4, .max_registers = 96},  // 106 registers -> 96: 5 blocks per SM
     {.name = "mma_cp_16x32x128_w16x16_s4", .engine = E::MmaAsync, .bm = 16, .bn = 32, .bk = 128, .warp_m = 16, .warp_n = 16,
      .stages = 4},  // m <= 16: no empty mma rows
-    // m <= 16 is bound by B's bytes and their latency: more of them in flight per SM (8
-    // stages; 16 columns a block gives twice the blocks at n = 4096)
-    {.name = "mma_cp_16x32x128_w16x16_s8", .engine = E::MmaAsync, .bm = 16, .bn = 32, .bk = 128, .warp_m = 16, .warp_n = 16,
-     .stages = 8},
-    {.name = "mma_cp_16x16x128_w16x8_s8", .engine = E::MmaAsync, .bm = 16, .bn = 16, .bk = 128, .warp_m = 16, .warp_n = 8,
-     .stages = 8},
     // Hopper: BK is 128 bytes of k (64 for 16-bit elements, 32 for tf32)
     {.name = "wgmma_256x128x64_s4_c2", .engine = E::Wgmma, .bm = 256, .bn = 128, .bk = 64, .consumer_m = 128, .stages = 4, .cluster = 2},
     {.name = "wgmma_256x128x64_s4_n2", .engine = E::Wgmma, .bm = 256, .bn = 128, .bk = 64, .consumer_m = 128, .stages = 4, .cluster = 2,
