@@ -101,10 +101,12 @@ struct MatmulVariant {
                                     // loads of B per thread and step, bn unused)
   uint32_t thread_m = 0, thread_n = 0;  // Simt, SimtDb: accumulators per thread
   uint32_t warp_m = 0, warp_n = 0;      // Mma, MmaAsync: a warp's tile
+  uint32_t warp_k = 1;                  // MmaAsync: warps sharing each warp tile, each on its own
+                                        // slice of a stage's k (summed through shared memory at the end)
   uint32_t consumer_m = 0;              // Wgmma: a consumer warpgroup's rows (64 or 128) of BM x BN
   uint32_t warps = 0, lanes = 0;        // Gemv: warps per block; threads along n (B row-major) or
                                         // columns per warp (B col-major)
-  uint32_t stages = 1;         // MmaAsync: shared-memory stages of the cp.async ring (2..4); Wgmma: 2..8
+  uint32_t stages = 1;         // MmaAsync, Wgmma: shared-memory stages of the ring (2..8)
   uint32_t max_registers = 0;  // register cap per thread (PTX .maxnreg, in the kernel's key); 0: none
   uint32_t cluster = 1;        // Wgmma: CTAs of a cluster (1 or 2), neighbours along m sharing each B
                                // tile by TMA multicast, or along n sharing each A tile (cluster_n)

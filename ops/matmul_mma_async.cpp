@@ -20,6 +20,7 @@
 //     wait_group(STAGES-2); barrier        k-step t has landed, everyone is done with t-1
 //     load k-step t+STAGES-1 into stage (t+STAGES-1) % STAGES (the one t-1 used); commit
 //     ldmatrix + mma on stage t % STAGES
+#include <algorithm>
 #include <string>
 
 #include "kaio/ir/layouts.h"
@@ -57,6 +58,9 @@ Operand operand_b(const MatmulVariant& v, MatLayout b, ir::Scalar in) {
 
 }  // namespace
 
+// warp_k > 1: the f32 accumulators of the warps past the first of each tile, summed at the end
+uint32_t reduce_floats(const MatmulVariant& v) { return (v.warp_k - 1) * (v.bm / v.warp_m) * (v.bn / v.warp_n) * v.warp_m * v.warp_n; }
+
 uint32_t matmul_async_shared_bytes(const MatmulVariant& v, ir::Scalar in, MatLayout a, MatLayout b) {
   return (operand_a(v, a, in).elements + operand_b(v, b, in).elements) * v.stages * esize_of(in);
 }
@@ -69,8 +73,9 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
   const uint32_t kstep = tf32 ? 8 : 16;                     // k of one mma
   const ir::MmaShape& s = ir::mma_shape(kind);
   const uint32_t threads = v.threads(), warps_n = v.bn / v.warp_n, S = v.stages;
+  const uint32_t tile_warps = (v.bm / v.warp_m) * warps_n, kslice = v.bk / v.warp_k;  // warp_k: k of a stage per warp
   const uint32_t mt = v.warp_m / 16, nt = v.warp_n / 8;
-  if (S < 2 || S > 4) throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": 2 to 4 stages");
+  if (S < 2 || S > 8) throw UsageError("matmul", "matmul", std::string("variant ") + v.name + ": 2 to 8 stages");
   ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
                       (c.a == MatLayout::RowMajor ? "_r" : "_c") + (c.b == MatLayout::RowMajor ? "r" : "c") + detail::epilogue_suffix(c));
   b.launch_bounds(threads);
@@ -84,7 +89,9 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
   auto smem = b.dynamic_shared(c.in, 128);
   const uint32_t a_off = 0, b_off = oa.elements * S;
   ir::Value tid = b.thread_idx_x(), lane = b.lane_id(), warp = b.warp_id();
-  ir::Value wm0 = (warp / warps_n) * v.warp_m, wn0 = (warp % warps_n) * v.warp_n;
+  // warp w: tile (w % tile_warps), k slice w / tile_warps of each stage
+  ir::Value wt = v.warp_k > 1 ? warp % tile_warps : warp, wk = warp / tile_warps;
+  ir::Value wm0 = (wt / warps_n) * v.warp_m, wn0 = (wt % warps_n) * v.warp_n;
   auto [m0, n0] = detail::tile_origin(b, v.bm, v.bn);
   ir::Value steps = (a.k - a.k_begin + (v.bk - 1)) / v.bk;
   ir::Value zero = b.constant<uint32_t>(0u);
@@ -221,6 +228,17 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
       b_frag_c.push_back(0);
     }
   }
+  if (v.warp_k > 1) {  // the warp's k slice: its fragments start kslice * wk along k
+    ir::Value k0 = wk * kslice;
+    ir::Value da = oa.contiguous_k ? k0 : k0 * sa_row, db = ob.contiguous_k ? k0 : k0 * sb_row;
+    if (!tf32) {
+      a_lane = a_lane + da;
+      b_lane = b_lane + db;
+    } else {
+      for (ir::Value& f : a_frag) f = f + da;
+      for (ir::Value& f : b_frag) f = f + db;
+    }
+  }
   auto a_at = [&](uint32_t mi, uint32_t ks) { return oa.contiguous_k ? mi * 16 * sa_row + ks * kstep : ks * kstep * sa_row + mi * 16; };
   auto b_at = [&](uint32_t ni, uint32_t ks) { return ob.contiguous_k ? ni * 8 * sb_row + ks * kstep : ks * kstep * sb_row + ni * 8; };
 
@@ -236,7 +254,7 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
       sa_lane = sa + a_lane;
       sb_lane = sb + b_lane;
     }
-    for (uint32_t ks = 0; ks < v.bk / kstep; ++ks) {
+    for (uint32_t ks = 0; ks < kslice / kstep; ++ks) {
       std::vector<std::vector<ir::Value>> fa(mt), fb;
       if (tf32) {  // element by element (ldmatrix moves 16-bit halves)
         for (uint32_t mi = 0; mi < mt; ++mi)
@@ -271,16 +289,46 @@ ir::Kernel build_matmul_mma_async(const MatmulVariant& v, const MatmulConfig& c)
       paired = paired && s.c.row_of(l, 2 * h + 1) == s.c.row_of(l, 2 * h) && s.c.col_of(l, 2 * h + 1) == s.c.col_of(l, 2 * h) + 1 &&
                s.c.col_of(l, 2 * h) % 2 == 0;
   ir::Value pairs = detail::c_vectors_ok(a, 2);
-  for (uint32_t mi = 0; mi < mt; ++mi)
-    for (uint32_t ni = 0; ni < nt; ++ni)
-      for (uint32_t r = 0; r < 4; r += paired ? 2 : 1) {
-        ir::Value row = m0 + wm0 + acc.row(lane, mi, r);
-        ir::Value col = n0 + wn0 + acc.col(lane, ni, r);
-        if (paired)
-          b.if_(row < a.m, [&] { detail::store_c_vec(b, a, c, pairs, row, col, {acc.at(0, mi, ni, r), acc.at(0, mi, ni, r + 1)}); });
-        else
-          b.if_(row < a.m && col < a.n, [&] { detail::store_c(b, a, c, row, col, acc.at(0, mi, ni, r)); });
-      }
+  auto store = [&] {
+    for (uint32_t mi = 0; mi < mt; ++mi)
+      for (uint32_t ni = 0; ni < nt; ++ni)
+        for (uint32_t r = 0; r < 4; r += paired ? 2 : 1) {
+          ir::Value row = m0 + wm0 + acc.row(lane, mi, r);
+          ir::Value col = n0 + wn0 + acc.col(lane, ni, r);
+          if (paired)
+            b.if_(row < a.m, [&] { detail::store_c_vec(b, a, c, pairs, row, col, {acc.at(0, mi, ni, r), acc.at(0, mi, ni, r + 1)}); });
+          else
+            b.if_(row < a.m && col < a.n, [&] { detail::store_c(b, a, c, row, col, acc.at(0, mi, ni, r)); });
+        }
+  };
+  if (v.warp_k == 1) {
+    store();
+    return b.build();
+  }
+  // warp_k > 1: the warps of slices 1.. leave their accumulators in shared memory, register
+  // by register (red[(slice - 1) * tile_warps + tile][register][lane]: no bank conflicts);
+  // slice 0's warp adds them in slice order and stores.
+  const uint32_t regs = mt * nt * 4;
+  ir::Value red = b.shared<float>(reduce_floats(v));
+  b.if_(wk > 0u, [&] {
+    ir::Value at = ((wk - 1u) * tile_warps + wt) * (regs * 32) + lane;
+    for (uint32_t mi = 0; mi < mt; ++mi)
+      for (uint32_t ni = 0; ni < nt; ++ni)
+        for (uint32_t r = 0; r < 4; ++r) red[at + ((mi * nt + ni) * 4 + r) * 32] = acc.at(0, mi, ni, r);
+  });
+  b.barrier();
+  b.if_(wk == 0u, [&] {
+    for (uint32_t s = 1; s < v.warp_k; ++s) {
+      ir::Value at = ((s - 1) * tile_warps + wt) * (regs * 32) + lane;
+      for (uint32_t mi = 0; mi < mt; ++mi)
+        for (uint32_t ni = 0; ni < nt; ++ni)
+          for (uint32_t r = 0; r < 4; ++r) {
+            ir::Var x = acc.at(0, mi, ni, r);
+            x = ir::Value(x) + red[at + ((mi * nt + ni) * 4 + r) * 32];
+          }
+    }
+    store();
+  });
   return b.build();
 }
 
@@ -299,10 +347,14 @@ bool can_implement(const MatmulVariant& v, const MatmulProblem& p, int sm, std::
   if (sm < 80) return detail::refuse(v, why, "mma.sync needs sm_80 or newer, the device is sm_" + std::to_string(sm));
   if (!detail::mma_types_ok(v, p, why) || !detail::vector_rows_ok(v, p, why)) return false;
   // the stages must fit in a block's shared memory
-  const uint32_t need = matmul_async_shared_bytes(v, p.in, p.a, p.b);
-  const uint32_t have = jit::device_info_for("sm_" + std::to_string(sm)).smem_per_block_optin;
+  const uint32_t need = matmul_async_shared_bytes(v, p.in, p.a, p.b) + reduce_floats(v) * 4;
+  // the device's limit, and sm_80's: one kernel serves every sm >= 80 and is built (and
+  // checked) for sm_80
+  const uint32_t dev = jit::device_info_for("sm_" + std::to_string(sm)).smem_per_block_optin;
+  const uint32_t have = std::min(dev, jit::device_info_for("sm_80").smem_per_block_optin);
+  const int limiting = have == dev ? sm : 80;
   if (need > have)
-    return detail::refuse(v, why, "its stages need " + std::to_string(need) + " bytes of shared memory, sm_" + std::to_string(sm) +
+    return detail::refuse(v, why, "its stages need " + std::to_string(need) + " bytes of shared memory, sm_" + std::to_string(limiting) +
                                       " gives a block at most " + std::to_string(have));
   return true;
 }

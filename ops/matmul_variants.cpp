@@ -42,6 +42,13 @@ constexpr MatmulVariant kVariants[] = {
      .stages = 4, .max_registers = 96},  // 106 registers -> 96: 5 blocks per SM
     {.name = "mma_cp_16x32x128_w16x16_s4", .engine = E::MmaAsync, .bm = 16, .bn = 32, .bk = 128, .warp_m = 16, .warp_n = 16,
      .stages = 4},  // m <= 16: no empty mma rows
+    // m <= 16, 16-bit: two warps of one tile issue too few instructions to keep an SM's
+    // loads coming (the k-step is a chain of 8 ldmatrix + mma); four warps along k each
+    // take 2 of the 8 mma k-steps of a stage
+    {.name = "mma_cp_16x32x128_w16x16k4_s4", .engine = E::MmaAsync, .bm = 16, .bn = 32, .bk = 128, .warp_m = 16, .warp_n = 16,
+     .warp_k = 4, .stages = 4},
+    {.name = "mma_cp_16x64x128_w16x16k2_s4", .engine = E::MmaAsync, .bm = 16, .bn = 64, .bk = 128, .warp_m = 16, .warp_n = 16,
+     .warp_k = 2, .stages = 4},
     // Hopper: BK is 128 bytes of k (64 for 16-bit elements, 32 for tf32)
     {.name = "wgmma_256x128x64_s4_c2", .engine = E::Wgmma, .bm = 256, .bn = 128, .bk = 64, .consumer_m = 128, .stages = 4, .cluster = 2},
     {.name = "wgmma_256x128x64_s4_n2", .engine = E::Wgmma, .bm = 256, .bn = 128, .bk = 64, .consumer_m = 128, .stages = 4, .cluster = 2,
@@ -73,6 +80,7 @@ constexpr bool row_ok(const MatmulVariant& v) {
     return false;  // an engine's tile fields, and only those
   if (simt && (v.bm % v.thread_m || v.bn % v.thread_n)) return false;
   if (mma && (v.warp_m % 16 || v.warp_n % 8 || v.bm % v.warp_m || v.bn % v.warp_n)) return false;
+  if (v.warp_k == 0 || (v.warp_k != 1 && (v.engine != E::MmaAsync || v.bk % (16 * v.warp_k)))) return false;  // whole mma k-steps each
   if (wg && (v.bm % v.consumer_m || (v.pingpong && v.consumer_m != v.bm))) return false;
   if (!wg && (v.cluster != 1 || v.cluster_n || v.pingpong)) return false;  // clusters and ping-pong are Wgmma's
   if (v.stages != 1 && v.engine != E::MmaAsync && !wg) return false;
@@ -191,7 +199,7 @@ void declare_f32(uint32_t index, const MatmulVariant&, std::vector<MatmulConfig>
   out.push_back({index, ir::Scalar::F32, ir::Scalar::F32});
 }
 
-uint32_t warp_tile_threads(const MatmulVariant& v) { return (v.bm / v.warp_m) * (v.bn / v.warp_n) * 32; }
+uint32_t warp_tile_threads(const MatmulVariant& v) { return (v.bm / v.warp_m) * (v.bn / v.warp_n) * v.warp_k * 32; }
 
 void declare_mma(uint32_t index, const MatmulVariant& v, std::vector<MatmulConfig>& out) {
   out.push_back({index, ir::Scalar::F16, ir::Scalar::F32});
@@ -222,7 +230,7 @@ std::string MatmulVariant::str() const {
   auto u = [](uint32_t x) { return std::to_string(x); };
   std::string s = std::string(name) + ": " + detail::engine(engine).name + " " + u(bm) + "x" + u(bn) + "x" + u(bk);
   if (thread_m) s += " thread " + u(thread_m) + "x" + u(thread_n);
-  if (warp_m) s += " warp " + u(warp_m) + "x" + u(warp_n);
+  if (warp_m) s += " warp " + u(warp_m) + "x" + u(warp_n) + (warp_k > 1 ? "x" + u(warp_k) + "k" : "");
   if (consumer_m) s += " consumer " + u(consumer_m);
   if (warps) s += " warps " + u(warps) + " lanes " + u(lanes);
   s += " stages " + u(stages) + " regs " + u(max_registers) + " cluster " + u(cluster) + (cluster_n ? "n" : "");
