@@ -65,22 +65,32 @@ ir::Kernel build(const RowKernelConfig& c, bool log) {
     return std::function<Value(uint32_t, uint32_t)>(
         [&ch, M, inv](uint32_t k, uint32_t e) { return ir::exp(ch.at(k, e) - M) * inv; });
   };
+  // The row in registers (read once): its max, then the sum of the exponentials.
+  auto in_registers = [&](Value row, RowChunk& ch) {
+    Value yb = rk.row_base(row, ys);
+    Value M = rk.team_max(rk.thread_max(ch));
+    if (log) {
+      Value S = rk.team_sum(rk.thread_sum(ch, [&](uint32_t k, uint32_t e) { return ir::exp(ch.at(k, e) - M); }));
+      rk.store(y, yb, ch, out(ch, M, S));
+      return;
+    }
+    // The exponentials replace the inputs in registers: one exp per element.
+    for (uint32_t k = 0; k < c.items; ++k)
+      for (uint32_t e = 0; e < c.vec; ++e) ch.var(k, e) = ir::exp(ch.at(k, e) - M);
+    Value S = rk.team_sum(rk.thread_sum(ch, [&](uint32_t k, uint32_t e) { return ch.at(k, e); }));
+    Value inv = 1.0f / S;
+    rk.store(y, yb, ch, [&](uint32_t k, uint32_t e) { return ch.at(k, e) * inv; });
+  };
+  if (c.persist) {  // teams loop over rows, the next row's loads in flight
+    rk.persistent_rows(rows, cols, {{x, xs}},
+                       [&](Value row, Value, std::vector<RowChunk>& in) { in_registers(row, in[0]); });
+    return b.build();
+  }
   rk.rows(rows, [&](Value row, Value t) {
     Value xb = rk.row_base(row, xs), yb = rk.row_base(row, ys);
-    if (c.items) {  // the row in registers: one read
+    if (c.items) {
       RowChunk ch = rk.load(x, xb, b.constant<uint32_t>(0), cols, c.items);
-      Value M = rk.team_max(rk.thread_max(ch));
-      if (log) {
-        Value S = rk.team_sum(rk.thread_sum(ch, [&](uint32_t k, uint32_t e) { return ir::exp(ch.at(k, e) - M); }));
-        rk.store(y, yb, ch, out(ch, M, S));
-        return;
-      }
-      // The exponentials replace the inputs in registers: one exp per element.
-      for (uint32_t k = 0; k < c.items; ++k)
-        for (uint32_t e = 0; e < c.vec; ++e) ch.var(k, e) = ir::exp(ch.at(k, e) - M);
-      Value S = rk.team_sum(rk.thread_sum(ch, [&](uint32_t k, uint32_t e) { return ch.at(k, e); }));
-      Value inv = 1.0f / S;
-      rk.store(y, yb, ch, [&](uint32_t k, uint32_t e) { return ch.at(k, e) * inv; });
+      in_registers(row, ch);
       return;
     }
     // Streamed: the columns [lo, hi) of this block (the whole row unless split).
