@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kaio/bench/ops_case.h"
+#include "kaio/jit/device.h"
 #include "kaio/jit/driver.h"
 #include "kaio/bench/timing.h"
 #include "kaio/kaio.h"
@@ -43,6 +44,9 @@ struct Options {
   std::string csv, only;
   uint32_t big_rows = 8192, big_cols = 8192;
 };
+
+// A bandwidth row is at memory speed at this fraction of the copy's GB/s or more.
+constexpr double kVerdictOfCopy = 0.90;
 
 // GB/s of a device-to-device copy that reads bytes / 2 and writes bytes / 2 (0: no device).
 double copy_gbps(const jit::Stream& s, double bytes, int rounds) {
@@ -97,22 +101,37 @@ int main(int argc, char** argv) {
   std::string dev = device ? jit::driver::device_arch() : "interpreter";
   auto wanted = [&](const OpCase& c) { return o.only.empty() || c.op.find(o.only) != std::string::npos; };
 
-  std::printf("Table 1: %s, GB/s = bytes moved (counted once) / median time; copy = cuMemcpyDtoDAsync of the same bytes (%s)\n",
-              shape_str(o.big_rows, o.big_cols).c_str(), dev.c_str());
-  std::printf("%-16s %-5s %12s %10s %10s %10s %8s\n", "op", "dtype", "shape", "MB", "us", "GB/s", "of copy");
-  for (ir::Scalar d : {ir::Scalar::F32, ir::Scalar::BF16}) {
+  std::printf("Table 1: %s, GB/s = bytes moved (counted once) / median time; copy = cuMemcpyDtoDAsync of the same bytes (%s, %s)\n",
+              shape_str(o.big_rows, o.big_cols).c_str(), jit::device_info().name.c_str(), dev.c_str());
+  std::printf("verdict: ok at >= %.0f%% of copy, else SHORT (bench/ops_torch.py adds the comparison with PyTorch)\n",
+              100 * kVerdictOfCopy);
+  std::printf("%-16s %-5s %12s %10s %10s %10s %8s %8s\n", "op", "dtype", "shape", "MB", "us", "GB/s", "of copy", "verdict");
+  std::vector<std::string> short_rows;
+  for (ir::Scalar d : {ir::Scalar::F32, ir::Scalar::F16, ir::Scalar::BF16}) {
     std::vector<OpCase> cases = all_cases(d, o.big_rows, o.big_cols);
     for (OpCase& c : cases) {
       if (!wanted(c)) continue;
       double ms = ms_per_call(s, o.rounds, 1, [&] { c.run(&s); });
       double gbps = c.bytes / (ms * 1e6), copy = copy_gbps(s, c.bytes, o.rounds);
-      std::printf("%-16s %-5s %12s %10.1f %10.1f %10.1f %7.1f%%\n", c.op.c_str(), ir::scalar_name(d),
-                  shape_str(c.rows, c.cols).c_str(), c.bytes / 1e6, ms * 1e3, gbps, copy > 0 ? 100 * gbps / copy : 0.0);
+      const double of_copy = copy > 0 ? gbps / copy : 0.0;
+      const bool ok = copy > 0 && of_copy >= kVerdictOfCopy;
+      if (copy > 0 && !ok) short_rows.push_back(c.op + " " + ir::scalar_name(d));
+      std::printf("%-16s %-5s %12s %10.1f %10.1f %10.1f %7.1f%% %8s\n", c.op.c_str(), ir::scalar_name(d),
+                  shape_str(c.rows, c.cols).c_str(), c.bytes / 1e6, ms * 1e3, gbps, 100 * of_copy,
+                  copy > 0 ? (ok ? "ok" : "SHORT") : "-");
       if (csv)
         std::fprintf(csv, "bandwidth,%s,%s,%u,%u,%.0f,%.3f,%.1f,%.1f\n", c.op.c_str(), ir::scalar_name(d), c.rows,
                      c.cols, c.bytes, ms * 1e3, gbps, copy);
       std::fflush(stdout);
     }
+  }
+
+  if (device) {  // the shortfalls again, so that none hides in the long table
+    std::printf("Table 1 verdict: %zu row(s) below %.0f%% of copy%s", short_rows.size(), 100 * kVerdictOfCopy,
+                short_rows.empty() ? "\n" : ":");
+    for (size_t i = 0; i < short_rows.size(); ++i)
+      std::printf("%s%s", i ? ", " : " ", short_rows[i].c_str());
+    if (!short_rows.empty()) std::printf("\n");
   }
 
   std::printf("\nTable 2: decode shapes, bf16, us per call (%d back-to-back calls per round)\n", o.calls);

@@ -126,7 +126,10 @@ int main(int argc, char** argv) {
     std::vector<ops::RowPlan> plans;
     for (uint32_t team : {128u, 256u, 512u, 1024u})
       for (uint32_t items : {1u, 2u, 4u, 8u})
-        if (uint64_t(team) * items == nv) plans.push_back(ops::RowPlan{vec, team, items, 1, false});
+        if (uint64_t(team) * items == nv) {
+          plans.push_back(ops::RowPlan{vec, team, items, 1, false});
+          if (vec >= 8) plans.push_back(ops::RowPlan{vec, team, items, 1, false, true});  // persistent teams
+        }
     plans.push_back(ops::RowPlan{vec, 1024, 0, 1, true});   // staged in shared memory
     plans.push_back(ops::RowPlan{vec, 1024, 0, 1, false});  // streamed (two reads)
     const ops::RowPlan chosen = ops::plan_rows(big, big, vec, ops::detail::sm_count());

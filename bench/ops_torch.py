@@ -33,6 +33,16 @@ import torch
 import torch.nn.functional as F
 
 
+# The targets: a bandwidth row is at memory speed at OF_COPY of the copy's GB/s or more, and
+# ahead of PyTorch at AHEAD x or more (copy-speed ops vary about 3% from run to run).
+OF_COPY, AHEAD = 0.90, 1.0
+
+
+def verdict(of_copy, speedup):
+    short, behind = of_copy < OF_COPY, speedup < AHEAD
+    return "SHORT+BEHIND" if short and behind else "SHORT" if short else "BEHIND" if behind else "ok"
+
+
 def elementwise_cases():
     def two(dtype, rows, cols):
         a = torch.randn(rows, cols, device="cuda", dtype=dtype)
@@ -145,13 +155,17 @@ def main():
     big_rows, big_cols = (int(v) for v in args.big.split("x"))
     kaio = read_kaio(args.kaio)
     cases = [c for c in elementwise_cases() + reduction_cases() + row_cases() if args.only in c[0]]
-    names = {torch.float32: "f32", torch.bfloat16: "bf16"}
+    names = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 
     print(f"Table 1: {args.big}, GB/s = bytes moved (counted once) / median time; {torch.cuda.get_device_name()}, "
           f"torch {torch.__version__}")
+    if kaio:
+        print(f"verdict: ok at >= {100 * OF_COPY:.0f}% of copy and >= {AHEAD:.2f}x torch; else SHORT (copy), "
+              f"BEHIND (torch) or both")
     print(f"{'op':<16} {'dtype':<5} {'torch us':>10} {'torch GB/s':>11}" +
-          (f" {'kaio us':>10} {'kaio GB/s':>10} {'of copy':>8} {'speedup':>8}" if kaio else ""))
-    for dtype in (torch.float32, torch.bfloat16):
+          (f" {'kaio us':>10} {'kaio GB/s':>10} {'of copy':>8} {'speedup':>8} {'verdict':>12}" if kaio else ""))
+    shortfalls = []
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
         for op, fn, make in cases:
             inputs = make(dtype, big_rows, big_cols)
             k = kaio.get(("bandwidth", op, names[dtype], big_rows, big_cols))
@@ -161,10 +175,19 @@ def main():
             if k:
                 kus, copy = float(k["us"]), float(k["copy_gbps"])
                 kg = float(k["gbps"])
-                line += f" {kus:>10.1f} {kg:>10.1f} {100 * kg / copy if copy else 0:>7.1f}% {ms * 1e3 / kus:>7.2f}x"
+                of_copy, speedup = (kg / copy if copy else 0), ms * 1e3 / kus
+                v = verdict(of_copy, speedup)
+                if v != "ok":
+                    shortfalls.append(f"{op} {names[dtype]} ({v}: {100 * of_copy:.0f}% of copy, {speedup:.2f}x)")
+                line += f" {kus:>10.1f} {kg:>10.1f} {100 * of_copy:>7.1f}% {speedup:>7.2f}x {v:>12}"
             print(line, flush=True)
             del inputs
             torch.cuda.empty_cache()
+
+    if kaio:  # the shortfalls again, so that none hides in the long table
+        print(f"Table 1 verdict: {len(shortfalls)} row(s) short" + (":" if shortfalls else ""))
+        for line in shortfalls:
+            print(f"  {line}")
 
     print(f"\nTable 2: decode shapes, bf16, us per call ({args.calls} back-to-back calls per round)")
     header = f"{'op':<16}" + "".join(f" {'torch ' + s:>13}" for s in ("1x4096", "16x4096", "128x4096"))
@@ -183,6 +206,8 @@ def main():
         if kk:
             line += "".join(f" {v:>13.2f}" for v in kk)
             line += " " + "/".join(f"{a / b:.1f}" for a, b in zip(t, kk)) + "x"
+            behind = [s for s, a, b in zip(("1x4096", "16x4096", "128x4096"), t, kk) if a / b < AHEAD]
+            line += "  ok" if not behind else "  BEHIND at " + ",".join(behind)
         print(line, flush=True)
 
 

@@ -1,10 +1,14 @@
-// The op library's elementwise ops, each a map (ops/map.h) over f32 values.
+// The op library's elementwise ops, each a map (ops/map.h) over f32 values. Activations
+// have two forms: the IR's precise math for f32 data, and forms built for 16-bit outputs
+// (ops/math16.h) for f16/bf16 data, picked while the kernel of a dtype is built.
 #include <algorithm>
 #include <array>
 #include <string>
 
 #include "kaio/ir/half.h"
 #include "kaio/ops/elementwise.h"
+#include "kaio/ops/map_dtype.h"
+#include "kaio/ops/math16.h"
 
 namespace kaio::ops {
 
@@ -21,6 +25,21 @@ Value gelu_tanh_of(Value x) {
   return 0.5f * x * (1.0f + ir::tanh(inner));
 }
 
+// An activation with an f32 form (the IR's precise math) and a form for 16-bit outputs
+// (ops/math16.h: short forms with .approx steps, within 0.53 ulp of the output type).
+struct Act {
+  Value (*f32)(Value);
+  Value (*f16)(Value);
+  Value operator()(ir::KernelBuilder& b, Value x) const {
+    if (detail::building_map_dtype() == ir::Scalar::F32) return f32(x);
+    b.fast_math();  // rcp -> rcp.approx; the 16-bit forms use no other .approx-able op
+    return f16(x);
+  }
+};
+constexpr Act kSilu{silu_of, detail::silu16}, kGelu{gelu_erf_of, detail::gelu16},
+    kGeluTanh{gelu_tanh_of, detail::gelu_tanh16},
+    kExp{[](Value x) { return ir::exp(x); }, detail::exp16};
+
 struct OpDef {
   const char* name;
   std::vector<std::string> inputs, scalars;
@@ -30,8 +49,11 @@ struct OpDef {
 MapBody unary(Value (*f)(Value)) {
   return [f](ir::KernelBuilder&, In1 in, In1) { return f(in[0]); };
 }
-MapBody gated(Value (*f)(Value)) {
-  return [f](ir::KernelBuilder&, In1 in, In1) { return f(in[0]) * in[1]; };
+MapBody unary(Act f) {
+  return [f](ir::KernelBuilder& b, In1 in, In1) { return f(b, in[0]); };
+}
+MapBody gated(Act f) {
+  return [f](ir::KernelBuilder& b, In1 in, In1) { return f(b, in[0]) * in[1]; };
 }
 
 const std::vector<OpDef>& op_defs() {
@@ -43,13 +65,13 @@ const std::vector<OpDef>& op_defs() {
        [](ir::KernelBuilder&, In1 in, In1 s) { return ir::fma(s[0], in[0], s[1] * in[1]); }},
       // select keeps NaN (max(NaN, 0) would give 0).
       {"relu", {"x"}, {}, unary([](Value x) { return ir::select(x < 0.0f, 0.0f, x); })},
-      {"silu", {"x"}, {}, unary(silu_of)},
-      {"gelu", {"x"}, {}, unary(gelu_erf_of)},
-      {"gelu_tanh", {"x"}, {}, unary(gelu_tanh_of)},
-      {"exp", {"x"}, {}, unary([](Value x) { return ir::exp(x); })},
-      {"silu_gate", {"x", "gate"}, {}, gated(silu_of)},
-      {"gelu_gate", {"x", "gate"}, {}, gated(gelu_erf_of)},
-      {"gelu_gate_tanh", {"x", "gate"}, {}, gated(gelu_tanh_of)},
+      {"silu", {"x"}, {}, unary(kSilu)},
+      {"gelu", {"x"}, {}, unary(kGelu)},
+      {"gelu_tanh", {"x"}, {}, unary(kGeluTanh)},
+      {"exp", {"x"}, {}, unary(kExp)},
+      {"silu_gate", {"x", "gate"}, {}, gated(kSilu)},
+      {"gelu_gate", {"x", "gate"}, {}, gated(kGelu)},
+      {"gelu_gate_tanh", {"x", "gate"}, {}, gated(kGeluTanh)},
   };
   return defs;
 }

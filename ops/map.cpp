@@ -1,4 +1,5 @@
 #include "kaio/ops/map.h"
+#include "kaio/ops/map_dtype.h"
 
 #include <atomic>
 #include <string>
@@ -30,6 +31,15 @@ bool valid_name(const std::string& s) {
   return true;
 }
 
+thread_local Scalar t_building = Scalar::F32;
+
+// Sets building_map_dtype() while a map kernel is built (restored on exit, also by a throw).
+struct BuildingDtype {
+  Scalar saved;
+  explicit BuildingDtype(Scalar d) : saved(t_building) { t_building = d; }
+  ~BuildingDtype() { t_building = saved; }
+};
+
 // Calls the body on one element's f32 inputs and checks what it returns.
 Value apply(ir::KernelBuilder& b, const MapSpec& s, std::vector<Value> in, std::vector<Value>& scalars) {
   Value r = s.body(b, std::span<Value>(in), std::span<Value>(scalars));
@@ -42,12 +52,15 @@ Value apply(ir::KernelBuilder& b, const MapSpec& s, std::vector<Value> in, std::
 
 }  // namespace
 
+Scalar building_map_dtype() { return t_building; }
+
 ir::Kernel build_map_kernel(const std::string& prefix, const MapSpec& s, const MapConfig& c) {
   check_float_dtype(s.name.c_str(), "dtype", c.dtype);
   if (c.inputs != s.inputs.size() || c.scalars != s.scalars.size())
     throw UsageError("", s.name, "config has " + std::to_string(c.inputs) + " inputs and " + std::to_string(c.scalars) +
                                      " scalars; map '" + s.name + "' has " + std::to_string(s.inputs.size()) + " and " +
                                      std::to_string(s.scalars.size()));
+  const BuildingDtype building(c.dtype);
   const uint32_t W = c.vec;
   const uint64_t lw = log2_of(W);
   ir::KernelBuilder b(prefix + "_" + ir::scalar_name(c.dtype) + (c.rows ? "_rows" : "") + "_v" + std::to_string(W));

@@ -68,44 +68,61 @@ ir::Kernel build(const RowKernelConfig& c, Norm kind) {
   Value zero64 = b.constant<uint64_t>(0);
   Value inv_n = 1.0f / ir::cast<float>(cols);
 
+  // x + residual rounded to the dtype, stored to `sum` (add_rms_norm), in place in ch.
+  auto add_residual = [&](RowChunk& ch, const RowChunk& rc, Value sb) {
+    for (uint32_t k = 0; k < ch.n; ++k)
+      for (uint32_t e = 0; e < c.vec; ++e) ch.var(k, e) = rk.round_trip(ch.at(k, e) + rc.at(k, e));
+    rk.store(sum, sb, ch, [&](uint32_t k, uint32_t e) { return ch.at(k, e); });
+  };
+  auto output = [&](const RowChunk& ch, Value yb, Value mean, Value rstd) {
+    RowChunk wc = rk.load_like(ch, w, zero64);
+    std::optional<RowChunk> bc;
+    if (layer) bc = rk.load_like(ch, bias, zero64);
+    rk.store(y, yb, ch, [&](uint32_t k, uint32_t e) {
+      if (layer) return ir::fma((ch.at(k, e) - mean) * rstd, wc.at(k, e), bc->at(k, e));
+      return ch.at(k, e) * rstd * wc.at(k, e);
+    });
+  };
+  // The row in registers (read once): the mean, then the sum of squared deviations (layer),
+  // or the sum of squares.
+  auto in_registers = [&](Value row, RowChunk& ch) {
+    Value yb = rk.row_base(row, ys);
+    if (layer) {
+      Value mean = rk.team_sum(rk.thread_sum(ch, [&](uint32_t k, uint32_t e) { return ch.at(k, e); })) * inv_n;
+      Value var = rk.team_sum(rk.thread_sum(ch, [&](uint32_t k, uint32_t e) {
+                    Value d = ch.at(k, e) - mean;
+                    return d * d;
+                  })) * inv_n;
+      output(ch, yb, mean, ir::rsqrt(var + eps));
+    } else {
+      Value q = rk.team_sum(rk.thread_sum(ch, [&](uint32_t k, uint32_t e) { return ch.at(k, e) * ch.at(k, e); }));
+      output(ch, yb, Value(), ir::rsqrt(q * inv_n + eps));
+    }
+  };
+  if (c.persist) {  // teams loop over rows, the next row's loads (x, residual) in flight
+    std::vector<RowKernel::Source> src = {{x, xs}};
+    if (add) src.push_back({r, rs});
+    rk.persistent_rows(rows, cols, src, [&](Value row, Value, std::vector<RowChunk>& in) {
+      if (add) add_residual(in[0], in[1], rk.row_base(row, ss));
+      in_registers(row, in[0]);
+    });
+    return b.build();
+  }
+
   rk.rows(rows, [&](Value row, Value t) {
     Value xb = rk.row_base(row, xs), yb = rk.row_base(row, ys);
     Value rb = add ? rk.row_base(row, rs) : Value(), sb = add ? rk.row_base(row, ss) : Value();
     // The values a chunk normalises: x, or x + residual rounded to the dtype (and stored).
     auto input = [&](Value first, Value limit, uint32_t n) {
       RowChunk ch = rk.load(x, xb, first, limit, n);
-      if (add) {
-        RowChunk rc = rk.load_like(ch, r, rb);
-        for (uint32_t k = 0; k < n; ++k)
-          for (uint32_t e = 0; e < c.vec; ++e) ch.var(k, e) = rk.round_trip(ch.at(k, e) + rc.at(k, e));
-        rk.store(sum, sb, ch, [&](uint32_t k, uint32_t e) { return ch.at(k, e); });
-      }
+      if (add) add_residual(ch, rk.load_like(ch, r, rb), sb);
       if (c.stage) rk.stage_store(ch);
       return ch;
     };
-    auto output = [&](const RowChunk& ch, Value mean, Value rstd) {
-      RowChunk wc = rk.load_like(ch, w, zero64);
-      std::optional<RowChunk> bc;
-      if (layer) bc = rk.load_like(ch, bias, zero64);
-      rk.store(y, yb, ch, [&](uint32_t k, uint32_t e) {
-        if (layer) return ir::fma((ch.at(k, e) - mean) * rstd, wc.at(k, e), bc->at(k, e));
-        return ch.at(k, e) * rstd * wc.at(k, e);
-      });
-    };
 
-    if (c.items) {  // the row in registers: one read
+    if (c.items) {
       RowChunk ch = input(b.constant<uint32_t>(0), cols, c.items);
-      if (layer) {
-        Value mean = rk.team_sum(rk.thread_sum(ch, [&](uint32_t k, uint32_t e) { return ch.at(k, e); })) * inv_n;
-        Value var = rk.team_sum(rk.thread_sum(ch, [&](uint32_t k, uint32_t e) {
-                      Value d = ch.at(k, e) - mean;
-                      return d * d;
-                    })) * inv_n;
-        output(ch, mean, ir::rsqrt(var + eps));
-      } else {
-        Value q = rk.team_sum(rk.thread_sum(ch, [&](uint32_t k, uint32_t e) { return ch.at(k, e) * ch.at(k, e); }));
-        output(ch, Value(), ir::rsqrt(q * inv_n + eps));
-      }
+      in_registers(row, ch);
       return;
     }
 
@@ -173,7 +190,7 @@ ir::Kernel build(const RowKernelConfig& c, Norm kind) {
       RowChunk ch = c.stage ? rk.stage_load(rk.columns(first, hi, rk.chunk_items()))
                     : add   ? rk.load(sum, sb, first, hi, rk.chunk_items())
                             : rk.load(x, xb, first, hi, rk.chunk_items());
-      output(ch, mean, rstd);
+      output(ch, yb, mean, rstd);
     });
   });
   return b.build();

@@ -118,9 +118,27 @@ void stream_vectors(ir::KernelBuilder& b, const ArrayAccess& x, Acc& acc, Value 
       Value vk = k == 0 ? v0 : v0 + stride * uint64_t(k);
       vals.push_back(x.load_at(base + (vk << uint64_t(lw))));
     }
-    for (uint32_t k = 0; k < kUnroll; ++k) {
-      Value vk = k == 0 ? v0 : v0 + stride * uint64_t(k);
-      add_chunk(acc, vals[k], index_of(vk));
+    auto add_all = [&] {
+      for (uint32_t k = 0; k < kUnroll; ++k) {
+        Value vk = k == 0 ? v0 : v0 + stride * uint64_t(k);
+        add_chunk(acc, vals[k], index_of(vk));
+      }
+    };
+    if (acc.op == Reduce::ArgMax) {
+      // The exact argmax step costs ~8 instructions per element, which makes 16-bit rows
+      // compute-bound. Two per element decide whether this chunk can change the result: its
+      // max (max.f32 ignores NaN) and fma(v, 0, s), NaN when a value is NaN or +-inf. A chunk
+      // with neither a NaN nor an inf and a max not above the running value has no element
+      // that wins (ties keep the earlier index), so only other chunks take the exact step.
+      Value m, z;
+      for (const std::vector<Value>& vk : vals)
+        for (Value x : vk) {
+          m = m.valid() ? ir::max(m, x) : x;
+          z = z.valid() ? ir::fma(x, 0.0f, z) : x * 0.0f;
+        }
+      b.if_(ir::isnan(z) || m > acc.val.get() || acc.idx.get() == 0xffffffffu, add_all);
+    } else {
+      add_all();
     }
     v = v0 + stride * uint64_t(kUnroll);
   });

@@ -1,5 +1,6 @@
 #include "kaio/ops/row_kernel.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace kaio::ops {
@@ -11,12 +12,14 @@ std::string RowKernelConfig::suffix() const {
   std::string s = std::string("_") + ir::scalar_name(dtype) + "_v" + std::to_string(vec) + "_t" + std::to_string(team);
   s += items ? "_i" + std::to_string(items) : std::string("_s");
   if (phase) s += "_p" + std::to_string(phase);
+  if (persist) s += "_pf";
   if (stage) s += "_sh";
   return s;
 }
 
 RowKernelConfig row_kernel_config(ir::Scalar dtype, const RowPlan& plan, uint32_t phase) {
-  return RowKernelConfig{dtype, plan.vec, plan.team, plan.items, plan.split > 1 ? phase : 0u, plan.stage};
+  const bool persist = plan.persist && plan.items > 0 && plan.split == 1;
+  return RowKernelConfig{dtype, plan.vec, plan.team, plan.items, plan.split > 1 ? phase : 0u, plan.stage, persist};
 }
 
 std::vector<RowKernelConfig> common_row_configs(bool with_split) {
@@ -51,7 +54,12 @@ jit::LaunchConfig row_launch(const RowKernelConfig& c, uint32_t rows, uint32_t c
                              const jit::Stream* stream) {
   if (c.phase) return jit::LaunchConfig{.grid = {split, rows}, .block = {c.team}, .stream = stream};
   const uint32_t per_block = c.block() / c.team;
-  return jit::LaunchConfig{.grid = {(rows + per_block - 1) / per_block}, .block = {c.block()},
+  uint32_t blocks = (rows + per_block - 1) / per_block;
+  if (c.persist) {  // the blocks that stay resident (launch bounds: 1024 threads per SM)
+    const uint32_t resident = detail::sm_count() * std::max(1u, 1024u / c.block());
+    blocks = std::min(blocks, resident);
+  }
+  return jit::LaunchConfig{.grid = {blocks}, .block = {c.block()},
                            .shared_bytes = c.stage ? cols * 4u : 0u, .stream = stream};
 }
 
@@ -78,6 +86,68 @@ void RowKernel::rows(Value rows, const std::function<void(Value row, Value t)>& 
     t_ = b_.thread_idx_x();
     body(b_.block_idx_x(), t_);
   }
+}
+
+void RowKernel::persistent_rows(Value rows, Value cols, const std::vector<Source>& src,
+                                const std::function<void(Value row, Value t, std::vector<RowChunk>& in)>& body) {
+  Value team, teams;
+  if (c_.team == 32) {  // warps: several teams per block, the loop stays warp-uniform
+    const uint32_t per_block = c_.block() / 32;
+    t_ = b_.lane_id();
+    team = b_.block_idx_x() * per_block + b_.warp_id();
+    teams = b_.grid_dim_x() * per_block;
+  } else {  // blocks: the loop is block-uniform, so the reductions' barriers are reached by all
+    t_ = b_.thread_idx_x();
+    team = b_.block_idx_x();
+    teams = b_.grid_dim_x();
+  }
+  const RowChunk where = columns(b_.constant<uint32_t>(0), cols, c_.items);
+  std::vector<ir::RegArray> cur, next;
+  for (const Source& s : src) {
+    cur.push_back(raw_array(s.p.type().elem, c_.items));
+    next.push_back(raw_array(s.p.type().elem, c_.items));
+  }
+  auto issue = [&](std::vector<ir::RegArray>& dst, Value row) {
+    for (size_t i = 0; i < src.size(); ++i) load_raw(dst[i], where, src[i].p, row_base(row, src[i].stride));
+  };
+  b_.if_(team < rows, [&] { issue(cur, team); });
+  ir::Var row = b_.var<uint32_t>(team);
+  parity_ = b_.var<uint32_t>(0u);
+  // rows < 2^32 - teams (a row op of 2^32 rows would not fit in memory), so row + teams
+  // does not wrap.
+  b_.while_([&] { return row.get() < rows; }, [&] {
+    Value r = row.get();
+    Value n = r + teams;
+    b_.if_(n < rows, [&] { issue(next, n); });  // in flight during body's reductions
+    std::vector<RowChunk> in;
+    for (size_t i = 0; i < src.size(); ++i) in.push_back(widen(cur[i], src[i].p.type().elem, where));
+    body(r, t_, in);
+    for (size_t i = 0; i < src.size(); ++i)
+      for (size_t j = 0; j < cur[i].size(); ++j) cur[i][j] = next[i][j].get();
+    row = n;
+    parity_->operator=(parity_->get() ^ 1u);
+  });
+  parity_.reset();
+}
+
+Value RowKernel::block_reduce(bool sum, Value v) const {
+  // Each warp reduces; lane 0 of each writes its partial to this row's half of the slots;
+  // after one barrier every warp reduces the partials. The next row uses the other half,
+  // and the row after it passes this reduction's barrier of the next row first, by which
+  // time every warp has read its partials: no second barrier.
+  auto op = [&](Value a, Value b) { return sum ? a + b : ir::max(a, b); };
+  Value w = sum ? b_.warp_reduce_sum(v) : b_.warp_reduce_max(v);
+  const uint32_t warps = c_.block() / 32;
+  Value slots = b_.shared<float>(64);
+  Value lane = b_.lane_id();
+  Value half = parity_->get() * 32u;
+  b_.if_(lane == 0u, [&] { slots[half + b_.warp_id()] = w; });
+  b_.barrier();
+  // Lane l reads partial l mod warps (warps is a power of two), so each group of `warps`
+  // lanes holds all partials and the butterfly leaves the total in every lane.
+  Value acc = slots[half + (lane & (warps - 1))];
+  for (uint32_t m = warps / 2; m >= 1; m /= 2) acc = op(acc, ir::shfl_xor(acc, m));
+  return acc;
 }
 
 Value RowKernel::row_base(Value row, Value stride) const { return ir::cast<uint64_t>(row) * stride; }
@@ -146,10 +216,19 @@ Value RowKernel::round_trip(Value v) const {
 RowChunk RowKernel::load_like(const RowChunk& where, Value p, Value base) const {
   // Every access of the chunk is issued before any loaded value is used (the unpacking
   // sits after the last load), so a thread has all its loads in flight at once.
-  const Scalar elem = p.type().elem;
+  ir::RegArray raw = raw_array(p.type().elem, where.n);
+  load_raw(raw, where, p, base);
+  return widen(raw, p.type().elem, where);
+}
+
+ir::RegArray RowKernel::raw_array(Scalar elem, uint32_t n) const {
   const uint32_t per = c_.vec == 1 ? 1 : 4;  // registers per access: 4 x 32 bits, or one element
   const ir::Type raw_t = ir::Type::scalar(elem);
-  ir::RegArray raw = b_.array(raw_t, where.n * per, b_.constant(raw_t, ir::Literal{ir::Literal::Float, 0, 0, 0.0}, "load"));
+  return b_.array(raw_t, n * per, b_.constant(raw_t, ir::Literal{ir::Literal::Float, 0, 0, 0.0}, "load"));
+}
+
+void RowKernel::load_raw(const ir::RegArray& raw, const RowChunk& where, Value p, Value base) const {
+  const Scalar elem = p.type().elem;
   for (uint32_t k = 0; k < where.n; ++k) {
     b_.if_(where.valid[k], [&] {
       Value idx = base + ir::cast<uint64_t>(where.col[k]);
@@ -162,6 +241,9 @@ RowChunk RowKernel::load_like(const RowChunk& where, Value p, Value base) const 
       }
     });
   }
+}
+
+RowChunk RowKernel::widen(const ir::RegArray& raw, Scalar elem, const RowChunk& where) const {
   if (elem == Scalar::F32) return RowChunk{raw, where.valid, where.col, where.n, c_.vec};
   RowChunk ch{b_.array<float>(where.n * c_.vec, 0.0f), where.valid, where.col, where.n, c_.vec};
   for (uint32_t k = 0; k < where.n; ++k) {
@@ -227,8 +309,14 @@ Value RowKernel::thread_max(const RowChunk& c) const {
   return acc;
 }
 
-Value RowKernel::team_sum(Value v) const { return c_.team == 32 ? b_.warp_reduce_sum(v) : b_.block_reduce_sum(v); }
-Value RowKernel::team_max(Value v) const { return c_.team == 32 ? b_.warp_reduce_max(v) : b_.block_reduce_max(v); }
+Value RowKernel::team_sum(Value v) const {
+  if (c_.team == 32) return b_.warp_reduce_sum(v);
+  return parity_ ? block_reduce(true, v) : b_.block_reduce_sum(v);
+}
+Value RowKernel::team_max(Value v) const {
+  if (c_.team == 32) return b_.warp_reduce_max(v);
+  return parity_ ? block_reduce(false, v) : b_.block_reduce_max(v);
+}
 
 void RowKernel::stream(Value lo, Value hi, const std::function<void(Value first)>& body) const {
   b_.for_(lo, hi, chunk_cols(), body);

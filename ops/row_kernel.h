@@ -23,9 +23,10 @@ struct RowKernelConfig {
   ir::Scalar dtype = ir::Scalar::F32;
   uint32_t vec = 1, team = 32, items = 1, phase = 0;
   bool stage = false;  // streamed, with the row kept in dynamic shared memory (cols x f32)
-  auto fields() const { return std::tie(dtype, vec, team, items, phase, stage); }
+  bool persist = false;  // rows in registers, teams loop over rows (RowKernel::persistent_rows)
+  auto fields() const { return std::tie(dtype, vec, team, items, phase, stage, persist); }
   uint32_t block() const { return team < 128 ? 128 : team; }
-  std::string suffix() const;  // "_bf16_v8_t256_i4", "_f32_v1_t1024_s_p1"
+  std::string suffix() const;  // "_bf16_v8_t256_i4", "_f32_v1_t1024_s_p1", "_bf16_v8_t512_i2_pf"
 };
 
 // The kernel configs of `plan` for `dtype`: one, or two (phases 1 and 2) for a split row.
@@ -35,7 +36,8 @@ RowKernelConfig row_kernel_config(ir::Scalar dtype, const RowPlan& plan, uint32_
 std::vector<RowKernelConfig> common_row_configs(bool with_split);
 
 // Launch shape of a row kernel for `rows` rows of `cols` (`split` blocks per row when
-// phase != 0; staged rows get cols x 4 bytes of dynamic shared memory).
+// phase != 0; staged rows get cols x 4 bytes of dynamic shared memory; persistent kernels
+// get the blocks that stay resident, detail::sm_count() x 1024 threads, or fewer).
 jit::LaunchConfig row_launch(const RowKernelConfig& c, uint32_t rows, uint32_t cols, uint32_t split,
                              const jit::Stream* stream);
 
@@ -57,6 +59,19 @@ class RowKernel {
   // The row this thread's team handles and the thread's index in the team. `body` runs for
   // valid rows only (a warp-uniform guard when several rows share a block).
   void rows(ir::Value rows, const std::function<void(ir::Value row, ir::Value t)>& body);
+
+  // A tensor read by a persistent row loop, with its row stride (elements, u64).
+  struct Source {
+    ir::Value p, stride;
+  };
+  // Persistent rows (config().persist): team i of the grid's handles rows i, i + teams, ...;
+  // the loads of its next row (columns [0, cols), config().items accesses per thread, of
+  // every source) are issued before `body` works on the current one, so they are in flight
+  // during its reductions and stores. `in[s]` holds source s's row in f32 registers; `body`
+  // may overwrite them. Team reductions inside `body` use shared slots alternating with
+  // the row, so they need no barrier after reading them.
+  void persistent_rows(ir::Value rows, ir::Value cols, const std::vector<Source>& src,
+                       const std::function<void(ir::Value row, ir::Value t, std::vector<RowChunk>& in)>& body);
 
   // The u64 element offset of row `row` with stride `stride` (u64).
   ir::Value row_base(ir::Value row, ir::Value stride) const;
@@ -105,6 +120,16 @@ class RowKernel {
   ir::Value t_;
   ir::Value stage_;  // dynamic shared f32 (staged rows)
   ir::Type f32_;
+  std::optional<ir::Var> parity_;  // inside persistent_rows: which shared slots the reductions use
+
+  // Loads in two steps (load_like is both): issue the accesses of `where` into raw registers
+  // (16-byte vectors as 4 x 32 bits, else one element each; columns not read keep their
+  // values), then widen them to f32.
+  ir::RegArray raw_array(ir::Scalar elem, uint32_t n) const;
+  void load_raw(const ir::RegArray& raw, const RowChunk& where, ir::Value p, ir::Value base) const;
+  RowChunk widen(const ir::RegArray& raw, ir::Scalar elem, const RowChunk& where) const;
+  // A block reduction (Add or Max) over the team with one barrier (persistent rows).
+  ir::Value block_reduce(bool sum, ir::Value v) const;
 };
 
 // The pointer parameter type of a row kernel's tensor (packed pairs for f16/bf16 vectors).

@@ -85,9 +85,12 @@ struct RowPlan {
   uint32_t items = 1;  // vectors per thread held in registers; 0: the row is streamed in chunks
   uint32_t split = 1;  // blocks per row (> 1 only for streamed rows; a second kernel finishes)
   bool stage = false;  // a streamed row kept in shared memory between its passes (read once)
+  // Rows in registers (items > 0) of 16-bit data: a grid of resident teams walks the rows,
+  // each team issuing its next row's loads before it reduces and stores the current one.
+  bool persist = false;
   uint32_t block() const { return team < 128 ? 128 : team; }  // warps per row share a block
   uint32_t rows_per_block() const { return block() / team; }
-  auto fields() const { return std::tie(vec, team, items, split, stage); }
+  auto fields() const { return std::tie(vec, team, items, split, stage, persist); }
 };
 
 // Limits of the strategy: at most a block of 1024 threads per row, and at most

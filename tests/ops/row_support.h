@@ -45,6 +45,12 @@ inline std::vector<Layout> layouts(bool long_rows) {
       {1, 1, 0, 0, "1x1"},           {3, 17, 0, 0, "3x17"},          {67, 1025, 0, 0, "67x1025"},
       {5, 1002, 0, 0, "cols % 4 != 0"}, {9, 256, 0, 0, "aligned"},   {4, 512, 0, 1, "misaligned"},
       {6, 256, 264, 0, "strided"},   {5, 17, 20, 3, "strided, misaligned"}, {40, 96, 0, 0, "warp per row"},
+      // 16-bit rows in registers loop over rows (persistent teams); with one multiprocessor
+      // each team walks several rows: warps (32 teams, 12 of 32 lanes with columns), 128-thread
+      // blocks (8 blocks for 41 rows, the last 6 accesses of each row past its end) and
+      // 512-thread blocks (2 blocks for 37 rows).
+      {300, 96, 0, 0, "persistent, warp per row"}, {41, 2000, 2008, 0, "persistent, block per row"},
+      {37, 8192, 0, 0, "persistent, 512 threads"},
   };
   if (long_rows) {
     v.push_back({2, 20000, 0, 0, "staged"});
@@ -56,9 +62,11 @@ inline std::vector<Layout> layouts(bool long_rows) {
   }
   return v;
 }
-// The streamed layouts above need one multiprocessor, the split ones the default count.
+// The streamed and persistent layouts above need one multiprocessor, the split ones the
+// default count.
 inline uint32_t sm_count_for(const Layout& l) {
-  return l.what.rfind("streamed", 0) == 0 || l.what.rfind("staged", 0) == 0 ? 1u : 0u;
+  return l.what.rfind("streamed", 0) == 0 || l.what.rfind("staged", 0) == 0 || l.what.rfind("persistent", 0) == 0 ? 1u
+                                                                                                                  : 0u;
 }
 
 template <class T>

@@ -45,13 +45,20 @@ double gelu_tanh_d(double x) { return 0.5 * x * (1 + std::tanh(tanh_inner(x))); 
 // (erf): erf's absolute bound 4e-7 and the rounding of x / sqrt(2), scaled by x / 2, plus
 // 16u. gelu_tanh: tanh within 4 ulp, the inner polynomial a few roundings: 8u relative
 // plus x / 2 * (8u |inner| + 16u). Gates: the activation's bound times |gate|, plus one
-// rounding of the product.
+// rounding of the product. form16: f16/bf16 data, whose activations use the forms of
+// ops/math16.h: exp2/rcp .approx and, for gelu, an erfc fit with relative error 2^-16.4;
+// before the final rounding they are within 2^-14 relative of the result (gelu: 2^-14 |x|,
+// as 1 - q may cancel near x = 0), plus the roundings of |w| <= 4 log2 e * 5 in the exponent.
 struct Ref {
   double r, tol;
 };
-Ref reference(const std::string& op, double a, double b) {
+Ref reference(const std::string& op, double a, double b, bool form16 = false) {
   const double u = kU32;
   auto act = [&](const std::string& f, double x) -> Ref {
+    if (form16) {
+      const double r = f == "silu" ? silu_d(x) : f == "gelu" ? gelu_d(x) : gelu_tanh_d(x);
+      return {r, 0x1p-14 * (f == "gelu" ? std::fabs(x) : std::fabs(r))};
+    }
     if (f == "silu") return {silu_d(x), 16 * u * std::fabs(silu_d(x))};
     if (f == "gelu") return {gelu_d(x), 16 * u * std::fabs(gelu_d(x)) + 0.5 * std::fabs(x) * (4e-7 + 2 * u * std::fabs(x))};
     return {gelu_tanh_d(x), 8 * u * std::fabs(gelu_tanh_d(x)) +
@@ -65,7 +72,7 @@ Ref reference(const std::string& op, double a, double b) {
     return {ax + by, 3 * u * (std::fabs(ax) + std::fabs(by))};
   }
   if (op == "relu") return {a < 0 ? 0.0 : a, 0};
-  if (op == "exp") return {std::exp(a), 10 * u * std::exp(a)};
+  if (op == "exp") return {std::exp(a), (form16 ? 0x1p-18 : 10 * u) * std::exp(a)};
   if (op == "silu" || op == "gelu" || op == "gelu_tanh") return act(op, a);
   std::string f = op == "silu_gate" ? "silu" : op == "gelu_gate" ? "gelu" : "gelu_tanh";
   Ref x = act(f, a);
@@ -90,7 +97,7 @@ size_t run_case(const std::string& op, size_t n, size_t offset, bool in_place = 
   const double uT = unit<T>();
   size_t bad = 0;
   for (size_t i = 0; i < n; ++i) {
-    Ref ref = reference(op, as_double(ha[i]), as_double(hb[i]));
+    Ref ref = reference(op, as_double(ha[i]), as_double(hb[i]), !std::is_same_v<T, float>);
     // f16/bf16: the f32 error, then one rounding to T (relative uT, or the subnormal
     // spacing near zero).
     double tol = std::is_same_v<T, float> ? ref.tol : ref.tol + uT * std::fabs(ref.r) * 1.0001 + tiny<T>();
@@ -149,7 +156,7 @@ size_t run_rows_case(const std::string& op, const RowsShape& s) {
         bad += !std::isnan(g);
         continue;
       }
-      Ref ref = reference(op, as_double(ha[r * s.lda + c]), as_double(hb[r * s.ldb + c]));
+      Ref ref = reference(op, as_double(ha[r * s.lda + c]), as_double(hb[r * s.ldb + c]), !std::is_same_v<T, float>);
       double tol = std::is_same_v<T, float> ? ref.tol : ref.tol + unit<T>() * std::fabs(ref.r) * 1.0001 + tiny<T>();
       if (!(std::fabs(g - ref.r) <= tol)) {
         if (bad < 5) UNSCOPED_INFO(op << "[" << r << ", " << c << "] = " << g << ", expected " << ref.r << " +- " << tol);

@@ -150,12 +150,16 @@ TEST_CASE("norms: a second call of a shape runs no builder", "[gpu][ops][rows]")
 
 TEST_CASE("every row strategy gives the same result (plan override)", "[gpu][ops][rows]") {
   // 3 rows of 2048 f32 (512 float4 accesses): registers with 128 x 4, 256 x 2, 512 x 1,
-  // staged, streamed, and split over 3 blocks; all must match the default plan's output.
+  // the first and last as persistent teams too (one multiprocessor: two 512-thread blocks,
+  // one of which walks two rows), staged, streamed, and split over 3 blocks; all must match
+  // the default plan's output.
+  ScopedSms sms(1);
   Layout l{3, 2048, 0, 0, "dense"};
   Mat<float> x = random_mat<float>(l, -3, 3), r = random_mat<float>(l, -3, 3);
   Mat<float> w = random_vector<float>(l.cols, -1, 1), b = random_vector<float>(l.cols, -1, 1);
-  std::vector<ops::RowPlan> plans = {{4, 128, 4, 1, false}, {4, 256, 2, 1, false}, {4, 512, 1, 1, false},
-                                     {4, 1024, 0, 1, true}, {4, 1024, 0, 1, false}, {4, 1024, 0, 3, false}};
+  std::vector<ops::RowPlan> plans = {{4, 128, 4, 1, false},       {4, 256, 2, 1, false}, {4, 512, 1, 1, false},
+                                     {4, 128, 4, 1, false, true}, {4, 512, 1, 1, false, true},
+                                     {4, 1024, 0, 1, true},       {4, 1024, 0, 1, false}, {4, 1024, 0, 3, false}};
   for (int op = 0; op < 4; ++op) {
     auto run = [&](const ops::RowPlan* p) {
       Mat<float> y = poisoned_mat<float>(l), s = poisoned_mat<float>(l);

@@ -147,6 +147,34 @@ TEMPLATE_TEST_CASE("argmax_rows: ties give the first index, NaN counts as the la
   CHECK(ops::reduce_rows_family().builds() == builds);
 }
 
+TEMPLATE_TEST_CASE("argmax_rows on long rows: the winner, ties, NaN and inf in later chunks of a thread",
+                   "[gpu][ops][reduction]", float, kaio::half, kaio::bfloat16) {
+  // 16384 columns: every thread walks several unrolled chunks, most of which cannot change
+  // the result; the special values sit in chunks after the first.
+  using T = TestType;
+  const uint32_t cols = 16384, rows = 6;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<T> h(size_t(rows) * cols, T(1.0f));
+  h[0 * cols + 9000] = T(2.0f);
+  h[0 * cols + 12000] = T(2.0f);  // tie: 9000
+  h[1 * cols + 100] = T(3.0f);
+  h[1 * cols + 15000] = T(nan);
+  h[1 * cols + 16000] = T(nan);  // NaN beats 3: 15000
+  for (uint32_t c = 0; c < cols; ++c) h[2 * cols + c] = T(-inf);  // all -inf: 0
+  h[3 * cols + 6000] = T(inf);
+  h[3 * cols + 5000] = T(inf);  // inf, twice: 5000
+  for (uint32_t c = 0; c < cols; ++c) h[4 * cols + c] = T(-1.0f);
+  h[4 * cols + 3] = T(-0.0f);
+  h[4 * cols + 10000] = T(0.0f);  // -0 == +0: 3
+  for (uint32_t c = 0; c < cols; ++c) h[5 * cols + c] = T(float(c % 1000) / 1000);
+  h[5 * cols + 16383] = T(1.5f);  // the last element
+  DeviceBuffer<T> x(h);
+  DeviceBuffer<int64_t> out(rows);
+  out.fill_bytes(0xFF);
+  ops::argmax_rows<T>(out, x, rows, cols);
+  CHECK(out.to_host() == std::vector<int64_t>{9000, 15000, 0, 5000, 3, 16383});
+}
+
 TEMPLATE_TEST_CASE("whole-array reductions against float64, bit-identical across runs", "[gpu][ops][reduction]", float,
                    kaio::half, kaio::bfloat16) {
   using T = TestType;

@@ -1,0 +1,35 @@
+// Activations built for 16-bit outputs. A bf16 result keeps 8 significant bits and an f16
+// result 11, so the f32 work before the final rounding only needs a relative error well below
+// 2^-12 (half an f16 ulp): these forms use ex2.approx and rcp.approx (one MUFU op each,
+// relative error <= 2^-22) and one short polynomial, and never evaluate two branches of a
+// transcendental. They expect a kernel built with fast math (rcp -> rcp.approx); exp2 is
+// ex2.approx in every mode (subnormal results kept, as bf16 outputs need).
+//
+// Measured over all 65,536 inputs of each 16-bit type against float64 (the interpreter, which
+// computes exp2 and rcp exactly and rounds to f32: within 2 f32 ulp of the hardware's; the
+// device run of the same test confirms), as the largest error in ulps of the output type:
+//
+//   op          bf16     f16      form
+//   exp         0.5002   0.5000   exp2(x * log2 e)
+//   silu        0.5000   0.5001   x * sigmoid(x), sigmoid from e = 2^(-|x| log2 e): 1/(1+e) or e/(1+e)
+//   gelu_tanh   0.5000   0.5001   x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)) (= x/2 (1 + tanh(..)))
+//   gelu        0.5017   0.5203   x * Phi(x), Phi from q = erfc(|x|/sqrt 2)/2 (q or 1 - q), q by the
+//                                 fit below (relative error 2^-16.4), with no cancellation for x < 0
+//
+// (0.5 is the rounding to the output type itself.) The gated forms multiply by the gate in
+// f32 before the one rounding. tanh.approx.f32 (relative error 2^-10.99) was not used: it
+// would cost f16 outputs up to 0.25 ulp more, and sigmoid(2u) gives the same tanh-gelu with
+// two MUFU ops and no cancellation for negative x. Packed bf16x2 / f16x2 arithmetic was not
+// used either: each step would round to 8 (11) bits, and the erfc and sigmoid steps need f32.
+#pragma once
+
+#include "kaio/ir/builder.h"
+
+namespace kaio::ops::detail {
+
+ir::Value exp16(ir::Value x);
+ir::Value silu16(ir::Value x);
+ir::Value gelu_tanh16(ir::Value x);
+ir::Value gelu16(ir::Value x);
+
+}  // namespace kaio::ops::detail

@@ -1,0 +1,122 @@
+// The activations' 16-bit forms (ops/math16.h), exhaustively: every one of the 65,536 f16
+// and bf16 inputs through exp, silu, gelu, gelu_tanh and the gated forms, against float64,
+// as the largest error in ulps of the output type. One launch of 65,536 elements per op and
+// type. [gpu]: the device, or the interpreter (KAIO_INTERPRET=1), which computes exp2 and rcp
+// exactly and rounds to f32 (within 2 f32 ulp of ex2.approx / rcp.approx): the bound checked
+// is the device's. Run with -s to see the measured maxima.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "kaio/ops/elementwise.h"
+#include "ops_support.h"
+
+using namespace kaio;
+using namespace kaio::test::ops;
+
+namespace {
+
+// float64 references without cancellation: gelu by erfc, the tanh form as a sigmoid.
+double silu_d(double x) { return x / (1 + std::exp(-x)); }
+double gelu_d(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
+double gelu_tanh_d(double x) {
+  double u = std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x);
+  return x / (1 + std::exp(-2 * u));
+}
+double act_d(const std::string& op, double x) {
+  if (op.rfind("silu", 0) == 0) return silu_d(x);
+  if (op == "gelu" || op == "gelu_gate") return gelu_d(x);
+  if (op == "exp") return std::exp(x);
+  return gelu_tanh_d(x);
+}
+
+template <class T>
+void call(const std::string& op, uint64_t out, uint64_t x, uint64_t g, size_t n) {
+  if (op == "exp") ops::exp<T>(out, x, n);
+  else if (op == "silu") ops::silu<T>(out, x, n);
+  else if (op == "gelu") ops::gelu<T>(out, x, n);
+  else if (op == "gelu_tanh") ops::gelu_tanh<T>(out, x, n);
+  else if (op == "silu_gate") ops::silu_gate<T>(out, x, g, n);
+  else if (op == "gelu_gate") ops::gelu_gate<T>(out, x, g, n);
+  else ops::gelu_gate_tanh<T>(out, x, g, n);
+}
+
+// Precision (significant bits) and smallest normal exponent of T.
+template <class T>
+constexpr int kBits = std::is_same_v<T, kaio::half> ? 11 : 8;
+template <class T>
+constexpr int kEmin = std::is_same_v<T, kaio::half> ? -14 : -126;
+
+// The spacing of T at |v| (subnormal spacing below the normal range).
+template <class T>
+double ulp_of(double v) {
+  int e = v == 0 ? kEmin<T> : std::ilogb(v);
+  return std::ldexp(1.0, std::max(e, kEmin<T>) - (kBits<T> - 1));
+}
+
+template <class T>
+double max_finite() {
+  return std::is_same_v<T, kaio::half> ? 65504.0 : static_cast<double>(static_cast<float>(T::from_bits(0x7f7f)));
+}
+
+struct Result {
+  double max_ulps = 0, at = 0;
+  size_t wrong_special = 0;  // non-finite inputs or overflowing results handled wrongly
+};
+
+template <class T>
+Result exhaustive(const std::string& op) {
+  const size_t n = 65536;
+  const bool gated = op.find("_gate") != std::string::npos;
+  std::vector<T> hx(n), hg(n);
+  std::vector<T> gates = random_vec<T>(n, -4, 4);
+  for (size_t i = 0; i < n; ++i) {
+    hx[i] = T::from_bits(static_cast<uint16_t>(i));
+    hg[i] = gates[i];
+  }
+  Slice<T> x(n, 0), g(n, 0), out(n, 0);
+  x.upload(hx);
+  g.upload(hg);
+  out.poison();
+  call<T>(op, out.address(), x.address(), g.address(), n);
+  std::vector<T> got = out.download();
+  CHECK(out.guards_intact());
+  Result res;
+  for (size_t i = 0; i < n; ++i) {
+    const double xv = as_double(hx[i]), gv = gated ? as_double(hg[i]) : 1.0;
+    const double ref = act_d(op, xv) * gv, y = as_double(got[i]);
+    if (!std::isfinite(xv)) {  // NaN stays NaN; +-inf gives what the float64 formula gives
+      bool ok = std::isnan(ref) ? std::isnan(y) : y == ref;
+      if (!ok && res.wrong_special++ < 5) UNSCOPED_INFO(op << "(" << xv << ") = " << y << ", expected " << ref);
+      continue;
+    }
+    if (std::fabs(ref) > max_finite<T>()) {  // overflows: max_finite or inf of the right sign
+      bool ok = std::signbit(y) == std::signbit(ref) && std::fabs(y) >= max_finite<T>();
+      if (!ok && res.wrong_special++ < 5) UNSCOPED_INFO(op << "(" << xv << ") = " << y << ", expected " << ref);
+      continue;
+    }
+    double e = std::isnan(y) ? std::numeric_limits<double>::infinity() : std::fabs(y - ref) / ulp_of<T>(std::fabs(ref));
+    if (e > res.max_ulps) {
+      res.max_ulps = e;
+      res.at = xv;
+    }
+  }
+  return res;
+}
+
+}  // namespace
+
+// The bound: half an ulp for the rounding to T, plus the measured f32 error (largest: gelu
+// f16 0.5203 ulp, ops/math16.h) with room for the hardware's .approx steps (2^-22 relative).
+TEMPLATE_TEST_CASE("16-bit activations over all 65,536 inputs: within 0.53 ulp of float64", "[gpu][ops][elementwise]",
+                   kaio::half, kaio::bfloat16) {
+  using T = TestType;
+  for (const std::string op : {"exp", "silu", "gelu", "gelu_tanh", "silu_gate", "gelu_gate", "gelu_gate_tanh"}) {
+    Result r = exhaustive<T>(op);
+    INFO(op << " " << type_name<T>() << ": max error " << r.max_ulps << " ulp at x = " << r.at);
+    CHECK(r.wrong_special == 0);
+    CHECK(r.max_ulps <= 0.53);
+  }
+}
