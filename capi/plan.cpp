@@ -36,19 +36,6 @@ void Plan::launch(std::initializer_list<const kaio_tensor*> tensors, std::initia
   launch(addr.data(), addr.size(), values.begin(), values.size(), stream);
 }
 
-namespace {
-
-template <class F>
-int make_plan(kaio_plan** out, F&& f) {
-  return guard([&] {
-    if (!out) throw UsageError("", "plan", "argument 'out': is missing");
-    *out = nullptr;
-    *out = new kaio_plan{f()};
-  });
-}
-
-}  // namespace
-
 }  // namespace kaio::capi
 
 using namespace kaio;

@@ -27,6 +27,10 @@ __all__ = [
     "Reduce", "reduce_rows", "argmax_rows", "reduce",
     "softmax", "log_softmax", "rms_norm", "layer_norm", "add_rms_norm", "rope",
     "matmul", "matmul_auto", "matmul_variants",
+    "attention", "attention_decode",
+    "matmul_int8", "matmul_int8_qkv", "matmul_int8_tiles", "matmul_int4", "matmul_int4_qkv",
+    "quant_matmul", "quant_matmul_workspace", "GGUF_FORMATS",
+    "quantize_int8", "quantize_int4", "pack_int4", "dequantize_int4",
 ]  # fmt: skip
 
 # name -> (input names, scalar names), as kaio::ops::elementwise_op names them.
@@ -396,3 +400,21 @@ def matmul_variants() -> list[str]:
     buf = ctypes.create_string_buffer(need.value)
     _lib.check(_lib.lib.kaio_matmul_variant_names(buf, need.value, ctypes.byref(need)))
     return [n for n in buf.value.decode().split("\n") if n]
+
+
+# Attention and the quantized matmuls live in their own modules; kaio.ops is their namespace.
+from ._attention import attention, attention_decode  # noqa: E402
+from ._quant import (  # noqa: E402
+    GGUF_FORMATS,
+    dequantize_int4,
+    matmul_int4,
+    matmul_int4_qkv,
+    matmul_int8,
+    matmul_int8_qkv,
+    matmul_int8_tiles,
+    pack_int4,
+    quant_matmul,
+    quant_matmul_workspace,
+    quantize_int4,
+    quantize_int8,
+)
