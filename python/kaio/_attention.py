@@ -6,7 +6,7 @@ import ctypes
 from typing import Any, Optional
 
 from . import _lib
-from ._plans import call as _call
+from ._plans import call_fast as _call_fast
 from ._plans import miss as _miss
 from .errors import UsageError
 
@@ -100,7 +100,7 @@ def attention(q: Array, k: Array, v: Array, out: Optional[Array] = None, *, scal
         arrays.append(alibi_slopes)
     if want_lse:
         arrays.append(lse)
-    return _call(("attention", *opts), arrays, (), stream, _attention_miss, opts)
+    return _call_fast(("attention", *opts), arrays, 3, (), stream, _attention_miss, opts)
 
 
 def _decode_miss(key: Any, arrays: list, values: tuple, stream: Any, opts: tuple) -> Any:
@@ -158,4 +158,4 @@ def attention_decode(q: Array, k_cache: Array, v_cache: Array, seqlens: Array, o
         arrays.append(alibi_slopes)
     if want_lse:
         arrays.append(lse)
-    return _call(("attention_decode", *opts), arrays, (), stream, _decode_miss, opts)
+    return _call_fast(("attention_decode", *opts), arrays, 4, (), stream, _decode_miss, opts)

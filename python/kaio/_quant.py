@@ -9,6 +9,7 @@ from typing import Any, Optional, Sequence, Union
 
 from . import _lib
 from ._plans import call as _call
+from ._plans import call_fast as _call_fast
 from ._plans import miss as _miss
 from .errors import UsageError
 
@@ -62,7 +63,7 @@ def matmul_int8(a: Array, b: Array, out: Optional[Array] = None, *, scale_a: Opt
     scaled = scale_a is not None or scale_b is not None or bias is not None
     opts = (scale_a is not None, scale_b is not None, bias is not None, _int8_out_dtype(out_dtype, scaled), int(tile))
     arrays = [a, b, out] + [x for x in (scale_a, scale_b, bias) if x is not None]
-    return _call(("matmul_int8", *opts), arrays, (), stream, _int8_miss, opts)
+    return _call_fast(("matmul_int8", *opts), arrays, 2, (), stream, _int8_miss, opts)
 
 
 def matmul_int8_tiles() -> list[str]:
@@ -158,7 +159,7 @@ def matmul_int4(x: Array, q: Array, scales: Array, zeros: Optional[Array] = None
     (symmetric: 8) or uint8 (k / group, n); bias n of x's dtype. n a multiple of 8."""
     opts = (zeros is not None, bias is not None)
     arrays = [x, q, scales, out] + [t for t in (zeros, bias) if t is not None]
-    return _call(("matmul_int4", *opts), arrays, (), stream, _int4_miss, opts)
+    return _call_fast(("matmul_int4", *opts), arrays, 3, (), stream, _int4_miss, opts)
 
 
 def matmul_int4_qkv(x: Array, q: Sequence[Array], scales: Sequence[Array], zeros: Optional[Sequence[Array]] = None, *,
