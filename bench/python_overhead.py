@@ -332,6 +332,30 @@ def main() -> None:
             "torch": lambda: torch.matmul(ma, mb),
         },
     }
+    # Decode shapes: one token's rms_norm (bf16, 4096) and attention against a 1024-token KV
+    # cache (bf16, 32 query heads on 8 KV heads, head_dim 128), beside torch's own.
+    F = torch.nn.functional
+    xd, wd = torch.randn(1, 4096, device=dev, dtype=torch.bfloat16), torch.randn(4096, device=dev, dtype=torch.bfloat16)
+    out_rms = torch.empty_like(xd)
+    qd = torch.randn(1, 1, 32, 128, device=dev, dtype=torch.bfloat16)
+    kc, vc = (torch.randn(1, 1024, 8, 128, device=dev, dtype=torch.bfloat16) for _ in range(2))
+    lens = torch.tensor([1024], device=dev, dtype=torch.int32)
+    out_dec = torch.empty_like(qd)
+    qt, kt_, vt = qd.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2)
+    rows["rms_norm 1x4096"] = {
+        "kaio.ops": lambda: kaio.ops.rms_norm(xd, wd, 1e-6),
+        "kaio.ops out=": lambda: kaio.ops.rms_norm(xd, wd, 1e-6, out=out_rms),
+        "general": general(lambda: kaio.ops.rms_norm(xd, wd, 1e-6)),
+        "torch.ops.kaio": lambda: kt.rms_norm(xd, wd, 1e-6),
+        "torch": lambda: F.rms_norm(xd, (4096,), wd, 1e-6),
+    }
+    rows["decode 1x1024"] = {
+        "kaio.ops": lambda: kaio.ops.attention_decode(qd, kc, vc, lens),
+        "kaio.ops out=": lambda: kaio.ops.attention_decode(qd, kc, vc, lens, out=out_dec),
+        "general": general(lambda: kaio.ops.attention_decode(qd, kc, vc, lens)),
+        "torch.ops.kaio": lambda: kt.attention_decode(qd, kc, vc, lens, None, 0.0, True, -1, 0.0, 0),
+        "torch": lambda: F.scaled_dot_product_attention(qt, kt_, vt, enable_gqa=True),
+    }
     tr = triton_ops()
     if tr:
         rows["add"]["triton"] = lambda: tr["add"](a, b)
@@ -356,15 +380,16 @@ def main() -> None:
     cols = ["kaio C++", "C++ null stream", "kaio.ops", "kaio.ops out=", "out= side stream", "general",
             "torch.ops.kaio", "torch", "triton"]
     print(f"us per call ({torch.cuda.get_device_name()}, torch {torch.__version__}, n = {args.n}); "
-          f"add {ELEMS} f32, softmax {ROWS}x{COLS} f32, matmul {MM}^3 f32")
-    print(f"{'op':<12}" + "".join(f"{c:>17}" for c in cols))
+          f"add {ELEMS} f32, softmax {ROWS}x{COLS} f32, matmul {MM}^3 f32, rms_norm 1x4096 bf16, "
+          f"decode: 1 token, 32:8 heads of 128, a 1024-token bf16 cache")
+    print(f"{'op':<16}" + "".join(f"{c:>17}" for c in cols))
     for op, impls in rows.items():
         t = {name: us_per_call(fn, args.n) for name, fn in impls.items()}
         if op in cpp:
             t["kaio C++"] = cpp[op]
         if op + "@null" in cpp:
             t["C++ null stream"] = cpp[op + "@null"]
-        print(f"{op:<12}" + "".join(f"{t[c]:>17.2f}" if c in t else f"{'-':>17}" for c in cols))
+        print(f"{op:<16}" + "".join(f"{t[c]:>17.2f}" if c in t else f"{'-':>17}" for c in cols))
 
 
 if __name__ == "__main__":

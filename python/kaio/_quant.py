@@ -8,7 +8,6 @@ import ctypes
 from typing import Any, Optional, Sequence, Union
 
 from . import _lib
-from ._plans import call as _call
 from ._plans import call_fast as _call_fast
 from ._plans import miss as _miss
 from .errors import UsageError
@@ -224,7 +223,7 @@ def quant_matmul(x: Array, w: Array, format: Union[int, str], out: Optional[Arra
     out_dtype (default x's). x is quantised to q8 per 32 elements into `workspace` (uint8 of
     quant_matmul_workspace(m, k) bytes, 16-byte aligned; made per call when not given)."""
     opts = (_gguf_format(format), int(warps_per_row), out_dtype)
-    return _call(("quant_matmul", *opts), [out, w, x, workspace], (), stream, _gguf_miss, opts)
+    return _call_fast(("quant_matmul", *opts), [out, w, x, workspace], 0, (), stream, _gguf_miss, opts)
 
 
 # ---- host helpers (numpy in, numpy out) ----
