@@ -13,8 +13,17 @@ torch's fields, the checks, a plan made, launched and freed), with the cache tur
 up to each kernel's run (reading the arrays, the checks, the kernel's lookup, argument
 packing and launch checks) on CPU tensors (torch's when torch is importable, else numpy's).
 
+--parts times the pieces of one cached call on the host (KAIO_INTERPRET=dry): the arrays'
+metadata reads, the plan lookup, the argument packing, the foreign call with its arguments
+packed beforehand, the output allocation, the stream read, and kaio's C++ call in the same
+dry mode (the floor). With torch it reads torch tensors (CPU, or CUDA when a device is
+there and KAIO_INTERPRET is unset); without torch, stand-ins with torch's reading
+interface (plain Python attributes, cheaper than torch's) wrapping numpy arrays, so that
+the machinery of the call shows rather than numpy's __array_interface__.
+
     python bench/python_overhead.py [--cpp build/bench/python_overhead_cpp] [-n 2000]
     python bench/python_overhead.py --host [-n 20000]
+    python bench/python_overhead.py --parts [--cpp build/bench/python_overhead_cpp] [-n 20000]
 """
 
 from __future__ import annotations
@@ -162,12 +171,127 @@ def host_main(n: int) -> None:
         print(f"{op:<12}" + "".join(f"{t[c]:>16.2f}" if c in t else f"{'-':>16}" for c in cols))
 
 
+class StandIn:
+    """A numpy array behind torch.Tensor's reading interface (dtype, shape, stride(), device,
+    data_ptr()), registered with kaio's plan cache as a torch type: the cached call then
+    reads it as it reads a torch tensor. Its methods are C-level callables (no Python frame),
+    as torch's are."""
+
+    __slots__ = ("arr", "dtype", "shape", "stride", "device", "data_ptr")
+
+    def __init__(self, arr: Any) -> None:
+        import functools
+
+        self.arr = arr
+        self.dtype = arr.dtype
+        self.shape = arr.shape
+        self.stride = functools.partial(tuple, [st // arr.itemsize for st in arr.strides])
+        self.device = "cpu"
+        self.data_ptr = functools.partial(int, arr.__array_interface__["data"][0])
+
+    def __dlpack__(self, **kw: Any) -> Any:
+        return self.arr.__dlpack__()
+
+    def __dlpack_device__(self) -> Any:
+        return self.arr.__dlpack_device__()
+
+
+def best_us(fns: dict[str, Callable[[], Any]], n: int, repeat: int = 7) -> dict[str, float]:
+    """us per call of each fn, best of `repeat` rounds that interleave the fns (a loaded
+    host slows them alike)."""
+    for f in fns.values():
+        f()
+    t = {k: float("inf") for k in fns}
+    for _ in range(repeat):
+        for k, f in fns.items():
+            t[k] = min(t[k], timeit.timeit(f, number=n) / n * 1e6)
+    return t
+
+
+def parts_main(n: int, cpp: Optional[str]) -> None:
+    """The pieces of one cached call, host side."""
+    device = os.environ.get("KAIO_INTERPRET") is None
+    try:
+        import torch
+
+        device = device and torch.cuda.is_available()
+    except ImportError:
+        torch = None
+        device = False
+    if not device and os.environ.get("KAIO_INTERPRET") != "dry":
+        os.execve(sys.executable, [sys.executable, *sys.argv], dict(os.environ, KAIO_INTERPRET="dry"))
+    import struct
+
+    import numpy as np
+
+    import kaio
+    from kaio import _plans
+
+    if torch is not None:
+        dev = "cuda" if device else "cpu"
+        kind = f"torch {torch.__version__} {dev} tensors"
+
+        def arr(*shape: int) -> Any:
+            return torch.randn(*shape, device=dev)
+    else:
+        kind = "stand-ins with torch's interface over numpy arrays"
+        _plans._seen_modules()
+        _plans._torch_types = (StandIn,)
+
+        def arr(*shape: int) -> Any:
+            return StandIn(np.random.default_rng(0).standard_normal(shape).astype(np.float32))
+
+    a, b, out = arr(ELEMS), arr(ELEMS), arr(ELEMS)
+    x, y = arr(ROWS, COLS), arr(ROWS, COLS)
+    ma, mb, mc = arr(MM, MM), arr(MM, MM), arr(MM, MM)
+    kaio.ops.add(a, b, out=out)
+    key = next(k for k in _plans._cache if k[0] == ("elementwise", "add"))
+    plan = _plans._cache[key]
+    ptrs = [out.data_ptr(), a.data_ptr(), b.data_ptr()]
+    words = struct.pack("<7Q", plan.handle, 0, 3, 0, *ptrs)
+    fns: dict[str, Callable[[], Any]] = {
+        "add out= (whole call)": lambda: kaio.ops.add(a, b, out=out),
+        "softmax out= (whole call)": lambda: kaio.ops.softmax(x, out=y),
+        "matmul_auto out= (whole call)": lambda: kaio.ops.matmul_auto(ma, mb, out=mc),
+        "read 3 arrays' metadata": lambda: [(t.__class__, t.dtype, t.shape, t.stride(), t.device) for t in (out, a, b)],
+        "read 3 data_ptr()": lambda: [t.data_ptr() for t in (out, a, b)],
+        "plan lookup (dict get)": lambda: _plans._cache.get(key),
+        "pack the words": lambda: struct.pack("<7Q", plan.handle, 0, 3, 0, *ptrs),
+        "foreign call, words packed": lambda: _plans._launch_packed(words),
+    }
+    if torch is not None:
+        fns["add (whole call, makes out)"] = lambda: kaio.ops.add(a, b)
+        fns["torch.empty_like"] = lambda: torch.empty_like(a)
+        fns["torch.empty(shape, dtype, device)"] = lambda: torch.empty((ELEMS,), dtype=a.dtype, device=a.device)
+        fns["x.new_empty(shape)"] = lambda: a.new_empty((ELEMS,))
+        fns["torch.add(out=)"] = lambda: torch.add(a, b, out=out)
+        fns["read 3 get_device()"] = lambda: [t.get_device() for t in (out, a, b)]
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if device and raw is not None:
+            fns["current raw stream"] = lambda: raw(0)
+    t = best_us(fns, n)
+    print(f"host path parts, us per call ({kind}, KAIO_INTERPRET={os.environ.get('KAIO_INTERPRET', '')}, "
+          f"best of 7 x {n})")
+    for name, us in t.items():
+        print(f"{name:<36}{us:>10.3f}")
+    if cpp and os.path.exists(cpp):
+        env = dict(os.environ, KAIO_INTERPRET=os.environ.get("KAIO_INTERPRET", ""))
+        out_cpp = subprocess.run([cpp, str(n)], capture_output=True, text=True, check=True, env=env).stdout
+        for line in out_cpp.splitlines():
+            op, us = line.split()
+            print(f"{'C++ ' + op + ' (out given)':<36}{float(us):>10.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cpp", default="build/bench/python_overhead_cpp", help="the C++ bench binary")
     ap.add_argument("-n", type=int, default=None, help="calls per measurement (2000; --host: 20000)")
     ap.add_argument("--host", action="store_true", help="the host path alone, on the CPU (no device)")
+    ap.add_argument("--parts", action="store_true", help="the pieces of one cached call, host side")
     args = ap.parse_args()
+    if args.parts:
+        parts_main(args.n or 20000, args.cpp)
+        return
     if args.host:
         host_main(args.n or 20000)
         return
@@ -208,22 +332,64 @@ def main() -> None:
             "torch": lambda: torch.matmul(ma, mb),
         },
     }
+    # Decode shapes: one token's rms_norm (bf16, 4096) and attention against a 1024-token KV
+    # cache (bf16, 32 query heads on 8 KV heads, head_dim 128), beside torch's own.
+    F = torch.nn.functional
+    xd, wd = torch.randn(1, 4096, device=dev, dtype=torch.bfloat16), torch.randn(4096, device=dev, dtype=torch.bfloat16)
+    out_rms = torch.empty_like(xd)
+    qd = torch.randn(1, 1, 32, 128, device=dev, dtype=torch.bfloat16)
+    kc, vc = (torch.randn(1, 1024, 8, 128, device=dev, dtype=torch.bfloat16) for _ in range(2))
+    lens = torch.tensor([1024], device=dev, dtype=torch.int32)
+    out_dec = torch.empty_like(qd)
+    qt, kt_, vt = qd.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2)
+    rows["rms_norm 1x4096"] = {
+        "kaio.ops": lambda: kaio.ops.rms_norm(xd, wd, 1e-6),
+        "kaio.ops out=": lambda: kaio.ops.rms_norm(xd, wd, 1e-6, out=out_rms),
+        "general": general(lambda: kaio.ops.rms_norm(xd, wd, 1e-6)),
+        "torch.ops.kaio": lambda: kt.rms_norm(xd, wd, 1e-6),
+        "torch": lambda: F.rms_norm(xd, (4096,), wd, 1e-6),
+    }
+    rows["decode 1x1024"] = {
+        "kaio.ops": lambda: kaio.ops.attention_decode(qd, kc, vc, lens),
+        "kaio.ops out=": lambda: kaio.ops.attention_decode(qd, kc, vc, lens, out=out_dec),
+        "general": general(lambda: kaio.ops.attention_decode(qd, kc, vc, lens)),
+        "torch.ops.kaio": lambda: kt.attention_decode(qd, kc, vc, lens, None, 0.0, True, -1, 0.0, 0),
+        "torch": lambda: F.scaled_dot_product_attention(qt, kt_, vt, enable_gqa=True),
+    }
     tr = triton_ops()
     if tr:
         rows["add"]["triton"] = lambda: tr["add"](a, b)
         rows["softmax"]["triton"] = lambda: tr["softmax"](x)
         rows["matmul_auto"]["triton"] = lambda: tr["matmul_auto"](ma, mb)
+    side = torch.cuda.Stream()
+
+    def on_side(fn: Callable[[], Any]) -> Callable[[], Any]:
+        def run() -> Any:
+            with torch.cuda.stream(side):
+                return fn()
+
+        return run
+
+    for impls in rows.values():
+        impls["out= side stream"] = on_side(impls["kaio.ops out="])
     cpp = cpp_times(args.cpp, args.n)
 
-    cols = ["kaio C++", "kaio.ops", "kaio.ops out=", "general", "torch.ops.kaio", "torch", "triton"]
+    # "kaio C++" runs on a stream of its own, "C++ null stream" on the legacy default stream
+    # (torch's current stream, where the kaio.ops columns run); "out= side stream" is kaio.ops
+    # with out= under `with torch.cuda.stream(s)` (the with statement's cost included).
+    cols = ["kaio C++", "C++ null stream", "kaio.ops", "kaio.ops out=", "out= side stream", "general",
+            "torch.ops.kaio", "torch", "triton"]
     print(f"us per call ({torch.cuda.get_device_name()}, torch {torch.__version__}, n = {args.n}); "
-          f"add {ELEMS} f32, softmax {ROWS}x{COLS} f32, matmul {MM}^3 f32")
-    print(f"{'op':<12}" + "".join(f"{c:>16}" for c in cols))
+          f"add {ELEMS} f32, softmax {ROWS}x{COLS} f32, matmul {MM}^3 f32, rms_norm 1x4096 bf16, "
+          f"decode: 1 token, 32:8 heads of 128, a 1024-token bf16 cache")
+    print(f"{'op':<16}" + "".join(f"{c:>17}" for c in cols))
     for op, impls in rows.items():
         t = {name: us_per_call(fn, args.n) for name, fn in impls.items()}
         if op in cpp:
             t["kaio C++"] = cpp[op]
-        print(f"{op:<12}" + "".join(f"{t[c]:>16.2f}" if c in t else f"{'-':>16}" for c in cols))
+        if op + "@null" in cpp:
+            t["C++ null stream"] = cpp[op + "@null"]
+        print(f"{op:<16}" + "".join(f"{t[c]:>17.2f}" if c in t else f"{'-':>17}" for c in cols))
 
 
 if __name__ == "__main__":

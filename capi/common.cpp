@@ -1,5 +1,6 @@
 // The C ABI's shared parts: errors as status codes, DLPack views, host regions for the
 // interpreter, type names, and the library-wide functions.
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -271,8 +272,18 @@ void release(uint64_t base) {
 
 void HostRegions::add(const View& v) { add(v.address, v.bytes()); }
 
+bool registers_host_memory() {
+  // Fixed for the process (the backend is chosen once). KAIO_INTERPRET=dry runs no kernel,
+  // so nothing needs registering: a dry call then costs what a device call costs on the host.
+  static const bool on = [] {
+    const char* v = std::getenv("KAIO_INTERPRET");
+    return jit::interpret_mode() && !(v && std::string(v) == "dry");
+  }();
+  return on;
+}
+
 void HostRegions::add(uint64_t address, uint64_t bytes) {
-  if (!jit::interpret_mode() || bytes == 0) return;
+  if (bytes == 0 || !registers_host_memory()) return;
   uint64_t b = address, e = address + bytes;
   std::lock_guard<std::mutex> g(regions_mutex);
   // Arguments that overlap (views of one array) become one region: the interpreter finds an

@@ -64,6 +64,10 @@ struct Rows {
 bool as_rows(const View& v, Rows& r);
 Rows rows_of(const char* op, const char* arg, const View& v);  // UsageError when as_rows fails
 
+// Whether calls register their arrays' memory with the interpreter (interpret mode, but not
+// KAIO_INTERPRET=dry, which runs no kernel).
+bool registers_host_memory();
+
 // In interpret mode kernels may only touch registered memory: this registers each view's
 // span for the duration of a call (counted, so that in-place arguments nest). Nothing in
 // device mode.

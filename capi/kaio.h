@@ -125,6 +125,94 @@ KAIO_API int kaio_matmul(const char* variant, const kaio_tensor* a, const kaio_t
 /* The variant names, separated by '\n' (into buf of cap bytes; *needed gets the size). */
 KAIO_API int kaio_matmul_variant_names(char* buf, size_t cap, size_t* needed);
 
+/* ---- attention (kaio::ops::attention, attention_decode) ----
+ * q (batch, seq_q, heads_q, head_dim), k and v (batch, seq_k, heads_kv, head_dim), out like
+ * q: any strides with the head dimension contiguous (a (B, H, S, D) array seen as (B, S, H, D)
+ * through its strides passes as it is). f32, f16 or bf16, one dtype for all; head_dim 64,
+ * 96, 128 or 256; heads_q a multiple of heads_kv (GQA, MQA). Causal and windowed masks are
+ * aligned to the bottom right when seq_q != seq_k. */
+typedef struct {
+  float scale;                     /* 0: 1 / sqrt(head_dim) */
+  int32_t causal;
+  int32_t window_left, window_right; /* -1: unbounded */
+  float softcap;                   /* 0: off */
+  int32_t kernel;                  /* 0: auto, 1: the rows kernel, 2: the tensor-core kernel */
+  const kaio_tensor* alibi_slopes; /* NULL or f32 [heads_q] */
+  const kaio_tensor* lse;          /* NULL or an f32 output [batch, heads_q, seq_q] (varlen: [heads_q, tokens_q]) */
+  /* Varlen: int32 [batch + 1] prefix sums packing the sequences along q's and k's first
+   * axis; q, k, v and out are then (tokens, heads, head_dim); max_seqlen_*: the longest. */
+  const kaio_tensor* cu_seqlens_q;
+  const kaio_tensor* cu_seqlens_k;
+  uint32_t max_seqlen_q, max_seqlen_k;
+} kaio_attention_options;
+KAIO_API int kaio_attention(const kaio_tensor* q, const kaio_tensor* k, const kaio_tensor* v, const kaio_tensor* out,
+                            const kaio_attention_options* o, void* stream);
+/* Decoding: q (batch, 1..16 new tokens, heads_q, head_dim) against a KV cache whose length
+ * per sequence is seqlens (int32 [batch], the new tokens included). Contiguous cache:
+ * k_cache, v_cache (batch, capacity, heads_kv, head_dim). Paged (block_table given): a pool
+ * of (pages, page_size, heads_kv, head_dim), page_size a power of two in 16..256, and
+ * block_table int32 (batch, max_pages). */
+typedef struct {
+  float scale;                     /* 0: 1 / sqrt(head_dim) */
+  int32_t causal;                  /* the new tokens see themselves and what precedes them */
+  int32_t window_left;             /* -1: unbounded */
+  float softcap;
+  uint32_t splits;                 /* 0: chosen by shape; 1: no split-KV */
+  int32_t validate;                /* copy seqlens and block_table to the host and range-check them */
+  uint32_t max_seqlen_k;           /* the longest cache (0: the cache's capacity) */
+  const kaio_tensor* block_table;  /* NULL: a contiguous cache */
+  const kaio_tensor* alibi_slopes; /* NULL or f32 [heads_q] */
+  const kaio_tensor* lse;          /* NULL or an f32 output [batch, heads_q, seq_q] */
+} kaio_decode_options;
+KAIO_API int kaio_attention_decode(const kaio_tensor* q, const kaio_tensor* k_cache, const kaio_tensor* v_cache,
+                                   const kaio_tensor* seqlens, const kaio_tensor* out, const kaio_decode_options* o,
+                                   void* stream);
+
+/* ---- quantized matmul (kaio::ops::matmul_int8 / int4, ops::quant_matmul) ---- */
+/* W8A8: c (m, n) = scale_a * scale_b * (a (m, k) . b (n, k)^T) + bias. a, b int8 row-major
+ * (b: a Linear weight), k a multiple of 16; c row-major int32 (the raw product: no scales,
+ * no bias), float16, bfloat16 or float32. scale_a: NULL, 1 or m f32; scale_b: NULL, 1 or n
+ * f32; bias: NULL or n f32. tile: -1 (by shape) or an index of the tiles. */
+KAIO_API int kaio_matmul_int8(const kaio_tensor* a, const kaio_tensor* b, const kaio_tensor* c,
+                              const kaio_tensor* scale_a, const kaio_tensor* scale_b, const kaio_tensor* bias,
+                              int32_t tile, void* stream);
+/* Three weights b[i] (n_i, k), outputs c[i] (m, n_i) of one dtype, one activation, one
+ * launch; scale_b[i] and bias[i] as above (all scale_b of one kind: absent, 1 or n_i). */
+KAIO_API int kaio_matmul_int8_qkv(const kaio_tensor* a, const kaio_tensor* const* b, const kaio_tensor* const* c,
+                                  const kaio_tensor* scale_a, const kaio_tensor* const* scale_b,
+                                  const kaio_tensor* const* bias, void* stream);
+/* The tiles' names, separated by '\n' (as kaio_matmul_variant_names). */
+KAIO_API int kaio_matmul_int8_tiles(char* buf, size_t cap, size_t* needed);
+/* W4A16: y (m, n) = x (m, k) . W + bias. x float16 / bfloat16 row-major; q uint32 (k / 8, n)
+ * (the packed layout of ops/qmatmul.h); scales (k / group, n) of x's dtype (group 32, 64 or
+ * 128); zeros NULL or uint8 (k / group, n); bias NULL or n of x's dtype; y (m, n). */
+KAIO_API int kaio_matmul_int4(const kaio_tensor* x, const kaio_tensor* q, const kaio_tensor* scales,
+                              const kaio_tensor* zeros, const kaio_tensor* y, const kaio_tensor* bias, void* stream);
+/* Three packed weights of one k and group, three outputs, one launch (arrays of 3; zeros
+ * and bias entries may be NULL, zeros all or none). */
+KAIO_API int kaio_matmul_int4_qkv(const kaio_tensor* x, const kaio_tensor* const* q, const kaio_tensor* const* scales,
+                                  const kaio_tensor* const* zeros, const kaio_tensor* const* y,
+                                  const kaio_tensor* const* bias, void* stream);
+/* GGUF weights: y (m, n) = x (m, k) . W^T, W uint8 (n, row bytes) of ggml type `format` (8:
+ * q8_0, 12: q4_K, 14: q6_K); x f32 / f16 / bf16, y f32 / f16 / bf16, both row-major;
+ * workspace uint8 of kaio_quant_matmul_workspace(m, k) bytes, 16-byte aligned.
+ * warps_per_row: 0 (by shape), 1 or 8. */
+KAIO_API size_t kaio_quant_matmul_workspace(size_t m, size_t k);
+KAIO_API int kaio_quant_matmul(const kaio_tensor* y, const kaio_tensor* w, uint32_t format, const kaio_tensor* x,
+                               const kaio_tensor* workspace, uint32_t warps_per_row, void* stream);
+/* Host helpers (host memory, row-major). quantize_int8: x f32 rows x cols -> q int8 rows x
+ * cols, scale f32 [rows]. quantize_int4: w f32 k x n -> q uint32 [k / 8][n], scales (the
+ * bits of dtype "float16" / "bfloat16") [k / group][n], zeros uint8 [k / group][n] (written
+ * when zero_points). pack_int4: v uint8 k x n (0..15) -> q uint32 [k / 8][n].
+ * dequantize_int4: the inverse, as the kernels compute it, into w f32 k x n (zeros NULL:
+ * symmetric). */
+KAIO_API int kaio_quantize_int8(const float* x, uint32_t rows, uint32_t cols, int8_t* q, float* scale);
+KAIO_API int kaio_quantize_int4(const float* w, uint32_t k, uint32_t n, uint32_t group, const char* dtype,
+                                int zero_points, uint32_t* q, uint16_t* scales, uint8_t* zeros);
+KAIO_API int kaio_pack_int4(const uint8_t* v, uint32_t k, uint32_t n, uint32_t* q);
+KAIO_API int kaio_dequantize_int4(const uint32_t* q, const uint16_t* scales, const uint8_t* zeros, uint32_t k,
+                                  uint32_t n, uint32_t group, const char* dtype, float* w);
+
 /* ---- the kernel builder (kaio::ir::KernelBuilder) ----
  * Values and variables are numbered per builder (uint32_t ids). An operand is a value or
  * a host literal that takes the type of the value it meets. Types are written as in the
@@ -290,6 +378,24 @@ KAIO_API int kaio_plan_rope(const kaio_tensor* x, const kaio_tensor* y, const ka
 /* data: a, b, c (then bias when o->bias is given); values: alpha, beta (o's own are not used). */
 KAIO_API int kaio_plan_matmul(const char* variant, const kaio_tensor* a, const kaio_tensor* b, const kaio_tensor* c,
                               const kaio_matmul_options* o, kaio_plan** plan);
+/* data: q, k, v, out (then cu_seqlens_q, cu_seqlens_k, alibi_slopes, lse when given). */
+KAIO_API int kaio_plan_attention(const kaio_tensor* q, const kaio_tensor* k, const kaio_tensor* v,
+                                 const kaio_tensor* out, const kaio_attention_options* o, kaio_plan** plan);
+/* data: q, k_cache, v_cache, seqlens, out (then block_table, alibi_slopes, lse when given). */
+KAIO_API int kaio_plan_attention_decode(const kaio_tensor* q, const kaio_tensor* k_cache, const kaio_tensor* v_cache,
+                                        const kaio_tensor* seqlens, const kaio_tensor* out,
+                                        const kaio_decode_options* o, kaio_plan** plan);
+/* data: a, b, c (then scale_a, scale_b, bias when given). */
+KAIO_API int kaio_plan_matmul_int8(const kaio_tensor* a, const kaio_tensor* b, const kaio_tensor* c,
+                                   const kaio_tensor* scale_a, const kaio_tensor* scale_b, const kaio_tensor* bias,
+                                   int32_t tile, kaio_plan** plan);
+/* data: x, q, scales, y (then zeros, bias when given). */
+KAIO_API int kaio_plan_matmul_int4(const kaio_tensor* x, const kaio_tensor* q, const kaio_tensor* scales,
+                                   const kaio_tensor* zeros, const kaio_tensor* y, const kaio_tensor* bias,
+                                   kaio_plan** plan);
+/* data: y, w, x, workspace. */
+KAIO_API int kaio_plan_quant_matmul(const kaio_tensor* y, const kaio_tensor* w, uint32_t format, const kaio_tensor* x,
+                                    const kaio_tensor* workspace, uint32_t warps_per_row, kaio_plan** plan);
 /* Checks the counts and that no array with elements is at address 0, then launches. */
 KAIO_API int kaio_plan_launch(const kaio_plan* plan, const uint64_t* data, size_t n_data, const double* values,
                               size_t n_values, void* stream);

@@ -22,9 +22,10 @@ void Plan::launch(const uint64_t* addr, size_t n_addr, const double* values, siz
     if (addr[k] == 0 && arrays_[k].bytes)
       throw UsageError("", op_, "argument '" + arrays_[k].name + "': has a null data pointer");
   if (!run_) return;
+  const jit::Stream s = stream_of(stream);
+  if (!registers_host_memory()) return run_(addr, values, s);  // device mode: nothing to register
   HostRegions regions;
   for (size_t k = 0; k < n_addr; ++k) regions.add(addr[k], arrays_[k].bytes);
-  jit::Stream s = stream_of(stream);
   run_(addr, values, s);
 }
 
@@ -35,19 +36,6 @@ void Plan::launch(std::initializer_list<const kaio_tensor*> tensors, std::initia
   for (const kaio_tensor* t : tensors) addr.push_back(address_of(t));
   launch(addr.data(), addr.size(), values.begin(), values.size(), stream);
 }
-
-namespace {
-
-template <class F>
-int make_plan(kaio_plan** out, F&& f) {
-  return guard([&] {
-    if (!out) throw UsageError("", "plan", "argument 'out': is missing");
-    *out = nullptr;
-    *out = new kaio_plan{f()};
-  });
-}
-
-}  // namespace
 
 }  // namespace kaio::capi
 

@@ -88,9 +88,28 @@ Plan plan_rope(const kaio_tensor* x, const kaio_tensor* y, const kaio_tensor* co
                const kaio_rope_params* p);  // theta, position_offset
 Plan plan_matmul(const char* variant, const kaio_tensor* a, const kaio_tensor* b, const kaio_tensor* c,
                  const kaio_matmul_options* o);  // alpha, beta
+// capi/attention.cpp, capi/quant.cpp: no per-call numbers.
+Plan plan_attention(const kaio_tensor* q, const kaio_tensor* k, const kaio_tensor* v, const kaio_tensor* o,
+                    const kaio_attention_options* opt);
+Plan plan_attention_decode(const kaio_tensor* q, const kaio_tensor* k_cache, const kaio_tensor* v_cache,
+                           const kaio_tensor* seqlens, const kaio_tensor* o, const kaio_decode_options* opt);
 
 }  // namespace kaio::capi
 
 struct kaio_plan {
   kaio::capi::Plan plan;
 };
+
+namespace kaio::capi {
+
+// Runs f() (which makes a Plan) under guard(), into *out (a new kaio_plan).
+template <class F>
+int make_plan(kaio_plan** out, F&& f) {
+  return guard([&] {
+    if (!out) throw UsageError("", "plan", "argument 'out': is missing");
+    *out = nullptr;
+    *out = new kaio_plan{f()};
+  });
+}
+
+}  // namespace kaio::capi

@@ -68,6 +68,38 @@ class MatmulOptions(ctypes.Structure):
     ]
 
 
+class AttentionOptions(ctypes.Structure):
+    _fields_ = [
+        ("scale", ctypes.c_float),
+        ("causal", ctypes.c_int32),
+        ("window_left", ctypes.c_int32),
+        ("window_right", ctypes.c_int32),
+        ("softcap", ctypes.c_float),
+        ("kernel", ctypes.c_int32),
+        ("alibi_slopes", ctypes.c_void_p),
+        ("lse", ctypes.c_void_p),
+        ("cu_seqlens_q", ctypes.c_void_p),
+        ("cu_seqlens_k", ctypes.c_void_p),
+        ("max_seqlen_q", ctypes.c_uint32),
+        ("max_seqlen_k", ctypes.c_uint32),
+    ]
+
+
+class DecodeOptions(ctypes.Structure):
+    _fields_ = [
+        ("scale", ctypes.c_float),
+        ("causal", ctypes.c_int32),
+        ("window_left", ctypes.c_int32),
+        ("softcap", ctypes.c_float),
+        ("splits", ctypes.c_uint32),
+        ("validate", ctypes.c_int32),
+        ("max_seqlen_k", ctypes.c_uint32),
+        ("block_table", ctypes.c_void_p),
+        ("alibi_slopes", ctypes.c_void_p),
+        ("lse", ctypes.c_void_p),
+    ]
+
+
 class CompileOptions(ctypes.Structure):
     _fields_ = [
         ("arch", ctypes.c_char_p),
@@ -190,6 +222,24 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "kaio_plan_add_rms_norm": (_I, [_T, _T, _T, _T, _T, _PP]),
     "kaio_plan_rope": (_I, [_T, _T, _T, _T, ctypes.POINTER(RopeParams), _PP]),
     "kaio_plan_matmul": (_I, [_S, _T, _T, _T, ctypes.POINTER(MatmulOptions), _PP]),
+    "kaio_attention": (_I, [_T, _T, _T, _T, ctypes.POINTER(AttentionOptions), _P]),
+    "kaio_plan_attention": (_I, [_T, _T, _T, _T, ctypes.POINTER(AttentionOptions), _PP]),
+    "kaio_attention_decode": (_I, [_T, _T, _T, _T, _T, ctypes.POINTER(DecodeOptions), _P]),
+    "kaio_plan_attention_decode": (_I, [_T, _T, _T, _T, _T, ctypes.POINTER(DecodeOptions), _PP]),
+    "kaio_matmul_int8": (_I, [_T, _T, _T, _T, _T, _T, ctypes.c_int32, _P]),
+    "kaio_plan_matmul_int8": (_I, [_T, _T, _T, _T, _T, _T, ctypes.c_int32, _PP]),
+    "kaio_matmul_int8_qkv": (_I, [_T, _TT, _TT, _T, _TT, _TT, _P]),
+    "kaio_matmul_int8_tiles": (_I, [ctypes.c_char_p, _SZ, ctypes.POINTER(_SZ)]),
+    "kaio_matmul_int4": (_I, [_T, _T, _T, _T, _T, _T, _P]),
+    "kaio_plan_matmul_int4": (_I, [_T, _T, _T, _T, _T, _T, _PP]),
+    "kaio_matmul_int4_qkv": (_I, [_T, _TT, _TT, _TT, _TT, _TT, _P]),
+    "kaio_quant_matmul_workspace": (_SZ, [_SZ, _SZ]),
+    "kaio_quant_matmul": (_I, [_T, _T, _U32, _T, _T, _U32, _P]),
+    "kaio_plan_quant_matmul": (_I, [_T, _T, _U32, _T, _T, _U32, _PP]),
+    "kaio_quantize_int8": (_I, [_P, _U32, _U32, _P, _P]),
+    "kaio_quantize_int4": (_I, [_P, _U32, _U32, _U32, _S, _I, _P, _P, _P]),
+    "kaio_pack_int4": (_I, [_P, _U32, _U32, _P]),
+    "kaio_dequantize_int4": (_I, [_P, _P, _P, _U32, _U32, _U32, _S, _P]),
     "kaio_plan_launch": (_I, [_P, ctypes.POINTER(ctypes.c_uint64), _SZ, ctypes.POINTER(ctypes.c_double), _SZ, _P]),
     "kaio_plan_launch_packed": (_I, [ctypes.c_char_p]),
     "kaio_plan_arrays": (_SZ, [_P]),

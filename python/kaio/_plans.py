@@ -16,6 +16,7 @@ checked. Addresses are read on every call, never cached.
 from __future__ import annotations
 
 import ctypes
+import functools
 import struct
 import sys
 import threading
@@ -143,7 +144,69 @@ def call(op_key: tuple, arrays: list, values: tuple, stream: Any, miss: Callable
     if st:
         plan.check(st)
     r = plan.ret
-    return arrays[r] if r.__class__ is int else (arrays[r[0]], arrays[r[1]])
+    return arrays[r] if r.__class__ is int else tuple([arrays[i] for i in r])
+
+
+_FAST: dict[tuple[int, int], Callable[..., Any]] = {}
+
+
+def fast(n: int, out_slot: int = -1) -> Callable[..., Any]:
+    """call() for an op of n arrays, passed one by one, whose slot `out_slot` (-1: none) the
+    plan makes when it is None: generated once per (n, out_slot), so that a hit on torch
+    tensors reads each tensor's fields straight into the key and the words (no loop, no list
+    built and unpacked). Anything else (other kinds of arrays, a stream given, several outputs
+    made) goes on to call(), which takes the same key."""
+    f = _FAST.get((n, out_slot))
+    if f is None:
+        f = _FAST[(n, out_slot)] = _make_fast(n, out_slot)
+    return f
+
+
+def _make_fast(n: int, o: int) -> Callable[..., Any]:
+    xs = [f"x{i}" for i in range(n)]
+    xt = f"({', '.join(xs)},)"
+
+    def key(made: int) -> str:  # call()'s key: each array's fields, None for the one made
+        return ", ".join("None" if i == made else f"{x}.__class__, {x}.dtype, {x}.shape, {x}.stride(), {x}.device"
+                         for i, x in enumerate(xs))
+
+    def torch_all(made: int) -> str:
+        return " and ".join([f"{x}.__class__ in tt" for i, x in enumerate(xs) if i != made] or ["True"])
+
+    def launch(indent: str) -> list[str]:
+        return [f"{indent}st = _launch_packed(plan.pack(plan.handle, plan.stream_of(), {n}, len(values), "
+                f"{', '.join(x + '.data_ptr()' for x in xs)}, *values))",
+                f"{indent}if st:", f"{indent}    plan.check(st)",
+                f"{indent}r = plan.ret", f"{indent}a = {xt}",
+                f"{indent}return a[r] if r.__class__ is int else tuple([a[i] for i in r])"]
+
+    src = [f"def call_{n}_{o + 1}(op_key, {', '.join(xs)}, values, stream, miss, extra):",
+           "    tt = _torch_types",
+           "    if stream is None and ENABLED and tt:"]
+    cond = "if"
+    if o >= 0:
+        src += [f"        if {xs[o]} is None:",
+                f"            if {torch_all(o)}:",
+                f"                plan = _cache.get((op_key, len(values), {key(o)}))",
+                "                if plan is not None and len(plan.outs) == 1:",
+                "                    _, like, make, _ = plan.outs[0]",
+                f"                    {xs[o]} = make({xt}[like])",
+                *launch("                    ")]
+        cond = "elif"
+    src += [f"        {cond} {torch_all(-1)}:",
+            f"            plan = _cache.get((op_key, len(values), {key(-1)}))",
+            "            if plan is not None and not plan.outs:",
+            *launch("                ")]
+    src += [f"    return call(op_key, [{', '.join(xs)}], values, stream, miss, extra)"]
+    ns: dict[str, Any] = {}
+    exec("\n".join(src), globals(), ns)  # noqa: S102  (our own template: the arity's names only)
+    return ns[f"call_{n}_{o + 1}"]
+
+
+def call_fast(op_key: tuple, arrays: list, out_slot: int, values: tuple, stream: Any, miss: Callable[..., Any],
+              extra: Any) -> Any:
+    """fast(len(arrays), out_slot) on a list of arrays (for ops whose count of arrays varies)."""
+    return fast(len(arrays), out_slot)(op_key, *arrays, values, stream, miss, extra)
 
 
 def _cai(x: Any) -> Optional[tuple[tuple, int, Optional[int]]]:
@@ -159,13 +222,14 @@ def _cai(x: Any) -> Optional[tuple[tuple, int, Optional[int]]]:
 
 
 def _stream_default(like: Any) -> Callable[[], int]:
+    # C-level callables where possible (int() is 0; a partial of torch's raw-stream reader):
+    # a hit calls one per call, and a Python lambda would add a frame.
     if _INTERPRET:
-        return lambda: 0
+        return int
     if like.__class__ in _torch_types:
         idx = like.device.index or 0
         if _raw_stream is not None:
-            raw = _raw_stream
-            return lambda: raw(idx)
+            return functools.partial(_raw_stream, idx)
         torch = sys.modules["torch"]
         return lambda: int(torch.cuda.current_stream(idx).cuda_stream)
     # What stream_handle(None, like) gives, without holding like (a plan must not keep arrays).

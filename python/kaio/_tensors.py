@@ -26,7 +26,11 @@ DTYPES: dict[str, tuple[int, int]] = {
     "float64": (2, 64),
     "int64": (0, 64),
     "int32": (0, 32),
+    "int16": (0, 16),
+    "int8": (0, 8),
     "uint32": (1, 32),
+    "uint16": (1, 16),
+    "uint8": (1, 8),
     "bool": (6, 8),
 }
 _DTYPE_OF_CODE = {v: k for k, v in DTYPES.items()}
@@ -69,6 +73,9 @@ def _torch_dtype_code(t: Any) -> tuple[int, int]:
                 torch.bool: (6, 8),
             }
         )
+        for name, code in (("uint16", (1, 16)), ("uint32", (1, 32))):  # torch 2.3+
+            if hasattr(torch, name):
+                _TORCH_DTYPES[getattr(torch, name)] = code
     code = _TORCH_DTYPES.get(t.dtype)
     if code is None:
         raise KeyError(str(t.dtype))

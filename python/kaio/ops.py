@@ -15,6 +15,8 @@ from typing import Any, Optional, Sequence
 
 from . import _lib
 from ._plans import call as _call
+from ._plans import call_fast as _call_fast
+from ._plans import fast as _fast
 from ._plans import miss as _miss
 from ._tensors import Tensor
 from .errors import UsageError
@@ -27,6 +29,10 @@ __all__ = [
     "Reduce", "reduce_rows", "argmax_rows", "reduce",
     "softmax", "log_softmax", "rms_norm", "layer_norm", "add_rms_norm", "rope",
     "matmul", "matmul_auto", "matmul_variants",
+    "attention", "attention_decode",
+    "matmul_int8", "matmul_int8_qkv", "matmul_int8_tiles", "matmul_int4", "matmul_int4_qkv",
+    "quant_matmul", "quant_matmul_workspace", "GGUF_FORMATS",
+    "quantize_int8", "quantize_int4", "pack_int4", "dequantize_int4",
 ]  # fmt: skip
 
 # name -> (input names, scalar names), as kaio::ops::elementwise_op names them.
@@ -44,6 +50,9 @@ ELEMENTWISE_OPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "gelu_gate": (("x", "gate"), ()),
     "gelu_gate_tanh": (("x", "gate"), ()),
 }
+
+# The cached-call paths by arity and output slot (kaio._plans.fast).
+_F2_0, _F3_0, _F2_1, _F3_2, _F4_3 = _fast(2, 0), _fast(3, 0), _fast(2, 1), _fast(3, 2), _fast(4, 3)
 
 _ADDRS = [ctypes.c_void_p * n for n in range(9)]  # array types made once (making one costs microseconds)
 _FLOATS = [ctypes.c_float * n for n in range(9)]
@@ -90,62 +99,62 @@ def elementwise(op: str, *inputs: Array, scalars: Sequence[float] = (), out: Opt
 
 def add(a: Array, b: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = a + b."""
-    return _call(_EW_KEYS["add"], [out, a, b], (), stream, _ew_miss, "add")
+    return _F3_0(_EW_KEYS["add"], out, a, b, (), stream, _ew_miss, "add")
 
 
 def sub(a: Array, b: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = a - b."""
-    return _call(_EW_KEYS["sub"], [out, a, b], (), stream, _ew_miss, "sub")
+    return _F3_0(_EW_KEYS["sub"], out, a, b, (), stream, _ew_miss, "sub")
 
 
 def mul(a: Array, b: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = a * b."""
-    return _call(_EW_KEYS["mul"], [out, a, b], (), stream, _ew_miss, "mul")
+    return _F3_0(_EW_KEYS["mul"], out, a, b, (), stream, _ew_miss, "mul")
 
 
 def axpby(x: Array, y: Array, alpha: float, beta: float, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = alpha * x + beta * y."""
-    return _call(_EW_KEYS["axpby"], [out, x, y], (alpha, beta), stream, _ew_miss, "axpby")
+    return _F3_0(_EW_KEYS["axpby"], out, x, y, (alpha, beta), stream, _ew_miss, "axpby")
 
 
 def relu(x: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = max(x, 0) (NaN stays NaN)."""
-    return _call(_EW_KEYS["relu"], [out, x], (), stream, _ew_miss, "relu")
+    return _F2_0(_EW_KEYS["relu"], out, x, (), stream, _ew_miss, "relu")
 
 
 def silu(x: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = x / (1 + exp(-x))."""
-    return _call(_EW_KEYS["silu"], [out, x], (), stream, _ew_miss, "silu")
+    return _F2_0(_EW_KEYS["silu"], out, x, (), stream, _ew_miss, "silu")
 
 
 def gelu(x: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = x / 2 * (1 + erf(x / sqrt(2)))."""
-    return _call(_EW_KEYS["gelu"], [out, x], (), stream, _ew_miss, "gelu")
+    return _F2_0(_EW_KEYS["gelu"], out, x, (), stream, _ew_miss, "gelu")
 
 
 def gelu_tanh(x: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))."""
-    return _call(_EW_KEYS["gelu_tanh"], [out, x], (), stream, _ew_miss, "gelu_tanh")
+    return _F2_0(_EW_KEYS["gelu_tanh"], out, x, (), stream, _ew_miss, "gelu_tanh")
 
 
 def exp(x: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = exp(x)."""
-    return _call(_EW_KEYS["exp"], [out, x], (), stream, _ew_miss, "exp")
+    return _F2_0(_EW_KEYS["exp"], out, x, (), stream, _ew_miss, "exp")
 
 
 def silu_gate(x: Array, gate: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = silu(x) * gate (SwiGLU)."""
-    return _call(_EW_KEYS["silu_gate"], [out, x, gate], (), stream, _ew_miss, "silu_gate")
+    return _F3_0(_EW_KEYS["silu_gate"], out, x, gate, (), stream, _ew_miss, "silu_gate")
 
 
 def gelu_gate(x: Array, gate: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = gelu(x) * gate (GEGLU)."""
-    return _call(_EW_KEYS["gelu_gate"], [out, x, gate], (), stream, _ew_miss, "gelu_gate")
+    return _F3_0(_EW_KEYS["gelu_gate"], out, x, gate, (), stream, _ew_miss, "gelu_gate")
 
 
 def gelu_gate_tanh(x: Array, gate: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """out = gelu_tanh(x) * gate."""
-    return _call(_EW_KEYS["gelu_gate_tanh"], [out, x, gate], (), stream, _ew_miss, "gelu_gate_tanh")
+    return _F3_0(_EW_KEYS["gelu_gate_tanh"], out, x, gate, (), stream, _ew_miss, "gelu_gate_tanh")
 
 
 class Reduce(str, enum.Enum):
@@ -182,7 +191,7 @@ def reduce_rows(op: "Reduce | str", x: Array, out: Optional[Array] = None, *, st
     """op ("sum", "max", "min", "mean") of each row of x along its last axis, into float32 of
     x's shape without the last axis ("argmax": int64 indices of the first maximum)."""
     name = _reduce_name(op)
-    return _call(("reduce_rows", name), [out, x], (), stream, _reduce_rows_miss, name)
+    return _F2_0(("reduce_rows", name), out, x, (), stream, _reduce_rows_miss, name)
 
 
 def argmax_rows(x: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
@@ -204,7 +213,7 @@ def reduce(op: "Reduce | str", x: Array, out: Optional[Array] = None, *, stream:
     """op ("sum", "max", "min") of all of x (contiguous) into a float32 array of shape ();
     deterministic: the same input gives the same bits on every run."""
     name = _reduce_name(op)
-    return _call(("reduce", name), [out, x], (), stream, _reduce_miss, name)
+    return _F2_0(("reduce", name), out, x, (), stream, _reduce_miss, name)
 
 
 _LIKE_X = (lambda ts: ts[0].shape, lambda ts: ts[0].dtype)  # an output of x's shape and dtype
@@ -225,12 +234,12 @@ _SOFTMAX, _LOG_SOFTMAX = ("softmax",), ("log_softmax",)
 
 def softmax(x: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """softmax along the last axis (f32 inside, rounded once; out may be x)."""
-    return _call(_SOFTMAX, [x, out], (), stream, _softmax_miss, 0)
+    return _F2_1(_SOFTMAX, x, out, (), stream, _softmax_miss, 0)
 
 
 def log_softmax(x: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """log_softmax along the last axis."""
-    return _call(_LOG_SOFTMAX, [x, out], (), stream, _softmax_miss, 1)
+    return _F2_1(_LOG_SOFTMAX, x, out, (), stream, _softmax_miss, 1)
 
 
 def _rms_norm_miss(key: Any, arrays: list, values: tuple, stream: Any, _: Any) -> Any:
@@ -248,7 +257,7 @@ _RMS_NORM, _LAYER_NORM, _ADD_RMS_NORM = ("rms_norm",), ("layer_norm",), ("add_rm
 
 def rms_norm(x: Array, w: Array, eps: float = 1e-6, out: Optional[Array] = None, *, stream: Any = None) -> Array:
     """y = x * rsqrt(mean(x^2) + eps) * w along the last axis (w: a vector of x's last dimension)."""
-    return _call(_RMS_NORM, [x, w, out], (eps,), stream, _rms_norm_miss, None)
+    return _F3_2(_RMS_NORM, x, w, out, (eps,), stream, _rms_norm_miss, None)
 
 
 def _layer_norm_miss(key: Any, arrays: list, values: tuple, stream: Any, _: Any) -> Any:
@@ -264,7 +273,7 @@ def _layer_norm_miss(key: Any, arrays: list, values: tuple, stream: Any, _: Any)
 def layer_norm(x: Array, w: Array, b: Array, eps: float = 1e-5, out: Optional[Array] = None, *,
                stream: Any = None) -> Array:
     """y = (x - mean(x)) * rsqrt(var(x) + eps) * w + b along the last axis (biased variance)."""
-    return _call(_LAYER_NORM, [x, w, b, out], (eps,), stream, _layer_norm_miss, None)
+    return _F4_3(_LAYER_NORM, x, w, b, out, (eps,), stream, _layer_norm_miss, None)
 
 
 def _add_rms_norm_miss(key: Any, arrays: list, values: tuple, stream: Any, _: Any) -> Any:
@@ -312,7 +321,7 @@ def rope(x: Array, *, heads: int, head_dim: int, rotary_dim: int = 0, theta: flo
         raise UsageError.make("rope", "argument 'cos'/'sin': give both tables or neither")
     opts = (1 if style == "gptj" else 0, heads, head_dim, rotary_dim)
     arrays = [x, out] if cos is None else [x, out, cos, sin]
-    return _call(("rope", *opts), arrays, (theta, position_offset), stream, _rope_miss, opts)
+    return _call_fast(("rope", *opts), arrays, 1, (theta, position_offset), stream, _rope_miss, opts)
 
 
 _ACTIVATION_MAPS: list[Any] = []  # user maps used as epilogues: their bodies live as long as the process
@@ -366,8 +375,10 @@ def _matmul(variant: Optional[str], a: Array, b: Array, out: Optional[Array], al
                               "argument 'activation': expected an op name or a kaio.map")
     # beta != 0 without out is an error of the miss: in the key, so that no plan serves it.
     opts = (variant, activation, tf32, fast_math, split_k, out_dtype, out is None and beta != 0)
-    arrays = [a, b, out] if bias is None else [a, b, out, bias]
-    return _call(("matmul", *opts), arrays, (alpha, beta), stream, _matmul_miss, opts)
+    key = ("matmul", *opts)
+    if bias is None:
+        return _F3_2(key, a, b, out, (alpha, beta), stream, _matmul_miss, opts)
+    return _call_fast(key, [a, b, out, bias], 2, (alpha, beta), stream, _matmul_miss, opts)
 
 
 def matmul_auto(a: Array, b: Array, out: Optional[Array] = None, *, alpha: float = 1.0, beta: float = 0.0,
@@ -396,3 +407,21 @@ def matmul_variants() -> list[str]:
     buf = ctypes.create_string_buffer(need.value)
     _lib.check(_lib.lib.kaio_matmul_variant_names(buf, need.value, ctypes.byref(need)))
     return [n for n in buf.value.decode().split("\n") if n]
+
+
+# Attention and the quantized matmuls live in their own modules; kaio.ops is their namespace.
+from ._attention import attention, attention_decode  # noqa: E402
+from ._quant import (  # noqa: E402
+    GGUF_FORMATS,
+    dequantize_int4,
+    matmul_int4,
+    matmul_int4_qkv,
+    matmul_int8,
+    matmul_int8_qkv,
+    matmul_int8_tiles,
+    pack_int4,
+    quant_matmul,
+    quant_matmul_workspace,
+    quantize_int4,
+    quantize_int8,
+)

@@ -20,7 +20,8 @@ from . import ops as _ops
 __all__ = [
     "add", "sub", "mul", "axpby", "relu", "silu", "gelu", "gelu_tanh", "exp", "silu_gate", "gelu_gate",
     "gelu_gate_tanh", "softmax", "log_softmax", "rms_norm", "layer_norm", "add_rms_norm", "rope",
-    "reduce_rows", "argmax_rows", "matmul", "OPS",
+    "reduce_rows", "argmax_rows", "matmul", "attention", "attention_decode", "matmul_int8", "matmul_int4",
+    "quant_matmul", "OPS",
 ]  # fmt: skip
 
 OPS: dict[str, Any] = {}  # name -> the registered op (torch.ops.kaio.<name>)
@@ -121,6 +122,64 @@ matmul = _register(
     "(Tensor a, Tensor b) -> Tensor",
     lambda a, b: _ops.matmul_auto(_mm_operand(a), _mm_operand(b)),
     lambda a, b: a.new_empty(_mm_shape(a, b)),
+)
+
+
+# ---- attention (forward only) ----
+def _heads(t: torch.Tensor) -> torch.Tensor:
+    # Any strides with the head dimension contiguous are read as they are.
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+attention = _register(
+    "attention",
+    "(Tensor q, Tensor k, Tensor v, float scale, bool causal, int window_left, int window_right, float softcap, "
+    "Tensor? alibi_slopes) -> Tensor",
+    lambda q, k, v, scale, causal, wl, wr, softcap, alibi: _ops.attention(
+        _heads(q), _heads(k), _heads(v), scale=scale, causal=causal, window=(wl, wr), softcap=softcap,
+        alibi_slopes=None if alibi is None else _c(alibi)),
+    lambda q, k, v, *args: torch.empty_like(q, memory_format=torch.contiguous_format),
+)
+attention_decode = _register(
+    "attention_decode",
+    "(Tensor q, Tensor k_cache, Tensor v_cache, Tensor seqlens, Tensor? block_table, float scale, bool causal, "
+    "int window_left, float softcap, int max_seqlen_k) -> Tensor",
+    lambda q, kc, vc, lens, bt, scale, causal, wl, softcap, mk: _ops.attention_decode(
+        _heads(q), _heads(kc), _heads(vc), _c(lens), block_table=None if bt is None else _c(bt), scale=scale,
+        causal=causal, window_left=wl, softcap=softcap, max_seqlen_k=mk),
+    lambda q, *args: torch.empty_like(q, memory_format=torch.contiguous_format),
+)
+
+
+# ---- quantized matmul (forward only) ----
+def _opt(t: Any) -> Any:
+    return None if t is None else _c(t)
+
+
+def _int8_dtype(out_dtype: str, scaled: bool) -> torch.dtype:
+    return getattr(torch, out_dtype or ("float16" if scaled else "int32"))
+
+
+matmul_int8 = _register(
+    "matmul_int8",
+    "(Tensor a, Tensor b, Tensor? scale_a, Tensor? scale_b, Tensor? bias, str out_dtype) -> Tensor",
+    lambda a, b, sa, sb, bias, out_dtype: _ops.matmul_int8(
+        _c(a), _c(b), scale_a=_opt(sa), scale_b=_opt(sb), bias=_opt(bias), out_dtype=out_dtype or None),
+    lambda a, b, sa, sb, bias, out_dtype: a.new_empty(
+        (a.shape[0], b.shape[0]), dtype=_int8_dtype(out_dtype, sa is not None or sb is not None or bias is not None)),
+)
+matmul_int4 = _register(
+    "matmul_int4",
+    "(Tensor x, Tensor q, Tensor scales, Tensor? zeros, Tensor? bias) -> Tensor",
+    lambda x, q, s, z, bias: _ops.matmul_int4(_c(x), _c(q), _c(s), _opt(z), bias=_opt(bias)),
+    lambda x, q, s, z, bias: x.new_empty((x.shape[0], q.shape[1])),
+)
+quant_matmul = _register(
+    "quant_matmul",
+    "(Tensor x, Tensor w, int format, str out_dtype) -> Tensor",
+    lambda x, w, fmt, out_dtype: _ops.quant_matmul(_c(x), _c(w), fmt, out_dtype=out_dtype or None),
+    lambda x, w, fmt, out_dtype: x.new_empty((x.shape[0], w.shape[0]),
+                                             dtype=getattr(torch, out_dtype) if out_dtype else x.dtype),
 )
 
 

@@ -268,3 +268,63 @@ def test_dry_interpret_checks_and_drops_launches() -> None:
     env = dict(os.environ, KAIO_INTERPRET="dry")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.split() == ["ZEROS", "CHECKED", "add"]
+
+
+class TorchLike:
+    """A numpy array behind torch.Tensor's reading interface (dtype, shape, stride(), device,
+    data_ptr()), read as a torch tensor once registered: the per-arity fast paths of the plan
+    cache (kaio._plans.fast) then serve it without torch installed."""
+
+    def __init__(self, arr: np.ndarray) -> None:
+        self.arr, self.dtype, self.shape, self.device = arr, arr.dtype, arr.shape, "cpu"
+
+    def stride(self) -> tuple:
+        return tuple(s // self.arr.itemsize for s in self.arr.strides)
+
+    def data_ptr(self) -> int:
+        return self.arr.__array_interface__["data"][0]
+
+    def __dlpack__(self, **kw: Any) -> Any:
+        return self.arr.__dlpack__()
+
+    def __dlpack_device__(self) -> Any:
+        return self.arr.__dlpack_device__()
+
+
+def test_fast_paths_hit_without_the_general_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    _plans._seen_modules()
+    monkeypatch.setattr(_plans, "_torch_types", (TorchLike,))
+    general_calls = []
+    real_call = _plans.call
+    monkeypatch.setattr(_plans, "call", lambda *a: general_calls.append(a[0]) or real_call(*a))
+    x, g = f32(3, 40, seed=30), f32(3, 40, seed=31)
+    w = f32(40, seed=32)
+    outs = {n: np.full((3, 40), np.nan, np.float32) for n in ("silu_gate", "rms_norm", "softmax")}
+    b = f32(40, 8, seed=33)
+    outs["matmul"] = mm_out = np.full((3, 8), np.nan, np.float32)
+    tx, tg, tw, tb = TorchLike(x), TorchLike(g), TorchLike(w), TorchLike(b)
+    runs = {
+        "silu_gate": lambda: ops.silu_gate(tx, tg, out=TorchLike(outs["silu_gate"])),
+        "rms_norm": lambda: ops.rms_norm(tx, tw, 1e-6, out=TorchLike(outs["rms_norm"])),
+        "softmax": lambda: ops.softmax(tx, out=TorchLike(outs["softmax"])),
+        "matmul": lambda: ops.matmul(tx, tb, out=TorchLike(mm_out), variant="simt_32x32x8_2x2", alpha=0.5),
+    }
+    for name, run in runs.items():
+        general_calls.clear()
+        run()  # a miss: the general call makes the plan
+        assert len(general_calls) == 1, name
+        outs[name][:] = np.nan
+        run()  # a hit: the fast path alone
+        assert general_calls == [general_calls[0]], f"{name}: a hit went to the general call"
+    close(outs["silu_gate"], silu(x.astype(np.float64)) * g, np.float32)
+    e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+    close(outs["softmax"], e / e.sum(-1, keepdims=True), np.float32)
+    x64 = x.astype(np.float64)
+    close(outs["rms_norm"], x64 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + 1e-6) * w, np.float32)
+    close(mm_out, 0.5 * x64 @ b, np.float32, scale=8.0)
+    # Other metadata (a transposed operand: new strides) is another plan, through the general call.
+    general_calls.clear()
+    bt = np.ascontiguousarray(b.T).T  # b's values, column-major
+    ops.matmul(tx, TorchLike(bt), out=TorchLike(mm_out), variant="simt_32x32x8_2x2", alpha=0.5)
+    assert len(general_calls) == 1
+    close(mm_out, 0.5 * x64 @ b, np.float32, scale=8.0)

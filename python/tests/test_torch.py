@@ -44,6 +44,34 @@ def _samples(dev: str) -> dict[str, list[tuple]]:
         "rope": [(_r(dev, 5, 2 * 16, seed=10), 2, 16, 0, 10000.0, 3, "neox")],
         "reduce_rows": [(x, "sum"), (x, "max")],
         "matmul": [(a.detach(), m.detach()), (a, m), (_r(dev, 3, 8, 16, grad=True), _r(dev, 3, 16, 8, grad=True))],
+        **_new_op_samples(dev),
+    }
+
+
+def _new_op_samples(dev: str) -> dict[str, list[tuple]]:
+    """Samples of attention and the quantized matmuls (forward only)."""
+    import numpy as np
+
+    half = torch.float32 if dev == "cpu" else torch.float16  # the interpreter's runs stay short in f32
+    q, k, v = _r(dev, 1, 3, 2, 64, dtype=half, seed=20), _r(dev, 1, 5, 1, 64, dtype=half, seed=21), _r(
+        dev, 1, 5, 1, 64, dtype=half, seed=22)
+    lens = torch.tensor([4], dtype=torch.int32, device=dev)
+    g = torch.Generator().manual_seed(23)
+    a8 = torch.randint(-127, 128, (3, 32), generator=g, dtype=torch.int8).to(dev)
+    b8 = torch.randint(-127, 128, (8, 32), generator=g, dtype=torch.int8).to(dev)
+    sb = (torch.rand(8, generator=g) / 100).to(dev)
+    qw, s, z = kaio.ops.quantize_int4(np.random.default_rng(24).standard_normal((64, 8)).astype(np.float32), group=32)
+    x4 = _r(dev, 2, 64, dtype=torch.float16, seed=25)
+    w_rows = np.zeros((8, 34), np.uint8)  # q8_0: per 32 elements an f16 scale and 32 int8 values
+    w_rows[:, :2] = np.frombuffer(np.float16(0.01).tobytes(), np.uint8)
+    w_rows[:, 2:] = np.random.default_rng(26).integers(-127, 128, (8, 32)).astype(np.int8).view(np.uint8)
+    return {
+        "attention": [(q, k, v, 0.0, True, -1, -1, 0.0, None)],
+        "attention_decode": [(q, k, v, lens, None, 0.0, True, -1, 0.0, 0)],
+        "matmul_int8": [(a8, b8, None, None, None, ""), (a8, b8, None, sb, None, "float32")],
+        "matmul_int4": [(x4, torch.from_numpy(qw.view(np.int32)).to(dev), torch.from_numpy(s).to(dev),
+                         torch.from_numpy(z).to(dev), None)],
+        "quant_matmul": [(_r(dev, 1, 32, seed=27), torch.from_numpy(w_rows).to(dev), 8, "")],
     }
 
 
