@@ -26,6 +26,8 @@ struct DecodeCase {
   uint32_t splits = 0;  // 0: automatic
   int wl = -1;
   float softcap = 0;
+  kaio::ops::AttentionKernel kernel = kaio::ops::AttentionKernel::Auto;
+  bool alibi = false;
 };
 
 template <class T>
@@ -33,7 +35,8 @@ void run_decode(const DecodeCase& c) {
   const uint32_t B = uint32_t(c.lens.size()), D = c.d;
   const uint32_t max_len = uint32_t(*std::max_element(c.lens.begin(), c.lens.end()));
   INFO("lens " << c.lens.size() << " max " << max_len << " nq " << c.nq << " H " << c.hq << ":" << c.hkv << " D " << D
-               << " page " << c.page << " splits " << c.splits << " window " << c.wl << " softcap " << c.softcap);
+               << " page " << c.page << " splits " << c.splits << " window " << c.wl << " softcap " << c.softcap << " kernel "
+               << int(c.kernel) << " alibi " << c.alibi);
   const uint64_t tok = uint64_t(c.hkv) * D;  // elements per cached token
   kaio::ops::KvCache cache;
   std::vector<int32_t> table;
@@ -70,9 +73,12 @@ void run_decode(const DecodeCase& c) {
   }
   const kaio::ops::AttentionShape shape{.batch = B, .seqlen_q = c.nq, .seqlen_k = max_len, .heads_q = c.hq, .heads_kv = c.hkv,
                                         .head_dim = D};
+  std::vector<float> slopes;
+  for (uint32_t h = 0; h < c.hq; ++h) slopes.push_back(0.05f * float(h + 1));
+  jit::DeviceBuffer<float> slopes_dev(slopes);
   kaio::ops::attention_decode(q.t, cache, o.t, shape,
-                              {.window_left = c.wl, .softcap = c.softcap, .lse = lse.device_address(), .splits = c.splits,
-                               .validate = true});
+                              {.window_left = c.wl, .softcap = c.softcap, .alibi_slopes = c.alibi ? slopes_dev.device_address() : 0,
+                               .lse = lse.device_address(), .splits = c.splits, .kernel = c.kernel, .validate = true});
   o.host = o.dev.to_host();
   const std::vector<float> lse_host = lse.to_host();
   auto kv_off = [&](uint32_t b, uint32_t j, uint32_t h) -> uint64_t {
@@ -80,7 +86,7 @@ void run_decode(const DecodeCase& c) {
     return uint64_t(table[b * cache.max_pages + j / c.page]) * kv_bs + (j % c.page) * tok + h * D;
   };
   auto q_off = [&](uint32_t b, uint32_t i, uint32_t h) { return b * q.t.batch_stride + i * q.t.seq_stride + h * q.t.head_stride; };
-  RefProblem p{B, c.hq, c.hkv, D, 1.0 / std::sqrt(double(D)), c.wl, 0, c.softcap, nullptr,
+  RefProblem p{B, c.hq, c.hkv, D, 1.0 / std::sqrt(double(D)), c.wl, 0, c.softcap, c.alibi ? &slopes : nullptr,
                [&](uint32_t) { return c.nq; }, [&](uint32_t b) { return uint32_t(c.lens[b]); }, q_off, kv_off, kv_off};
   auto lse_index = [&](uint32_t b, uint32_t i, uint32_t h) { return (uint64_t(b) * c.hq + h) * c.nq + i; };
   CHECK(compare(p, q, k, v, o.host, q_off, &lse_host, lse_index) == 0);
@@ -93,6 +99,30 @@ TEMPLATE_TEST_CASE("attention_decode matches float64: lengths 1, 17, 300, contig
   for (uint32_t page : {0u, 16u})
     for (uint32_t splits : {1u, 5u}) run_decode<TestType>({.lens = {1, 17, 300}, .nq = 1, .page = page, .splits = splits});
   run_decode<TestType>({.lens = {17, 300, 1}, .nq = 4, .page = 16, .splits = 0});
+}
+
+// The tensor-core decode kernel, forced: cache lengths 1, 17, 300 (a chunk's edge, several
+// chunks), contiguous and paged (pages of 16, 128: a chunk over several pages, several
+// chunks in a page), one and several new tokens (rows filling one, two and four m16
+// tiles), GQA 8:2 and MQA, no split, forced and automatic splits.
+TEMPLATE_TEST_CASE("attention_decode tensor-core kernel matches float64", "[gpu][ops][attention][decode][decode_mma]", kaio::half,
+                   kaio::bfloat16) {
+  const auto mma = kaio::ops::AttentionKernel::Mma;
+  for (uint32_t page : {0u, 16u, 128u})
+    for (uint32_t splits : {1u, 0u}) run_decode<TestType>({.lens = {1, 17, 300}, .nq = 1, .page = page, .splits = splits, .kernel = mma});
+  run_decode<TestType>({.lens = {17, 300, 1}, .nq = 4, .page = 16, .splits = 3, .kernel = mma});
+  run_decode<TestType>({.lens = {300, 9}, .nq = 7, .hq = 4, .hkv = 1, .d = 128, .page = 32, .splits = 1, .kernel = mma});
+  run_decode<TestType>({.lens = {40, 300}, .nq = 16, .hq = 8, .hkv = 2, .page = 0, .splits = 2, .kernel = mma});
+}
+
+// Every score modifier the decode options have, on the tensor-core kernel, and the head
+// dims whose copies are uneven (96: idle columns; 256: two warps, runs of 16 keys).
+TEST_CASE("attention_decode tensor-core kernel: window, softcap, ALiBi, head dims 96 and 256", "[gpu][ops][attention][decode][decode_mma]") {
+  const auto mma = kaio::ops::AttentionKernel::Mma;
+  run_decode<kaio::half>({.lens = {40, 5}, .nq = 3, .hq = 4, .hkv = 1, .d = 128, .page = 32, .splits = 3, .wl = 20, .softcap = 3.0f,
+                          .kernel = mma, .alibi = true});
+  run_decode<kaio::bfloat16>({.lens = {70, 1}, .nq = 2, .hq = 2, .hkv = 1, .d = 96, .page = 16, .splits = 1, .kernel = mma});
+  run_decode<kaio::half>({.lens = {70, 33}, .nq = 1, .hq = 4, .hkv = 2, .d = 256, .page = 0, .splits = 2, .kernel = mma});
 }
 
 TEST_CASE("attention_decode: f32, MQA, window, softcap, head dim 128", "[gpu][ops][attention][decode]") {
