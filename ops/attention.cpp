@@ -354,7 +354,7 @@ void attention_decode(const AttentionTensor& q, const KvCache& cache, const Atte
   cs.splits.host = splits;
   const kernel::PackedArgs cargs = kernel::pack(cs);
   attention_combine_family().get({q.dtype, shape.head_dim}).launch_packed(
-      {.grid = {static_cast<uint32_t>((total_rows + 3) / 4)}, .block = {128}, .stream = stream}, cargs.data(), cargs.size());
+      {.grid = {static_cast<uint32_t>(total_rows)}, .block = {128}, .stream = stream}, cargs.data(), cargs.size());
 }
 
 }  // namespace kaio::ops

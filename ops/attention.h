@@ -138,7 +138,7 @@ struct AttentionDecodeConfig {
 };
 jit::Family<AttentionDecodeConfig>& attention_decode_family();
 
-// The combination of split-KV partials: one warp per (b, i, h) row.
+// The combination of split-KV partials: one block per (b, i, h) row, its threads over the splits.
 struct AttentionCombineConfig {
   ir::Scalar dtype = ir::Scalar::F16;
   uint32_t head_dim = 128;

@@ -2,14 +2,22 @@
 // 17 and 300 in one batch, 1 and 4 new tokens, GQA 8:2, contiguous and paged caches (pages
 // of 16 in a shuffled pool, unused block-table entries -1 so that a stray read faults), no
 // split, forced splits (the combine kernel) and the automatic choice. The bad arguments,
-// and the debug validation of the device arrays. [large]: 32768-token caches on a device.
+// and the debug validation of the device arrays. The tensor-core kernel forced at every
+// shape it takes (rows of 1, 2 and 4 m16 tiles, pages of 16, 32 and 128, head dims 96,
+// 128, 256, every score modifier), its assembly and SASS. [large]: caches of 1000 and 32768
+// tokens on a device, contiguous and paged (16, 64, 256), through the tensor-core kernel.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <numeric>
 #include <random>
 
+#include "kaio/codegen/ptx.h"
+#include "kaio/jit/linker.h"
+#include "kaio/jit/resources.h"
 #include "kaio/ops/attention.h"
+#include "kaio/ops/attention_kernels.h"
+#include "../ir/mma_kernels.h"
 #include "../support.h"
 #include "attention_support.h"
 
@@ -94,10 +102,11 @@ void run_decode(const DecodeCase& c) {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("attention_decode matches float64: lengths 1, 17, 300, contiguous and paged, split and not",
+TEMPLATE_TEST_CASE("attention_decode matches float64 on the rows kernel: lengths 1, 17, 300, contiguous and paged, split and not",
                    "[gpu][ops][attention][decode]", kaio::half, kaio::bfloat16) {
+  const auto rows = kaio::ops::AttentionKernel::Rows;  // the fallback (Auto takes the tensor-core kernel here)
   for (uint32_t page : {0u, 16u})
-    for (uint32_t splits : {1u, 5u}) run_decode<TestType>({.lens = {1, 17, 300}, .nq = 1, .page = page, .splits = splits});
+    for (uint32_t splits : {1u, 5u}) run_decode<TestType>({.lens = {1, 17, 300}, .nq = 1, .page = page, .splits = splits, .kernel = rows});
   run_decode<TestType>({.lens = {17, 300, 1}, .nq = 4, .page = 16, .splits = 0});
 }
 
@@ -121,8 +130,8 @@ TEST_CASE("attention_decode tensor-core kernel: window, softcap, ALiBi, head dim
   const auto mma = kaio::ops::AttentionKernel::Mma;
   run_decode<kaio::half>({.lens = {40, 5}, .nq = 3, .hq = 4, .hkv = 1, .d = 128, .page = 32, .splits = 3, .wl = 20, .softcap = 3.0f,
                           .kernel = mma, .alibi = true});
-  run_decode<kaio::bfloat16>({.lens = {70, 1}, .nq = 2, .hq = 2, .hkv = 1, .d = 96, .page = 16, .splits = 1, .kernel = mma});
-  run_decode<kaio::half>({.lens = {70, 33}, .nq = 1, .hq = 4, .hkv = 2, .d = 256, .page = 0, .splits = 2, .kernel = mma});
+  run_decode<kaio::bfloat16>({.lens = {33, 1}, .nq = 2, .hq = 2, .hkv = 1, .d = 96, .page = 16, .splits = 1, .kernel = mma});
+  run_decode<kaio::half>({.lens = {40, 9}, .nq = 1, .hq = 4, .hkv = 2, .d = 256, .page = 0, .splits = 2, .kernel = mma});
 }
 
 TEST_CASE("attention_decode: f32, MQA, window, softcap, head dim 128", "[gpu][ops][attention][decode]") {
@@ -132,10 +141,13 @@ TEST_CASE("attention_decode: f32, MQA, window, softcap, head dim 128", "[gpu][op
 TEMPLATE_TEST_CASE("attention_decode at 32768-token caches on a device", "[gpu][ops][attention][decode][large]", kaio::half,
                    kaio::bfloat16) {
   if (jit::interpret_mode()) return;
-  for (uint32_t page : {0u, 64u}) {
-    run_decode<TestType>({.lens = {32768, 1000, 32767, 17}, .nq = 1, .hq = 32, .hkv = 8, .d = 128, .page = page});
-    run_decode<TestType>({.lens = {32768}, .nq = 4, .hq = 32, .hkv = 8, .d = 128, .page = page});
+  const auto mma = kaio::ops::AttentionKernel::Mma;  // the tensor-core kernel (what Auto picks here)
+  for (uint32_t page : {0u, 16u, 64u, 256u}) {
+    run_decode<TestType>({.lens = {32768, 1000, 32767, 17}, .nq = 1, .hq = 32, .hkv = 8, .d = 128, .page = page, .kernel = mma});
+    run_decode<TestType>({.lens = {32768}, .nq = 4, .hq = 32, .hkv = 8, .d = 128, .page = page, .kernel = mma});
   }
+  run_decode<TestType>({.lens = {1000, 32768}, .nq = 16, .hq = 32, .hkv = 8, .d = 128, .page = 64, .kernel = mma});
+  run_decode<TestType>({.lens = {32768, 1000}, .nq = 1, .hq = 32, .hkv = 8, .d = 128, .page = 0, .splits = 1, .kernel = mma});
 }
 
 TEST_CASE("attention_decode rejects bad arguments before launching, naming op and argument", "[gpu][ops][attention][decode]") {
@@ -173,4 +185,35 @@ TEST_CASE("attention_decode rejects bad arguments before launching, naming op an
   qb.fill_bytes(0);
   auto q2 = kaio::ops::bshd(qb.device_address(), ir::Scalar::F16, 1, 2, 64), o2 = kaio::ops::bshd(ob.device_address(), ir::Scalar::F16, 1, 2, 64);
   CHECK_NOTHROW(kaio::ops::attention_decode(q2, paged, o2, s, {.validate = true}));
+}
+
+// Every decode kernel assembles for sm_90a (sm_80 and sm_90: every kernel of the catalog,
+// tests/codegen/test_assemble.cpp), one dtype per variant row (f16 and bf16 differ only in
+// the mma type): mma.sync and 16-byte cp.async in the PTX, no local memory, and, where
+// cuobjdump is available, HMMA and no LDL / STL in the SASS.
+TEST_CASE("attention_decode kernels assemble for sm_90a: HMMA, no local memory", "[ops][attention][decode][nvjitlink]") {
+  auto& f = kaio::ops::attention_decode_family();
+  size_t n = 0;
+  for (size_t i = 0; i < f.config_count(); ++i) {
+    const ir::Kernel k = f.declared_kernel(i);
+    if (k.name().find("_bf16_") == std::string::npos) continue;
+    INFO(k.name());
+    const std::string ptx = codegen::emit_ptx(k, {"sm_90a", 9, 0});
+    CHECK_THAT(ptx, Contains("mma.sync.aligned.m16n8k16"));
+    CHECK_THAT(ptx, Contains("cp.async.cg.shared.global"));
+    CHECK_THAT(ptx, Contains("ldmatrix.sync.aligned.m8n8.x4.trans"));
+    const jit::LinkResult r = jit::link_ptx(ptx, "sm_90a", k.name());
+    const jit::Resources res = jit::parse_resources(r.info_log, 0);
+    CHECK(res.local_bytes == 0);
+    CHECK(res.spill_stores == 0);
+    const std::string sass = test::sass_of(r.cubin);
+    ++n;
+    if (sass.empty()) continue;
+    CHECK_THAT(sass, Contains("HMMA"));
+    CHECK_THAT(sass, Contains("LDGSTS"));
+    CHECK(sass.find("LDL") == std::string::npos);
+    CHECK(sass.find("STL") == std::string::npos);
+  }
+  CHECK(n == kaio::ops::attention_decode_variants().size());
+  if (test::cuobjdump_path().empty()) WARN("cuobjdump not found (set KAIO_CUOBJDUMP): the SASS (HMMA) is not checked");
 }
