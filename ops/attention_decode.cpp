@@ -207,9 +207,8 @@ class DecodeKernel {
   void scores(const AccTile& S, Value stage) {
     S.zero();
     const uint32_t row = k_tile_.lay.row_stride();
-    Value q_lane = b_.constant<uint32_t>(q_tile_.base) + q_tile_.at(mi_ * 16u + lane_ % 16u, (lane_ / 16u) * 8u);
-    Value k_lane = k_tile_.base + k_tile_.stage(stage) +
-                   k_tile_.at(kgi_ * g_.kw + (lane_ / 16u) * 8u + lane_ % 8u, ((lane_ / 8u) % 2u) * 8u);
+    Value q_lane = q_lane_;
+    Value k_lane = k_tile_.stage(stage) + k_lane_;
     for (uint32_t ks = 0; ks < g_.D / 16; ++ks) {
       std::vector<Value> a = b_.ldmatrix(smem_, q_lane + ks * 16, 4, false);
       for (uint32_t ni = 0; ni < g_.kw / 8; ni += 2) {
@@ -274,7 +273,7 @@ class DecodeKernel {
       Value hi = ir::cast(S.at(0, 0, ni, r + 1).get(), t16, ir::Rounding::Rn);
       return ir::pack2(lo, hi);
     };
-    Value v_lane = v_tile_.base + v_tile_.stage(stage) + v_tile_.at(kgi_ * g_.kw + lane_ % 16u, (lane_ / 16u) * 8u);
+    Value v_lane = v_tile_.stage(stage) + v_lane_;
     for (uint32_t ks = 0; ks < g_.kw / 16; ++ks) {
       std::vector<Value> a = {pair(2 * ks, 0), pair(2 * ks, 2), pair(2 * ks + 1, 0), pair(2 * ks + 1, 2)};
       for (uint32_t ni = 0; ni < g_.D / 8; ni += 2) {
@@ -378,8 +377,10 @@ class DecodeKernel {
     t0_ = lo / c_.bn;
     steps_ = ir::select(hi_ > lo, (hi_ + (c_.bn - 1)) / c_.bn - t0_, zero);
     // This thread's copy position: 16-byte column col_ of the key run rg_.
-    rg_ = tid_ / g_.slots;
-    col_ = tid_ % g_.slots;
+    uint32_t shift = 0;
+    while ((1u << shift) < g_.slots) ++shift;  // slots is a power of two
+    rg_ = tid_ >> shift;
+    col_ = tid_ & (g_.slots - 1);
     page_.push_back(b_.var<uint32_t>(0u));
     b_.if_(flag(detail::kRowsPaged) && steps_ > 0u, [&] { page_[0] = page_of(run_key(zero)); });
     load_q();
@@ -387,6 +388,11 @@ class DecodeKernel {
       m_.push_back(b_.var<float>(-INFINITY));
       l_.push_back(b_.var<float>(0.0f));
     }
+    // The ldmatrix addresses of this lane in stage 0 (loop invariant: computed once).
+    Value l16 = lane_ & 15u, h16 = lane_ >> 4u;
+    q_lane_ = b_.constant<uint32_t>(q_tile_.base) + q_tile_.at(mi_ * 16u + l16, h16 * 8u);
+    k_lane_ = k_tile_.base + k_tile_.at(kgi_ * g_.kw + h16 * 8u + (lane_ & 7u), ((lane_ >> 3u) & 1u) * 8u);
+    v_lane_ = v_tile_.base + v_tile_.at(kgi_ * g_.kw + l16, h16 * 8u);
     const AccTile S(b_, 1, 1, g_.kw / 8), O(b_, 1, 1, g_.D / 8);
     kernel::CpAsyncRing ring(b_, c_.stages, zero);
     ring.pipeline(steps_, [&](Value t) { load_kv(ring, t); }, [&](Value t) {
@@ -405,7 +411,7 @@ class DecodeKernel {
   const Geometry g_;
   const SharedTile q_tile_, k_tile_, v_tile_;
   Value tid_, lane_, warp_, mi_, kgi_, batch_, split_, kvh_, row0_, smem_, fsm_, nrows_;
-  Value t0_, steps_, hi_, inner_lo_, inner_hi_, rg_, col_;
+  Value t0_, steps_, hi_, inner_lo_, inner_hi_, rg_, col_, q_lane_, k_lane_, v_lane_;
   std::vector<ir::Var> page_;  // this thread's block-table entry for its next chunk (one Var)
   detail::Sequence seq_;
   detail::KeyRange ranges_[2];
