@@ -13,7 +13,7 @@
 // calls, median of --rounds (20). --csv FILE writes the rows for bench/attention_torch.py
 // (PyTorch's SDPA on the same shapes). Without a GPU (KAIO_INTERPRET=1) it runs tiny
 // shapes as a smoke test.
-// Usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING]
+// Usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows]
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -33,6 +33,8 @@ namespace {
 struct Options {
   int rounds = 20;
   std::string csv, only;
+  uint32_t splits = 0;  // decode: 0 automatic
+  ops::AttentionKernel decode_kernel = ops::AttentionKernel::Auto;
 };
 
 double median(std::vector<double> v) {
@@ -135,7 +137,7 @@ void decode(const Options& o, const Dec& c, double copy, FILE* csv) {
   uint32_t next = 0;
   auto call = [&] {
     ops::attention_decode(ops::bshd(q.device_address(), dt, 1, c.hq, c.d), caches[next++ % copies],
-                          ops::bshd(out.device_address(), dt, 1, c.hq, c.d), sh, {}, &s);
+                          ops::bshd(out.device_address(), dt, 1, c.hq, c.d), sh, {.splits = o.splits, .kernel = o.decode_kernel}, &s);
   };
   const double ms = bench::ms_per_call(s, o.rounds, 10, call);
   const double bytes = 2.0 * kv * sizeof(T), gbps = bytes / ms / 1e6;
@@ -153,9 +155,11 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING]\n"
+      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows]\n"
                 "  forward TFLOP/s and decode us / KV GB/s of ops::attention and ops::attention_decode;\n"
-                "  --csv FILE: rows for bench/attention_torch.py --kaio FILE; --only: cases whose name contains it");
+                "  --csv FILE: rows for bench/attention_torch.py --kaio FILE; --only: cases whose name contains it\n"
+                "  (forward, decode); --splits: the decode key splits (0: chosen from the shape); --decode-kernel:\n"
+                "  force the tensor-core decode kernel or the rows kernel");
       return 0;
     }
     if (i + 1 >= argc) {
@@ -165,6 +169,16 @@ int main(int argc, char** argv) {
     if (a == "--rounds") o.rounds = std::max(1, std::atoi(argv[++i]));
     else if (a == "--csv") o.csv = argv[++i];
     else if (a == "--only") o.only = argv[++i];
+    else if (a == "--splits") o.splits = uint32_t(std::max(0, std::atoi(argv[++i])));
+    else if (a == "--decode-kernel") {
+      const std::string k = argv[++i];
+      if (k == "mma") o.decode_kernel = ops::AttentionKernel::Mma;
+      else if (k == "rows") o.decode_kernel = ops::AttentionKernel::Rows;
+      else if (k != "auto") {
+        std::fprintf(stderr, "attention: --decode-kernel takes auto, mma or rows, not %s\n", k.c_str());
+        return 2;
+      }
+    }
     else {
       std::fprintf(stderr, "attention: unknown option %s (see --help)\n", a.c_str());
       return 2;
