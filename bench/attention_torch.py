@@ -85,8 +85,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--kaio", help="CSV from bench/attention --csv")
+    ap.add_argument("--only", choices=["forward", "decode"], help="one table only")
     args = ap.parse_args()
     kaio = kaio_rows(args.kaio)
+    if args.only != "decode":
+        forward(args, kaio)
+    if args.only != "forward":
+        decode(args, kaio)
+
+
+def forward(args, kaio):
     print("forward: TFLOP/s (torch SDPA | kaio mma)")
     for b, hq, hkv, s, d, causal in FORWARD:
         for name, dt in DTYPES.items():
@@ -98,6 +106,9 @@ def main():
             mine = kaio.get(("forward", "mma", name, b, hq, hkv, s, d, int(causal), 0))
             print(f"{name:5} B{b:<2} H{hq:2}:{hkv:<2} S{s:<6} D{d:<4} {'causal' if causal else 'full':7} "
                   f"torch {tflops:7.1f}   kaio {mine if mine is not None else float('nan'):7.1f}")
+
+
+def decode(args, kaio):
     copy = copy_gbps(args.rounds)
     print(f"decode, one token: KV GB/s (torch SDPA contiguous | kaio contiguous | kaio paged {PAGES}); copy {copy:.1f} GB/s")
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
