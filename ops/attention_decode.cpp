@@ -8,8 +8,9 @@
 // head's cache is read once for all of them. Chunks of BN keys (K and V) stream through a
 // cp.async ring (CpAsyncRing) of `stages` stages: 16-byte copies, each thread a run of
 // `count` consecutive keys of one 16-byte column, so that a paged cache needs one
-// block-table entry per thread and chunk (fetched a chunk ahead). Warp w owns m16 tile
-// w % mt and the keys (w / mt) * KW .. + KW of every chunk; per chunk it computes
+// block-table entry per thread and chunk (fetched a chunk ahead; the first one guessed
+// before the cache length arrives, then checked). Warp w owns m16 tile w % mt and the
+// keys (w / mt) * KW .. + KW of every chunk; per chunk it computes
 //   S = Q K^T          ldmatrix Q (A) and K (B), an AccTile of 16 x KW
 //   mods and mask      scale, softcap, ALiBi (per row: rows are different heads), the
 //                      causal / window bounds of each row's token, the split's keys
@@ -350,10 +351,25 @@ class DecodeKernel {
 
   void body() {
     Value zero = b_.constant<uint32_t>(0u);
+    // This thread's copy position: 16-byte column col_ of the key run rg_.
+    uint32_t shift = 0;
+    while ((1u << shift) < g_.slots) ++shift;  // slots is a power of two
+    rg_ = tid_ >> shift;
+    col_ = tid_ & (g_.slots - 1);
+    // What needs no cache length goes first, under the wait for seqlens: the Q copies, and a
+    // guess at the page of this thread's first run (without a window the block starts at its
+    // split's first key, a whole chunk), checked once the block's keys are known.
+    page_.push_back(b_.var<uint32_t>(0u));
+    Value guess = split_ * s_.split_len.ir + rg_ * g_.count;
+    b_.if_(flag(detail::kRowsPaged), [&] {
+      Value index = ir::min(guess >> s_.page_shift.ir, s_.max_pages.ir - 1u);
+      page_[0] = u32(s_.block_table.ir[u64(batch_) * u64(s_.max_pages.ir) + u64(index)]);
+    });
+    load_q();
     // This thread's two rows (fragment rows lane / 4 and lane / 4 + 8 of its tile): their
     // keys and ALiBi slopes; rows past the real ones see no key.
     for (uint32_t h = 0; h < 2; ++h) {
-      Value r = row0_ + mi_ * 16u + (lane_ / 4u + 8u * h);
+      Value r = row0_ + mi_ * 16u + ((lane_ >> 2u) + 8u * h);
       Value ok = r < nrows_;
       Value rc = ir::select(ok, r, row0_);
       detail::KeyRange kr = detail::key_range(s_, seq_, token(rc), split_);
@@ -376,14 +392,10 @@ class DecodeKernel {
     inner_hi_ = first_r.hi;
     t0_ = lo / c_.bn;
     steps_ = ir::select(hi_ > lo, (hi_ + (c_.bn - 1)) / c_.bn - t0_, zero);
-    // This thread's copy position: 16-byte column col_ of the key run rg_.
-    uint32_t shift = 0;
-    while ((1u << shift) < g_.slots) ++shift;  // slots is a power of two
-    rg_ = tid_ >> shift;
-    col_ = tid_ & (g_.slots - 1);
-    page_.push_back(b_.var<uint32_t>(0u));
-    b_.if_(flag(detail::kRowsPaged) && steps_ > 0u, [&] { page_[0] = page_of(run_key(zero)); });
-    load_q();
+    b_.if_(flag(detail::kRowsPaged) && steps_ > 0u, [&] {
+      Value first = run_key(zero);
+      b_.if_(first != guess, [&] { page_[0] = page_of(first); });  // a window, or a run past the keys
+    });
     for (uint32_t h = 0; h < 2; ++h) {
       m_.push_back(b_.var<float>(-INFINITY));
       l_.push_back(b_.var<float>(0.0f));

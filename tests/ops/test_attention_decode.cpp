@@ -113,7 +113,7 @@ TEMPLATE_TEST_CASE("attention_decode matches float64 on the rows kernel: lengths
 // The tensor-core decode kernel, forced: cache lengths 1, 17, 300 (a chunk's edge, several
 // chunks), contiguous and paged (pages of 16, 128: a chunk over several pages, several
 // chunks in a page), one and several new tokens (rows filling one, two and four m16
-// tiles), GQA 8:2 and MQA, no split, forced and automatic splits.
+// tiles, and two row blocks), GQA 8:2, 8:1 and MQA, no split, forced and automatic splits.
 TEMPLATE_TEST_CASE("attention_decode tensor-core kernel matches float64", "[gpu][ops][attention][decode][decode_mma]", kaio::half,
                    kaio::bfloat16) {
   const auto mma = kaio::ops::AttentionKernel::Mma;
@@ -122,6 +122,7 @@ TEMPLATE_TEST_CASE("attention_decode tensor-core kernel matches float64", "[gpu]
   run_decode<TestType>({.lens = {17, 300, 1}, .nq = 4, .page = 16, .splits = 3, .kernel = mma});
   run_decode<TestType>({.lens = {300, 9}, .nq = 7, .hq = 4, .hkv = 1, .d = 128, .page = 32, .splits = 1, .kernel = mma});
   run_decode<TestType>({.lens = {40, 300}, .nq = 16, .hq = 8, .hkv = 2, .page = 0, .splits = 2, .kernel = mma});
+  run_decode<TestType>({.lens = {20, 70}, .nq = 9, .hq = 8, .hkv = 1, .page = 16, .splits = 1, .kernel = mma});  // 72 rows: two row blocks
 }
 
 // Every score modifier the decode options have, on the tensor-core kernel, and the head
