@@ -238,14 +238,14 @@ ir::Kernel build_rows(const AttentionRowsConfig& c) {
 // One block of 128 threads per row, its threads over the splits (a split's partials are
 // read in parallel, not one after another): the max of the splits' logsumexps and the sum
 // of their weights (block reductions), then thread (lane sl, vector v) adds the weighted
-// 4-float vectors v of splits sl, sl + lanes, ... (four splits' loads in flight at a time),
+// 4-float vectors v of splits sl, sl + lanes, ... (eight splits' loads in flight at a time),
 // and the lanes' sums meet in shared memory.
 ir::Kernel build_combine(const AttentionCombineConfig& c) {
   check_config("attention_decode", c.dtype, c.head_dim);
   ir::KernelBuilder b(std::string("attention_combine_") + ir::scalar_name(c.dtype) + "_d" + std::to_string(c.head_dim));
   detail::AttentionCombineSignature s(c.dtype);
   kernel::declare(b, s);
-  constexpr uint32_t kThreads = 128, kUnroll = 4;
+  constexpr uint32_t kThreads = 128, kUnroll = 8;
   b.launch_bounds(kThreads);
   const uint32_t D = c.head_dim, nv = D / 4, lanes = kThreads / nv;
   auto u64 = [](Value v) { return ir::cast<uint64_t>(v); };
