@@ -177,6 +177,15 @@ TEST_CASE("attention_decode rejects bad arguments before launching, naming op an
   auto many = s;
   many.seqlen_q = 17;
   expect([&] { kaio::ops::attention_decode(q, paged, q, many); }, "more than 16 tokens");
+  jit::DeviceBuffer<float> fbuf(64 * 16 * 64);
+  auto qf = kaio::ops::bshd(fbuf.device_address(), ir::Scalar::F32, 1, 2, 64);
+  kaio::ops::KvCache paged_f32 = paged;
+  paged_f32.k = paged_f32.v = kaio::ops::bshd(fbuf.device_address(), ir::Scalar::F32, 16, 1, 64);
+  expect([&] { kaio::ops::attention_decode(qf, paged_f32, qf, s, {.kernel = kaio::ops::AttentionKernel::Mma}); },
+         "'kernel': the tensor-core decode kernel does not apply: it takes f16 or bf16");
+  auto odd = paged;
+  odd.k.seq_stride = 68;
+  expect([&] { kaio::ops::attention_decode(q, odd, q, s, {.kernel = kaio::ops::AttentionKernel::Mma}); }, "multiples of 8 elements");
   // The device arrays, checked in the debug mode: seqlens[1] = 70 > 48, then a page outside the pool.
   expect([&] { kaio::ops::attention_decode(q, paged, q, s, {.validate = true}); }, "seqlens[1] = 70");
   lens.upload({20, 40});
