@@ -2,14 +2,18 @@
 //   Table 1 (forward): TFLOP/s = 4 B Hq Sq Sk D (halved when causal) / the median time of
 //     one call, per kernel (mma: the tensor-core kernel; rows: the warp-per-row fallback, at
 //     the shorter shapes only).
-//   Table 2 (decode): one new token per sequence against caches of 32768 tokens (every
-//     sequence full), contiguous and paged (pages of 64): us per call and KV GB/s = the K and
-//     V bytes read once / the time.
+//   Table 2 (decode): one new token per sequence, Hq 32, Hkv 8, D 128, B 1 / 8 / 64 against
+//     caches of 1024, 8192 and 32768 tokens (every sequence full), contiguous and paged
+//     (pages of 16 and 256 in a shuffled pool): us per call and KV GB/s = the K and V bytes
+//     read once / the time, beside the GB/s of a device-to-device copy of 1 GB in the same
+//     run (cuMemcpyDtoDAsync; its read + write bytes / time). Caches smaller than four
+//     times L2 are rotated among copies so that each call reads from memory; decode times
+//     are the median of --rounds rounds of 10 back-to-back calls.
 // Layout (B, S, H, D), bf16 and f16. Timing: jit::Event around each call after 3 warm-up
 // calls, median of --rounds (20). --csv FILE writes the rows for bench/attention_torch.py
 // (PyTorch's SDPA on the same shapes). Without a GPU (KAIO_INTERPRET=1) it runs tiny
 // shapes as a smoke test.
-// Usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING]
+// Usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows]
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -18,7 +22,9 @@
 #include <vector>
 
 #include "kaio/kaio.h"
+#include "kaio/jit/device.h"
 #include "kaio/ops/attention.h"
+#include "timing.h"
 
 using namespace kaio;
 
@@ -27,6 +33,8 @@ namespace {
 struct Options {
   int rounds = 20;
   std::string csv, only;
+  uint32_t splits = 0;  // decode: 0 automatic
+  ops::AttentionKernel decode_kernel = ops::AttentionKernel::Auto;
 };
 
 double median(std::vector<double> v) {
@@ -81,37 +89,63 @@ void forward(const Options& o, const Fwd& f, ops::AttentionKernel kernel, FILE* 
                  ms, flops / ms / 1e9);
 }
 
+// GB/s of a device-to-device copy that reads bytes / 2 and writes bytes / 2 (0: no device).
+double copy_gbps(const jit::Stream& s, size_t bytes, int rounds) {
+  if (jit::interpret_mode() || !bench::copy_fn()) return 0;
+  const size_t half = bytes / 2;
+  DeviceBuffer<uint8_t> src(half), dst(half);
+  src.fill_bytes(1);
+  const double ms = bench::ms_per_call(s, rounds, 1, [&] {
+    jit::driver::check(bench::copy_fn()(dst.device_address(), src.device_address(), half, static_cast<CUstream>(s.handle())),
+                       "cuMemcpyDtoDAsync");
+  });
+  return double(bytes) / (ms * 1e6);
+}
+
 template <class T>
-void decode(const Options& o, const Dec& c, FILE* csv) {
+void decode(const Options& o, const Dec& c, double copy, FILE* csv) {
   const ir::Scalar dt = ir::ScalarOf<T>::value;
   const uint64_t tok = uint64_t(c.hkv) * c.d, kv = uint64_t(c.b) * c.len * tok;
-  DeviceBuffer<T> k(kv), v(kv), q(uint64_t(c.b) * c.hq * c.d), out(uint64_t(c.b) * c.hq * c.d);
-  for (DeviceBuffer<T>* x : {&k, &v, &q}) x->fill_bytes(0x3c);
+  // Copies of the cache (and its table) to rotate through, so that the K and V bytes come
+  // from memory, not from L2.
+  const uint64_t l2 = std::max<uint64_t>(jit::device_info().l2_bytes, 1u << 20);
+  const uint32_t copies = jit::interpret_mode() ? 1 : uint32_t(std::min<uint64_t>(64, (4 * l2 + 2 * kv * sizeof(T) - 1) / (2 * kv * sizeof(T))));
+  DeviceBuffer<T> k(kv * copies), v(kv * copies), q(uint64_t(c.b) * c.hq * c.d), out(uint64_t(c.b) * c.hq * c.d);
+  for (DeviceBuffer<T>* x : {&k, &v, &q}) x->fill_bytes(0x3c);  // small finite values in both dtypes
   DeviceBuffer<int32_t> lens(std::vector<int32_t>(c.b, int32_t(c.len)));
-  ops::KvCache cache{.k = {k.device_address(), dt, uint64_t(c.len) * tok, tok, c.d},
-                     .v = {v.device_address(), dt, uint64_t(c.len) * tok, tok, c.d},
-                     .seqlens = lens.device_address(), .capacity = c.len};
+  const uint32_t pages = c.page ? c.len / c.page : 0, pool = c.b * pages;
   std::vector<int32_t> table;
-  if (c.page) {
-    cache.max_pages = c.len / c.page;
-    for (uint32_t p = 0; p < c.b * cache.max_pages; ++p) table.push_back(int32_t((p * 7919u) % (c.b * cache.max_pages)));
-    cache.k.batch_stride = cache.v.batch_stride = uint64_t(c.page) * tok;
-    cache.page_size = c.page;
-    cache.capacity = c.b * cache.max_pages;
-  }
+  for (uint32_t p = 0; p < pool; ++p) table.push_back(int32_t((uint64_t(p) * 7919u) % pool));  // a shuffled pool (7919 is prime)
   DeviceBuffer<int32_t> table_dev(table.empty() ? std::vector<int32_t>{0} : table);
-  if (c.page) cache.block_table = table_dev.device_address();
+  std::vector<ops::KvCache> caches;
+  for (uint32_t i = 0; i < copies; ++i) {
+    const uint64_t at = i * kv * sizeof(T);
+    ops::KvCache cache{.k = {k.device_address() + at, dt, uint64_t(c.len) * tok, tok, c.d},
+                       .v = {v.device_address() + at, dt, uint64_t(c.len) * tok, tok, c.d},
+                       .seqlens = lens.device_address(), .capacity = c.len};
+    if (c.page) {
+      cache.max_pages = pages;
+      cache.k.batch_stride = cache.v.batch_stride = uint64_t(c.page) * tok;
+      cache.page_size = c.page;
+      cache.capacity = pool;
+      cache.block_table = table_dev.device_address();
+    }
+    caches.push_back(cache);
+  }
   const ops::AttentionShape sh{.batch = c.b, .seqlen_q = 1, .seqlen_k = c.len, .heads_q = c.hq, .heads_kv = c.hkv, .head_dim = c.d};
+  jit::Stream s;
+  uint32_t next = 0;
   auto call = [&] {
-    ops::attention_decode(ops::bshd(q.device_address(), dt, 1, c.hq, c.d), cache, ops::bshd(out.device_address(), dt, 1, c.hq, c.d), sh);
+    ops::attention_decode(ops::bshd(q.device_address(), dt, 1, c.hq, c.d), caches[next++ % copies],
+                          ops::bshd(out.device_address(), dt, 1, c.hq, c.d), sh, {.splits = o.splits, .kernel = o.decode_kernel}, &s);
   };
-  const double ms = ms_per_call(o.rounds, call);
-  const double bytes = 2.0 * kv * sizeof(T);
-  std::printf("decode %-5s B%-3u H%2u:%-2u len %-6u D%-4u %-10s %10.1f us %8.1f GB/s\n", dname(dt), c.b, c.hq, c.hkv, c.len, c.d,
-              c.page ? ("page " + std::to_string(c.page)).c_str() : "contiguous", ms * 1e3, bytes / ms / 1e6);
+  const double ms = bench::ms_per_call(s, o.rounds, 10, call);
+  const double bytes = 2.0 * kv * sizeof(T), gbps = bytes / ms / 1e6;
+  std::printf("decode %-5s B%-3u H%2u:%-2u len %-6u D%-4u %-10s %10.1f us %8.1f GB/s %6.1f%% of copy\n", dname(dt), c.b, c.hq,
+              c.hkv, c.len, c.d, c.page ? ("page " + std::to_string(c.page)).c_str() : "contiguous", ms * 1e3, gbps,
+              copy > 0 ? 100 * gbps / copy : 0.0);
   if (csv)
-    std::fprintf(csv, "decode,rows,%s,%u,%u,%u,%u,%u,0,%u,%.6f,%.3f\n", dname(dt), c.b, c.hq, c.hkv, c.len, c.d, c.page, ms,
-                 bytes / ms / 1e6);
+    std::fprintf(csv, "decode,auto,%s,%u,%u,%u,%u,%u,0,%u,%.6f,%.3f\n", dname(dt), c.b, c.hq, c.hkv, c.len, c.d, c.page, ms, gbps);
 }
 
 }  // namespace
@@ -121,9 +155,11 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING]\n"
+      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows]\n"
                 "  forward TFLOP/s and decode us / KV GB/s of ops::attention and ops::attention_decode;\n"
-                "  --csv FILE: rows for bench/attention_torch.py --kaio FILE; --only: cases whose name contains it");
+                "  --csv FILE: rows for bench/attention_torch.py --kaio FILE; --only: cases whose name contains it\n"
+                "  (forward, decode); --splits: the decode key splits (0: chosen from the shape); --decode-kernel:\n"
+                "  force the tensor-core decode kernel or the rows kernel");
       return 0;
     }
     if (i + 1 >= argc) {
@@ -133,6 +169,16 @@ int main(int argc, char** argv) {
     if (a == "--rounds") o.rounds = std::max(1, std::atoi(argv[++i]));
     else if (a == "--csv") o.csv = argv[++i];
     else if (a == "--only") o.only = argv[++i];
+    else if (a == "--splits") o.splits = uint32_t(std::max(0, std::atoi(argv[++i])));
+    else if (a == "--decode-kernel") {
+      const std::string k = argv[++i];
+      if (k == "mma") o.decode_kernel = ops::AttentionKernel::Mma;
+      else if (k == "rows") o.decode_kernel = ops::AttentionKernel::Rows;
+      else if (k != "auto") {
+        std::fprintf(stderr, "attention: --decode-kernel takes auto, mma or rows, not %s\n", k.c_str());
+        return 2;
+      }
+    }
     else {
       std::fprintf(stderr, "attention: unknown option %s (see --help)\n", a.c_str());
       return 2;
@@ -146,10 +192,11 @@ int main(int argc, char** argv) {
                                                  {4, 16, 16, 4096, 64, true},   {4, 32, 8, 4096, 128, true},
                                                  {2, 16, 16, 8192, 128, true},  {4, 8, 8, 2048, 256, true},
                                                  {4, 16, 16, 4096, 96, true}};
-  std::vector<Dec> dec = tiny ? std::vector<Dec>{{1, 2, 1, 300, 64, 0}, {1, 2, 1, 320, 64, 16}}
-                              : std::vector<Dec>{{1, 32, 8, 32768, 128, 0},  {1, 32, 8, 32768, 128, 64}, {8, 32, 8, 32768, 128, 0},
-                                                 {8, 32, 8, 32768, 128, 64}, {32, 32, 8, 32768, 128, 0}, {32, 32, 8, 32768, 128, 64},
-                                                 {64, 32, 8, 4096, 128, 16}};
+  std::vector<Dec> dec = tiny ? std::vector<Dec>{{1, 2, 1, 300, 64, 0}, {1, 2, 1, 320, 64, 16}} : std::vector<Dec>{};
+  if (!tiny)
+    for (uint32_t b : {1u, 8u, 64u})
+      for (uint32_t len : {1024u, 8192u, 32768u})
+        for (uint32_t page : {0u, 16u, 256u}) dec.push_back({b, 32, 8, len, 128, page});
   auto wanted = [&](const std::string& name) { return o.only.empty() || name.find(o.only) != std::string::npos; };
   std::puts("forward (B, S, H, D), TFLOP/s = 4 B H S^2 D (halved when causal) / time");
   for (const Fwd& f : fwd) {
@@ -159,10 +206,14 @@ int main(int argc, char** argv) {
   }
   // The fallback at a shorter length (it is tens of times slower).
   if (wanted("forward")) forward<bfloat16>(o, tiny ? fwd[0] : Fwd{1, 16, 16, 1024, 128, true}, ops::AttentionKernel::Rows, csv);
-  std::puts("decode, one token per sequence; KV GB/s = K and V bytes / time");
-  for (const Dec& c : dec) {
-    if (!wanted("decode")) break;
-    decode<bfloat16>(o, c, csv);
+  if (wanted("decode")) {
+    const double copy = copy_gbps(jit::Stream(), size_t(1) << 30, o.rounds);
+    std::printf("decode, one token per sequence; KV GB/s = K and V bytes / time; copy (1 GB, same run) %.1f GB/s\n", copy);
+    if (csv) std::fprintf(csv, "copy,driver,u8,0,0,0,0,0,0,0,0,%.3f\n", copy);
+    for (const Dec& c : dec) {
+      decode<bfloat16>(o, c, copy, csv);
+      decode<half>(o, c, copy, csv);
+    }
   }
   if (csv) std::fclose(csv);
   return 0;

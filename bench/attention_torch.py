@@ -8,8 +8,10 @@ Forward: TFLOP/s = 4 B Hq S^2 D (halved when causal) / the median time of one ca
 (B, H, S, D) as SDPA takes them (its flash backend on an H100). Decode: one query token per
 sequence against a contiguous cache of `len` tokens (SDPA has no paged cache: paged rows
 compare against the contiguous time), enable_gqa for Hq != Hkv; KV GB/s = the K and V bytes
-/ the time. Timing: CUDA events around each call after 3 warm-up calls, median of
---rounds (20), as bench/attention does.
+/ the time; caches smaller than four times L2 rotate among copies, and a decode time is the
+median of --rounds rounds of 10 back-to-back calls, as bench/attention does. The copy
+bandwidth (a 1 GB device-to-device copy, read + write bytes / time) is measured here too.
+Forward timing: CUDA events around each call after 3 warm-up calls, median of --rounds (20).
 """
 import argparse
 import csv
@@ -23,7 +25,8 @@ FORWARD = [  # b, hq, hkv, s, d, causal (bench/attention's rows)
     (4, 32, 8, 4096, 128, True), (2, 16, 16, 8192, 128, True), (4, 8, 8, 2048, 256, True),
     (4, 16, 16, 4096, 96, True),
 ]
-DECODE = [(1, 32, 8, 32768, 128), (8, 32, 8, 32768, 128), (32, 32, 8, 32768, 128), (64, 32, 8, 4096, 128)]
+DECODE = [(b, 32, 8, n, 128) for b in (1, 8, 64) for n in (1024, 8192, 32768)]  # b, hq, hkv, len, d
+PAGES = (16, 256)
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 
 
@@ -39,6 +42,31 @@ def time_ms(fn, rounds):
         b.synchronize()
         times.append(a.elapsed_time(b))
     return statistics.median(times)
+
+
+def time_calls_ms(fns, rounds, calls=10):
+    """Median ms per call of `calls` back-to-back calls of fns[i % len(fns)]."""
+    for i in range(3):
+        fns[i % len(fns)]()
+    torch.cuda.synchronize()
+    times, n = [], 0
+    for _ in range(rounds):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(calls):
+            fns[n % len(fns)]()
+            n += 1
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / calls)
+    return statistics.median(times)
+
+
+def copy_gbps(rounds):
+    src = torch.ones(1 << 29, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    ms = time_calls_ms([lambda: dst.copy_(src)], rounds, 1)
+    return 2.0 * src.numel() / ms / 1e6
 
 
 def kaio_rows(path):
@@ -57,8 +85,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--kaio", help="CSV from bench/attention --csv")
+    ap.add_argument("--only", choices=["forward", "decode"], help="one table only")
     args = ap.parse_args()
     kaio = kaio_rows(args.kaio)
+    if args.only != "decode":
+        forward(args, kaio)
+    if args.only != "forward":
+        decode(args, kaio)
+
+
+def forward(args, kaio):
     print("forward: TFLOP/s (torch SDPA | kaio mma)")
     for b, hq, hkv, s, d, causal in FORWARD:
         for name, dt in DTYPES.items():
@@ -70,18 +106,26 @@ def main():
             mine = kaio.get(("forward", "mma", name, b, hq, hkv, s, d, int(causal), 0))
             print(f"{name:5} B{b:<2} H{hq:2}:{hkv:<2} S{s:<6} D{d:<4} {'causal' if causal else 'full':7} "
                   f"torch {tflops:7.1f}   kaio {mine if mine is not None else float('nan'):7.1f}")
-    print("decode, one token: KV GB/s (torch SDPA contiguous | kaio contiguous | kaio paged)")
+
+
+def decode(args, kaio):
+    copy = copy_gbps(args.rounds)
+    print(f"decode, one token: KV GB/s (torch SDPA contiguous | kaio contiguous | kaio paged {PAGES}); copy {copy:.1f} GB/s")
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
     for b, hq, hkv, n, d in DECODE:
-        dt = torch.bfloat16
-        q = torch.randn(b, hq, 1, d, device="cuda", dtype=dt)
-        k = torch.randn(b, hkv, n, d, device="cuda", dtype=dt)
-        v = torch.randn(b, hkv, n, d, device="cuda", dtype=dt)
-        ms = time_ms(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=hq != hkv), args.rounds)
-        gbps = 2.0 * b * n * hkv * d * 2 / ms / 1e6
-        cont = kaio.get(("decode", "rows", "bf16", b, hq, hkv, n, d, 0, 0))
-        paged = [r for key, r in kaio.items() if key[:8] == ("decode", "rows", "bf16", b, hq, hkv, n, d) and key[9] != 0]
-        print(f"bf16  B{b:<3} H{hq:2}:{hkv:<2} len {n:<6} D{d:<4} torch {gbps:7.1f} ({ms * 1e3:8.1f} us)   "
-              f"kaio {cont if cont is not None else float('nan'):7.1f}   paged {paged[0] if paged else float('nan'):7.1f}")
+        for name, dt in DTYPES.items():
+            kv_bytes = 2 * b * n * hkv * d * 2
+            copies = min(64, max(1, -(-4 * l2 // kv_bytes)))
+            q = torch.randn(b, hq, 1, d, device="cuda", dtype=dt)
+            ks = [torch.randn(b, hkv, n, d, device="cuda", dtype=dt) for _ in range(copies)]
+            vs = [torch.randn(b, hkv, n, d, device="cuda", dtype=dt) for _ in range(copies)]
+            fns = [lambda k=k, v=v: F.scaled_dot_product_attention(q, k, v, enable_gqa=hq != hkv) for k, v in zip(ks, vs)]
+            ms = time_calls_ms(fns, args.rounds)
+            gbps = kv_bytes / ms / 1e6
+            mine = [kaio.get(("decode", "auto", name, b, hq, hkv, n, d, 0, page), float("nan")) for page in (0,) + PAGES]
+            print(f"{name:5} B{b:<3} H{hq:2}:{hkv:<2} len {n:<6} D{d:<4} torch {gbps:7.1f} ({ms * 1e3:8.1f} us, "
+                  f"{100 * gbps / copy:5.1f}% of copy)   kaio " + " ".join(f"{x:7.1f}" for x in mine))
+            del ks, vs, fns
 
 
 if __name__ == "__main__":

@@ -165,6 +165,10 @@ void attention(const AttentionTensor& q, const AttentionTensor& k, const Attenti
 
 namespace {
 
+struct DecodePlan {
+  uint32_t splits, split_len;  // split_len 0: the rows kernel's (seqlen_k / splits)
+};
+
 // Keys per split for decoding: enough blocks (batch x KV heads x splits) to fill the GPU
 // twice over, no split shorter than 256 keys.
 uint32_t decode_splits(const AttentionShape& s, uint32_t asked) {
@@ -175,6 +179,46 @@ uint32_t decode_splits(const AttentionShape& s, uint32_t asked) {
   const uint64_t by_gpu = (want + blocks - 1) / blocks;
   const uint64_t by_len = std::max<uint64_t>(1, s.seqlen_k / 256);
   return static_cast<uint32_t>(std::min<uint64_t>({by_gpu, by_len, 64}));
+}
+
+// Why the tensor-core decode kernel does not apply (empty: it does, and `row` is its variant).
+std::string decode_mma_refusal(const AttentionTensor& q, const KvCache& cache, const AttentionShape& s, uint32_t rows,
+                               const AttentionDecodeVariant*& row) {
+  if (q.dtype != Scalar::F16 && q.dtype != Scalar::BF16) return "it takes f16 or bf16";
+  const jit::DeviceInfo& dev = jit::device_info();
+  if (dev.sm < 80) return "it needs sm_80 or newer, the device is " + dev.arch;
+  row = attention_decode_pick(s.head_dim, rows);
+  if (!row) return "no tile shape for head_dim " + str(s.head_dim);
+  if (attention_decode_config(q.dtype, *row).shared_bytes() > dev.smem_per_block_optin) return "its tiles do not fit shared memory";
+  for (const AttentionTensor* t : {&q, &cache.k, &cache.v}) {
+    if (t->address % 16) return "q, k and v must be 16-byte aligned";
+    if (t->seq_stride % 8 || t->head_stride % 8 || t->batch_stride % 8)
+      return "the strides of q, k and v must be multiples of 8 elements";
+  }
+  return "";
+}
+
+// The key splits of the tensor-core kernel: whole chunks per split, as many splits as
+// minimise the estimated time in chunk steps: waves of blocks (batch x KV heads x row
+// blocks x splits over the blocks the GPU holds at once) x (chunks per split + the fixed
+// cost of a block, about 1.5 chunks), plus one chunk for the combine when split.
+DecodePlan decode_plan_mma(const AttentionShape& s, uint32_t rows, const AttentionDecodeConfig& c, uint32_t asked) {
+  const uint32_t chunks = (s.seqlen_k + c.bn - 1) / c.bn;
+  const uint32_t most = std::max(1u, std::min({chunks, 128u, 65535u / s.batch}));
+  uint32_t splits = asked ? std::min(asked, most) : 1;
+  if (!asked) {
+    const jit::DeviceInfo& dev = jit::device_info();
+    const uint32_t per_sm = std::max(1u, std::min(dev.smem_per_sm / (c.shared_bytes() + 1024), 64u / c.warps));
+    const double slots = double(detail::sm_count()) * per_sm;
+    const double blocks = double(s.batch) * s.heads_kv * ((rows + 16 * c.mt - 1) / (16 * c.mt));
+    double best = 0;
+    for (uint32_t n = 1; n <= most; ++n) {
+      const double cost = std::ceil(blocks * n / slots) * (std::ceil(double(chunks) / n) + 1.5) + (n > 1 ? 1.0 : 0.0);
+      if (n == 1 || cost < best * 0.98) best = cost, splits = n;
+    }
+  }
+  const uint32_t per = (chunks + splits - 1) / splits;  // chunks per split
+  return {(chunks + per - 1) / per, per * c.bn};
 }
 
 // The debug check of the device arrays: every length within the cache, every page in the pool.
@@ -233,10 +277,20 @@ void attention_decode(const AttentionTensor& q, const KvCache& cache, const Atte
   if (opt.validate) validate_cache(op, cache, shape);
 
   const uint32_t group = shape.heads_q / shape.heads_kv;
-  const uint32_t splits = decode_splits(shape, opt.splits);
+  const uint32_t rows = shape.seqlen_q * group;  // the query rows of one KV head
+  // The tensor-core kernel where it applies (DecodeOptions::kernel may force either).
+  const AttentionDecodeVariant* dv = nullptr;
+  if (opt.kernel != AttentionKernel::Rows) {
+    const std::string why = decode_mma_refusal(q, cache, shape, rows, dv);
+    if (opt.kernel == AttentionKernel::Mma && !why.empty())
+      fail(op, "kernel", "the tensor-core decode kernel does not apply: " + why);
+    if (!why.empty()) dv = nullptr;
+  }
+  const DecodePlan plan = dv ? decode_plan_mma(shape, rows, attention_decode_config(q.dtype, *dv), opt.splits)
+                             : DecodePlan{decode_splits(shape, opt.splits), 0};
+  const uint32_t splits = plan.splits;
   const uint64_t batch_splits = uint64_t(shape.batch) * splits;
   if (batch_splits > 65535) fail(op, "batch", "batch x splits is more than 65535");
-  const uint32_t rows = shape.seqlen_q * group;  // the query rows of one KV head, in one block
   const AttentionRowsConfig c{q.dtype, shape.head_dim, 4};
   detail::AttentionRowsSignature s(q.dtype);
   set_tensors(s, q, cache.k, cache.v, o);
@@ -255,18 +309,28 @@ void attention_decode(const AttentionTensor& q, const KvCache& cache, const Atte
   s.max_pages.host = cache.max_pages;
   s.page_shift.host = shift;
   s.splits.host = splits;
-  s.split_len.host = (shape.seqlen_k + splits - 1) / splits;
+  s.split_len.host = plan.split_len ? plan.split_len : (shape.seqlen_k + splits - 1) / splits;
   s.scale.host = scale_of(opt.scale, shape.head_dim);
   s.softcap.host = opt.softcap;
   s.window_left.host = opt.window_left;
   s.window_right.host = opt.causal ? 0 : -1;
   s.flags.host = detail::kRowsSeqused | (cache.block_table ? detail::kRowsPaged : 0u) | (opt.lse ? detail::kRowsLse : 0u) |
                  (opt.alibi_slopes ? detail::kRowsAlibi : 0u);
-  const jit::LaunchConfig rows_launch{.grid = {1, shape.heads_kv, static_cast<uint32_t>(batch_splits)},
-                                      .block = {32 * c.warps}, .stream = stream};
+  auto launch_main = [&](const kernel::PackedArgs& args) {
+    if (dv) {
+      const AttentionDecodeConfig dc = attention_decode_config(q.dtype, *dv);
+      attention_decode_family().get(dc).launch_packed(
+          {.grid = {(rows + 16 * dc.mt - 1) / (16 * dc.mt), shape.heads_kv, static_cast<uint32_t>(batch_splits)},
+           .block = {32 * dc.warps}, .shared_bytes = dc.shared_bytes(), .stream = stream},
+          args.data(), args.size());
+      return;
+    }
+    attention_rows_family().get(c).launch_packed(
+        {.grid = {1, shape.heads_kv, static_cast<uint32_t>(batch_splits)}, .block = {32 * c.warps}, .stream = stream}, args.data(),
+        args.size());
+  };
   if (splits == 1) {
-    const kernel::PackedArgs args = kernel::pack(s);
-    attention_rows_family().get(c).launch_packed(rows_launch, args.data(), args.size());
+    launch_main(kernel::pack(s));
     return;
   }
   // Partials into the stream's workspace, held while both kernels are enqueued.
@@ -275,8 +339,7 @@ void attention_decode(const AttentionTensor& q, const KvCache& cache, const Atte
   detail::Workspace ws = detail::workspace(stream, parts * (shape.head_dim + 1) * sizeof(float));
   s.ws_o.host = ws.address;
   s.ws_lse.host = ws.address + parts * shape.head_dim * sizeof(float);
-  const kernel::PackedArgs args = kernel::pack(s);
-  attention_rows_family().get(c).launch_packed(rows_launch, args.data(), args.size());
+  launch_main(kernel::pack(s));
   detail::AttentionCombineSignature cs(q.dtype);
   cs.ws_o.host = s.ws_o.host;
   cs.ws_lse.host = s.ws_lse.host;
@@ -291,7 +354,7 @@ void attention_decode(const AttentionTensor& q, const KvCache& cache, const Atte
   cs.splits.host = splits;
   const kernel::PackedArgs cargs = kernel::pack(cs);
   attention_combine_family().get({q.dtype, shape.head_dim}).launch_packed(
-      {.grid = {static_cast<uint32_t>((total_rows + 3) / 4)}, .block = {128}, .stream = stream}, cargs.data(), cargs.size());
+      {.grid = {static_cast<uint32_t>(total_rows)}, .block = {128}, .stream = stream}, cargs.data(), cargs.size());
 }
 
 }  // namespace kaio::ops

@@ -97,6 +97,7 @@ struct DecodeOptions {
   uint64_t alibi_slopes = 0;
   uint64_t lse = 0;            // f32 at (b * Hq + h) * Sq + i
   uint32_t splits = 0;         // 0: chosen from the shape and the device; 1: no split
+  AttentionKernel kernel = AttentionKernel::Auto;  // Mma: the tensor-core decode kernel (a UsageError where it does not apply)
   bool validate = false;       // copy seqlens and the block table to the host and range-check them (synchronous)
 };
 
@@ -125,7 +126,19 @@ struct AttentionMmaConfig {
 };
 jit::Family<AttentionMmaConfig>& attention_mma_family();
 
-// The combination of split-KV partials: one warp per (b, i, h) row.
+// The tensor-core decode kernel (ops/attention_decode.cpp): the query rows of one KV head
+// (16 x mt of them) against chunks of BN keys through a cp.async ring of `stages`, on
+// `warps` warps that split each chunk's keys.
+struct AttentionDecodeConfig {
+  ir::Scalar dtype = ir::Scalar::F16;
+  uint32_t head_dim = 128, mt = 1, bn = 64, stages = 3, warps = 4;
+  auto fields() const { return std::tie(dtype, head_dim, mt, bn, stages, warps); }
+  std::string str() const;
+  uint32_t shared_bytes() const;  // the dynamic shared memory of a block
+};
+jit::Family<AttentionDecodeConfig>& attention_decode_family();
+
+// The combination of split-KV partials: one block per (b, i, h) row, its threads over the splits.
 struct AttentionCombineConfig {
   ir::Scalar dtype = ir::Scalar::F16;
   uint32_t head_dim = 128;

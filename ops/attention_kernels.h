@@ -21,6 +21,17 @@ std::span<const AttentionVariant> attention_variants();
 const AttentionVariant* attention_pick(uint32_t head_dim, uint32_t seqlen_q, uint64_t heads_x_batch, uint32_t sm_count);
 AttentionMmaConfig attention_mma_config(ir::Scalar dtype, const AttentionVariant& v);
 
+// One row of the decode kernel's shape table (ops/attention_decode.cpp).
+struct AttentionDecodeVariant {
+  const char* name;
+  uint32_t head_dim, mt, bn, stages, warps;
+};
+std::span<const AttentionDecodeVariant> attention_decode_variants();
+// The row for a head dim and the query rows of one KV head (Hq / Hkv x new tokens); null
+// when none.
+const AttentionDecodeVariant* attention_decode_pick(uint32_t head_dim, uint32_t rows);
+AttentionDecodeConfig attention_decode_config(ir::Scalar dtype, const AttentionDecodeVariant& v);
+
 }  // namespace kaio::ops
 
 namespace kaio::ops::detail {

@@ -235,51 +235,76 @@ ir::Kernel build_rows(const AttentionRowsConfig& c) {
   return b.build();
 }
 
-// One warp per row: the max of the splits' logsumexps, then their weighted outputs.
+// One block of 128 threads per row, its threads over the splits (a split's partials are
+// read in parallel, not one after another): the max of the splits' logsumexps and the sum
+// of their weights (block reductions), then thread (lane sl, vector v) adds the weighted
+// 4-float vectors v of splits sl, sl + lanes, ... (eight splits' loads in flight at a time),
+// and the lanes' sums meet in shared memory.
 ir::Kernel build_combine(const AttentionCombineConfig& c) {
   check_config("attention_decode", c.dtype, c.head_dim);
   ir::KernelBuilder b(std::string("attention_combine_") + ir::scalar_name(c.dtype) + "_d" + std::to_string(c.head_dim));
   detail::AttentionCombineSignature s(c.dtype);
   kernel::declare(b, s);
-  b.launch_bounds(128);
-  const uint32_t nt = c.head_dim / 32;
-  Value lane = b.lane_id();
-  Value row = b.block_idx_x() * 4u + b.warp_id();
+  constexpr uint32_t kThreads = 128, kUnroll = 8;
+  b.launch_bounds(kThreads);
+  const uint32_t D = c.head_dim, nv = D / 4, lanes = kThreads / nv;
   auto u64 = [](Value v) { return ir::cast<uint64_t>(v); };
-  b.if_(row < s.rows.ir, [&] {
-    Value first = u64(row) * u64(s.splits.ir);
-    ir::Var m = b.var<float>(-INFINITY);
-    b.for_(0u, s.splits.ir, [&](Value p) {
-      Value x = s.ws_lse.ir[first + u64(p)];
-      m = ir::max(m.get(), x);
-    });
-    Value ms = ir::select(m.get() == -INFINITY, 0.0f, m.get());
-    ir::Var sum = b.var<float>(0.0f);
-    ir::RegArray acc = b.array<float>(nt, 0.0f);
-    b.for_(0u, s.splits.ir, [&](Value p) {
-      Value x = s.ws_lse.ir[first + u64(p)];
-      Value w = ir::exp(x - ms);
-      sum = sum.get() + w;
-      for (uint32_t t = 0; t < nt; ++t) {
-        Value y = s.ws_o.ir[(first + u64(p)) * uint64_t(c.head_dim) + u64(lane + 32u * t)];
-        acc[t] = ir::fma(w, y, acc[t].get());
+  Value tid = b.thread_idx_x();
+  Value row = b.block_idx_x();
+  Value n = s.splits.ir;
+  Value first = u64(row) * u64(n);
+  ir::Var m = b.var<float>(-INFINITY);
+  b.for_(tid, n, kThreads, [&](Value p) {
+    Value x = s.ws_lse.ir[first + u64(p)];
+    m = ir::max(m.get(), x);
+  });
+  Value mx = b.block_reduce_max(m.get());
+  Value ms = ir::select(mx == -INFINITY, 0.0f, mx);
+  ir::Var sum = b.var<float>(0.0f);
+  b.for_(tid, n, kThreads, [&](Value p) {
+    Value x = s.ws_lse.ir[first + u64(p)];
+    sum = sum.get() + ir::exp(x - ms);
+  });
+  Value total = b.block_reduce_sum(sum.get());
+  Value sl = tid / nv, v = tid % nv;
+  ir::RegArray acc = b.array<float>(4, 0.0f);
+  b.if_(sl < lanes, [&] {
+    b.for_(sl, n, lanes * kUnroll, [&](Value p0) {
+      std::vector<Value> w;
+      std::vector<std::vector<Value>> y;
+      for (uint32_t u = 0; u < kUnroll; ++u) {  // past the last split: its weight is 0 (the loads stay in bounds)
+        Value p = p0 + u * lanes;
+        Value pc = ir::min(p, n - 1u);
+        Value x = s.ws_lse.ir[first + u64(pc)];
+        w.push_back(ir::select(p < n, ir::exp(x - ms), 0.0f));
+        y.push_back(ir::load_vec(s.ws_o.ir, (first + u64(pc)) * uint64_t(D) + u64(v * 4u), 4));
       }
+      for (uint32_t u = 0; u < kUnroll; ++u)
+        for (uint32_t e = 0; e < 4; ++e) acc[e] = ir::fma(w[u], y[u][e], acc[e].get());
     });
-    Value seen = sum.get() > 0.0f;
-    Value inv = ir::select(seen, 1.0f / sum.get(), 0.0f);
-    Value per_b = s.sq.ir * s.hq.ir;
-    Value bi = row / per_b;
-    Value rem = row - bi * per_b;
-    Value tok = rem / s.hq.ir;
-    Value h = rem - tok * s.hq.ir;
-    Value ob = u64(bi) * s.o_bs.ir + u64(tok) * s.o_ss.ir + u64(h) * s.o_hs.ir;
-    for (uint32_t t = 0; t < nt; ++t) {
-      Value y = acc[t].get() * inv;
-      s.o.ir[ob + u64(lane + 32u * t)] = c.dtype == Scalar::F32 ? y : ir::cast(y, ir::Type::scalar(c.dtype), ir::Rounding::Rn);
+  });
+  Value red = b.shared<float>(lanes * D);
+  b.if_(sl < lanes, [&] { ir::store_vec(red, sl * D + v * 4u, {acc[0].get(), acc[1].get(), acc[2].get(), acc[3].get()}); });
+  b.barrier();
+  Value seen = total > 0.0f;
+  Value inv = ir::select(seen, 1.0f / total, 0.0f);
+  Value per_b = s.sq.ir * s.hq.ir;
+  Value bi = row / per_b;
+  Value rem = row - bi * per_b;
+  Value tok = rem / s.hq.ir;
+  Value h = rem - tok * s.hq.ir;
+  Value ob = u64(bi) * s.o_bs.ir + u64(tok) * s.o_ss.ir + u64(h) * s.o_hs.ir;
+  b.for_(tid, D, kThreads, [&](Value d) {
+    ir::Var y = b.var<float>(0.0f);
+    for (uint32_t l = 0; l < lanes; ++l) {
+      Value x = red[l * D + d];
+      y = y.get() + x;
     }
-    b.if_(s.lse_hs.ir != uint64_t(0) && lane == 0u, [&] {
-      s.lse.ir[u64(bi) * s.lse_bs.ir + u64(h) * s.lse_hs.ir + u64(tok)] = ir::select(seen, ms + ir::log(sum.get()), -INFINITY);
-    });
+    Value out = y.get() * inv;
+    s.o.ir[ob + u64(d)] = c.dtype == Scalar::F32 ? out : ir::cast(out, ir::Type::scalar(c.dtype), ir::Rounding::Rn);
+  });
+  b.if_(s.lse_hs.ir != uint64_t(0) && tid == 0u, [&] {
+    s.lse.ir[u64(bi) * s.lse_bs.ir + u64(h) * s.lse_hs.ir + u64(tok)] = ir::select(seen, ms + ir::log(total), -INFINITY);
   });
   return b.build();
 }

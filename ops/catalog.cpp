@@ -17,6 +17,7 @@ std::vector<jit::FamilyBase*> families() {
   v.push_back(&attention_rows_family());
   v.push_back(&attention_mma_family());
   v.push_back(&attention_combine_family());
+  v.push_back(&attention_decode_family());
   v.push_back(&quant_act_family());
   v.push_back(&quant_matvec_family());
   return v;

@@ -233,17 +233,18 @@ TEST_CASE("attention rejects bad arguments before launching, naming op and argum
          "multiples of 8 elements");
 }
 
-// Every declared attention kernel (rows, combine, mma) is assembled for sm_80 and sm_90
-// through ops::catalog() by tests/codegen/test_assemble.cpp; here the tensor-core ones for
+// Every declared attention kernel (rows, combine, mma, decode) is assembled for sm_80 and
+// sm_90 through ops::catalog() by tests/codegen/test_assemble.cpp; here the mma ones for
 // sm_90a as well, one dtype per variant row (the rows and combine kernels use nothing an
-// arch suffix changes).
+// arch suffix changes; the decode ones: tests/ops/test_attention_decode.cpp).
 TEST_CASE("every declared attention kernel is in the catalog; the mma ones assemble for sm_90a", "[ops][attention][nvjitlink]") {
   std::vector<std::string> names;
   for (const ir::Kernel& k : kaio::ops::catalog()) names.push_back(k.name());
   size_t n = 0;
   for (jit::FamilyBase* f : {static_cast<jit::FamilyBase*>(&kaio::ops::attention_rows_family()),
                              static_cast<jit::FamilyBase*>(&kaio::ops::attention_mma_family()),
-                             static_cast<jit::FamilyBase*>(&kaio::ops::attention_combine_family())})
+                             static_cast<jit::FamilyBase*>(&kaio::ops::attention_combine_family()),
+                             static_cast<jit::FamilyBase*>(&kaio::ops::attention_decode_family())})
     for (size_t i = 0; i < f->config_count(); ++i, ++n) {
       const ir::Kernel k = f->declared_kernel(i);
       CHECK(std::find(names.begin(), names.end(), k.name()) != names.end());
@@ -253,7 +254,7 @@ TEST_CASE("every declared attention kernel is in the catalog; the mma ones assem
       INFO(k.name() << " for sm_90a");
       CHECK_NOTHROW(jit::compile(k, {.arch = "sm_90a", .use_cache = false}));
     }
-  CHECK(n == 38);  // rows and combine: {f16, bf16, f32} x head dims {64, 96, 128, 256}; mma: {f16, bf16} x 7 rows
+  CHECK(n == 62);  // rows and combine: {f16, bf16, f32} x head dims {64, 96, 128, 256}; mma: {f16, bf16} x 7 rows; decode: x 12
   // Listed by config (what kaio-precompile and kaio-cache show).
   CHECK(kaio::ops::attention_rows_family().configs()[0].str() == "attention_rows(f16, d64, 4 warps)");
 }
