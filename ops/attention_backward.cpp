@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "kaio/jit/device.h"
 #include "kaio/ops/attention_backward_kernels.h"
 #include "kaio/ops/rows.h"
 
@@ -57,7 +58,25 @@ void check_options(const AttentionBackwardOptions& o) {
   check_aligned("cu_seqlens_q", o.cu_seqlens_q);
   check_aligned("cu_seqlens_k", o.cu_seqlens_k);
   check_aligned("alibi_slopes", o.alibi_slopes);
-  if (o.kernel == AttentionKernel::Mma) fail("kernel", "the mma.sync backward kernel is not available; use Auto or Rows");
+}
+
+// Why the tensor-core kernels do not apply (empty: they do).
+std::string mma_refusal(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v, const AttentionTensor& dout,
+                        const AttentionShape& s, bool varlen) {
+  if (q.dtype != Scalar::F16 && q.dtype != Scalar::BF16) return "it takes f16 or bf16";
+  const jit::DeviceInfo& dev = jit::device_info();
+  if (dev.sm < 80) return "it needs sm_80 or newer, the device is " + dev.arch;
+  for (AttentionBackwardPart part : {AttentionBackwardPart::Dq, AttentionBackwardPart::Dkv}) {
+    const AttentionBackwardVariant* row = attention_backward_pick(s.head_dim, part);
+    if (!row) return "no tile shape for head_dim " + str(s.head_dim);
+    if (attention_backward_mma_config(q.dtype, *row).shared_bytes() > dev.smem_per_block_optin) return "its tiles do not fit shared memory";
+  }
+  for (const AttentionTensor* t : {&q, &k, &v, &dout}) {
+    if (t->address % 16) return "q, k, v and dout must be 16-byte aligned";
+    if (t->seq_stride % 8 || t->head_stride % 8 || (!varlen && t->batch_stride % 8))
+      return "the strides of q, k, v and dout must be multiples of 8 elements";
+  }
+  return "";
 }
 
 // Varlen packs the sequences along the sequence axis: batch strides unused.
@@ -85,8 +104,14 @@ void attention_backward(const AttentionTensor& q, const AttentionTensor& k, cons
   if (lse == 0) fail("lse", "lse is a null pointer (the forward's logsumexp is required)");
   check_aligned("lse", lse);
   check_options(opt);
-
   const bool varlen = opt.cu_seqlens_q != 0;
+  bool mma = false;
+  if (opt.kernel != AttentionKernel::Rows) {
+    const std::string why = mma_refusal(q, k, v, dout, shape, varlen);
+    if (opt.kernel == AttentionKernel::Mma && !why.empty()) fail("kernel", "the mma.sync kernels do not apply: " + why);
+    mma = why.empty();
+  }
+
   const uint64_t lse_bs = varlen ? 0 : uint64_t(shape.heads_q) * shape.seqlen_q;
   const uint64_t lse_hs = varlen ? opt.total_q : shape.seqlen_q;
   const uint64_t rows = varlen ? uint64_t(shape.heads_q) * opt.total_q : uint64_t(shape.batch) * shape.heads_q * shape.seqlen_q;
@@ -141,6 +166,17 @@ void attention_backward(const AttentionTensor& q, const AttentionTensor& k, cons
       .launch_packed({.grid = {q_tiles, shape.heads_q, shape.batch}, .block = {32 * warps}, .stream = stream}, dargs.data(),
                      dargs.size());
   const kernel::PackedArgs args = kernel::pack(s);
+  if (mma) {
+    for (Part part : {Part::Dq, Part::Dkv}) {
+      const AttentionBackwardMmaConfig mc = attention_backward_mma_config(q.dtype, *attention_backward_pick(shape.head_dim, part));
+      const uint32_t own = part == Part::Dq ? mc.bm : mc.bn, len = part == Part::Dq ? shape.seqlen_q : shape.seqlen_k;
+      attention_backward_mma_family().get(mc).launch_packed(
+          {.grid = {(len + own - 1) / own, part == Part::Dq ? shape.heads_q : shape.heads_kv, shape.batch},
+           .block = {32 * mc.warps()}, .shared_bytes = mc.shared_bytes(), .stream = stream},
+          args.data(), args.size());
+    }
+    return;
+  }
   family.get({q.dtype, shape.head_dim, Part::Dq, warps})
       .launch_packed({.grid = {q_tiles, shape.heads_q, shape.batch}, .block = {32 * warps}, .stream = stream}, args.data(),
                      args.size());

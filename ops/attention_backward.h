@@ -68,4 +68,23 @@ struct AttentionBackwardRowsConfig {
 };
 jit::Family<AttentionBackwardRowsConfig>& attention_backward_rows_family();
 
+// The tensor-core kernels (FlashAttention-2 schedule on mma.sync m16n8k16), 16 rows per warp:
+//   Dkv: a block owns BN keys of one KV head (dk, dv in registers) and walks the query tiles
+//        of BM rows of each query head of the group in order (Q and dO through a cp.async
+//        ring of `stages`): S^T = K Q^T, dP^T = V dO^T, dV += P^T dO, dK += dS^T Q.
+//   Dq:  a block owns BM query rows and walks the KV tiles of BN keys (K and V through the
+//        ring): S = Q K^T, dP = dO V^T, dQ += dS K.
+// No atomics: each output element is summed by one thread in a fixed order.
+struct AttentionBackwardMmaConfig {
+  ir::Scalar dtype = ir::Scalar::F16;
+  uint32_t head_dim = 128;
+  AttentionBackwardPart part = AttentionBackwardPart::Dkv;
+  uint32_t bm = 64, bn = 64, stages = 2;
+  auto fields() const { return std::tie(dtype, head_dim, part, bm, bn, stages); }
+  std::string str() const;
+  uint32_t warps() const { return (part == AttentionBackwardPart::Dkv ? bn : bm) / 16; }
+  uint32_t shared_bytes() const;  // the dynamic shared memory of a block
+};
+jit::Family<AttentionBackwardMmaConfig>& attention_backward_mma_family();
+
 }  // namespace kaio::ops

@@ -3,10 +3,27 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <tuple>
 
 #include "kaio/ops/attention_backward.h"
 #include "kaio/ops/kernel/signature.h"
+
+namespace kaio::ops {
+
+// One row of the tensor-core backward kernels' shape table (ops/attention_backward_mma.cpp).
+struct AttentionBackwardVariant {
+  const char* name;
+  uint32_t head_dim;
+  AttentionBackwardPart part;
+  uint32_t bm, bn, stages;
+};
+std::span<const AttentionBackwardVariant> attention_backward_variants();
+// The row for a head dim and part (null: none, the rows kernels serve it).
+const AttentionBackwardVariant* attention_backward_pick(uint32_t head_dim, AttentionBackwardPart part);
+AttentionBackwardMmaConfig attention_backward_mma_config(ir::Scalar dtype, const AttentionBackwardVariant& v);
+
+}  // namespace kaio::ops
 
 namespace kaio::ops::detail {
 
@@ -57,5 +74,12 @@ struct AttentionBwdSignature {
                     group, scale, softcap, window_left, window_right, flags);
   }
 };
+
+// The first row and key of batch entry `batch` and the lengths (varlen: from the prefix
+// sums); u32 values.
+struct BwdSequence {
+  ir::Value qstart, sq, kstart, sk;
+};
+BwdSequence bwd_sequence(ir::KernelBuilder& b, AttentionBwdSignature& s, ir::Value batch);
 
 }  // namespace kaio::ops::detail

@@ -228,6 +228,13 @@ ir::Kernel build_rows(const AttentionBackwardRowsConfig& c) {
 
 }  // namespace
 
+namespace detail {
+BwdSequence bwd_sequence(ir::KernelBuilder& b, AttentionBwdSignature& s, ir::Value batch) {
+  const Seq q = sequence(b, s, batch, s.sk.ir);
+  return {q.qstart, q.sq, q.kstart, q.sk};
+}
+}  // namespace detail
+
 std::string AttentionBackwardRowsConfig::str() const {
   return std::string("attention_bwd_rows(") + ir::scalar_name(dtype) + ", d" + std::to_string(head_dim) + ", " + part_name(part) +
          ", " + std::to_string(warps) + " warps)";

@@ -19,6 +19,7 @@ std::vector<jit::FamilyBase*> families() {
   v.push_back(&attention_mma_family());
   v.push_back(&attention_combine_family());
   v.push_back(&attention_backward_rows_family());
+  v.push_back(&attention_backward_mma_family());
   v.push_back(&quant_act_family());
   v.push_back(&quant_matvec_family());
   return v;

@@ -49,7 +49,8 @@ std::string describe(const Case& c) {
   if (c.alibi) s += " alibi";
   if (c.bhsd) s += " bhsd";
   if (!c.q_lens.empty()) s += " varlen";
-  if (c.kernel == kaio::ops::AttentionKernel::Rows) s += " (rows kernel)";
+  if (c.kernel == kaio::ops::AttentionKernel::Rows) s += " (rows kernels)";
+  if (c.kernel == kaio::ops::AttentionKernel::Mma) s += " (mma kernels)";
   if (c.deterministic) s += " deterministic";
   return s;
 }
@@ -220,22 +221,31 @@ TEMPLATE_TEST_CASE("attention backward matches float64 at odd lengths, causal an
                    kaio::half, kaio::bfloat16) {
   for (uint32_t sq : {1u, 7u, 65u})
     for (uint32_t sk : {1u, 7u, 65u})
-      for (bool causal : {false, true}) check_case<TestType>(Case{.sq = sq, .sk = sk, .hq = 1, .hkv = 1, .causal = causal});
+      for (bool causal : {false, true})
+        for (auto kernel : {kaio::ops::AttentionKernel::Mma, kaio::ops::AttentionKernel::Rows}) {
+          if (kernel == kaio::ops::AttentionKernel::Mma && std::is_same_v<TestType, float>) continue;  // f32: rows only
+          check_case<TestType>(Case{.sq = sq, .sk = sk, .hq = 1, .hkv = 1, .causal = causal, .kernel = kernel});
+        }
 }
 
 TEMPLATE_TEST_CASE("attention backward: GQA, head dims, layouts, modifiers, varlen", "[gpu][ops][attention]", kaio::half,
                    kaio::bfloat16) {
-  check_case<TestType>(Case{.sq = 65, .sk = 65, .hq = 8, .hkv = 2, .d = 64, .causal = true});
-  check_case<TestType>(Case{.batch = 2, .sq = 7, .sk = 65, .hq = 4, .hkv = 1, .d = 128, .bhsd = true});
-  check_case<TestType>(Case{.sq = 65, .sk = 7, .hq = 2, .hkv = 2, .d = 128, .causal = true});  // early rows see no key
-  check_case<TestType>(Case{.sq = 65, .sk = 65, .d = 64, .wl = 16, .wr = 3});
-  check_case<TestType>(Case{.sq = 33, .sk = 65, .hq = 4, .hkv = 2, .d = 64, .causal = true, .softcap = 0.3f, .scale = 0.5f});
-  check_case<TestType>(Case{.sq = 33, .sk = 65, .hq = 4, .hkv = 2, .d = 64, .alibi = true});
-  check_case<TestType>(Case{.hq = 4, .hkv = 2, .d = 64, .causal = true, .q_lens = {1, 40, 17}, .k_lens = {30, 40, 65}});
+  for (auto kernel : {kaio::ops::AttentionKernel::Mma, kaio::ops::AttentionKernel::Rows}) {
+    check_case<TestType>(Case{.sq = 65, .sk = 65, .hq = 8, .hkv = 2, .d = 64, .causal = true, .kernel = kernel});
+    check_case<TestType>(Case{.batch = 2, .sq = 7, .sk = 65, .hq = 4, .hkv = 1, .d = 128, .bhsd = true, .kernel = kernel});
+    check_case<TestType>(Case{.sq = 65, .sk = 7, .hq = 2, .hkv = 2, .d = 128, .causal = true, .kernel = kernel});  // early rows see no key
+    check_case<TestType>(Case{.sq = 65, .sk = 65, .d = 64, .wl = 16, .wr = 3, .kernel = kernel});
+    check_case<TestType>(
+        Case{.sq = 33, .sk = 65, .hq = 4, .hkv = 2, .d = 64, .causal = true, .softcap = 0.3f, .scale = 0.5f, .kernel = kernel});
+    check_case<TestType>(Case{.sq = 33, .sk = 65, .hq = 4, .hkv = 2, .d = 64, .alibi = true, .kernel = kernel});
+    check_case<TestType>(
+        Case{.hq = 4, .hkv = 2, .d = 64, .causal = true, .q_lens = {1, 40, 17}, .k_lens = {30, 40, 65}, .kernel = kernel});
+  }
 }
 
+// Head dim 256 runs on the rows kernels (Auto), the others on the mma ones.
 TEST_CASE("attention backward: every head dim", "[gpu][ops][attention]") {
-  for (uint32_t d : {96u, 256u}) check_case<kaio::bfloat16>(Case{.sq = 17, .sk = 40, .d = d, .causal = true});
+  for (uint32_t d : {64u, 96u, 128u, 256u}) check_case<kaio::bfloat16>(Case{.sq = 17, .sk = 40, .d = d, .causal = true});
 }
 
 TEST_CASE("attention backward: deterministic gradients are bit-identical across runs", "[gpu][ops][attention]") {
@@ -290,21 +300,35 @@ TEST_CASE("attention_backward rejects bad arguments before launching, naming op 
   expect([&] { o::attention_backward(t, t, t, t, t, lse, g, s, {.softcap = -1.0f}); }, "'softcap'");
   expect([&] { o::attention_backward(t, t, t, t, t, lse, g, s, {.cu_seqlens_k = lse}); }, "'cu_seqlens_q'");
   expect([&] { o::attention_backward(t, t, t, t, t, lse, g, s, {.cu_seqlens_q = lse, .cu_seqlens_k = lse}); }, "'total_q'");
+  const auto mma = kaio::ops::AttentionKernel::Mma;
+  expect([&] { o::attention_backward(f32, f32, f32, f32, f32, lse, {f32, f32, f32}, s, {.kernel = mma}); },
+         "'kernel': the mma.sync kernels do not apply: it takes f16 or bf16");
+  auto d256 = kaio::ops::bshd(buf.device_address(), ir::Scalar::F16, 1, 2, 256);
+  expect([&] { o::attention_backward(d256, d256, d256, d256, d256, lse, {d256, d256, d256}, with([](auto& x) { x.head_dim = 256, x.seqlen_q = x.seqlen_k = 1; }), {.kernel = mma}); },
+         "no tile shape for head_dim 256");
+  auto odd_stride = t;
+  odd_stride.seq_stride = 132;
+  expect([&] { o::attention_backward(t, t, t, t, odd_stride, lse, g, s, {.kernel = mma}); }, "multiples of 8 elements");
 }
 
 // Every declared backward kernel is in the catalog (so kaio-precompile and the sm_80 / sm_90
-// assembly test of tests/codegen see them); the f16 ones also assemble for sm_90a.
+// assembly test of tests/codegen see them); the mma ones (one dtype: f16 and bf16 differ
+// only in the mma type) and the f16 d128 rows ones also assemble for sm_90a.
 TEST_CASE("every declared attention backward kernel is in the catalog and assembles for sm_90a", "[ops][attention][nvjitlink]") {
   std::vector<std::string> names;
   for (const ir::Kernel& k : kaio::ops::catalog()) names.push_back(k.name());
-  auto& f = kaio::ops::attention_backward_rows_family();
-  CHECK(f.config_count() == 36);  // {f16, bf16, f32} x head dims {64, 96, 128, 256} x {dot, dq, dkv}
-  for (size_t i = 0; i < f.config_count(); ++i) {
-    const ir::Kernel k = f.declared_kernel(i);
-    CHECK(std::find(names.begin(), names.end(), k.name()) != names.end());
-    if (k.name().find("_f16_") == std::string::npos || k.name().find("_d128_") == std::string::npos) continue;
-    INFO(k.name() << " for sm_90a");
-    CHECK_NOTHROW(jit::compile(k, {.arch = "sm_90a", .use_cache = false}));
-  }
-  CHECK(f.configs()[1].str() == "attention_bwd_rows(f16, d64, dq, 4 warps)");
+  auto& rows = kaio::ops::attention_backward_rows_family();
+  auto& mma = kaio::ops::attention_backward_mma_family();
+  CHECK(rows.config_count() == 36);  // {f16, bf16, f32} x head dims {64, 96, 128, 256} x {dot, dq, dkv}
+  CHECK(mma.config_count() == 12);   // {f16, bf16} x head dims {64, 96, 128} x {dq, dkv}
+  for (jit::FamilyBase* f : {static_cast<jit::FamilyBase*>(&rows), static_cast<jit::FamilyBase*>(&mma)})
+    for (size_t i = 0; i < f->config_count(); ++i) {
+      const ir::Kernel k = f->declared_kernel(i);
+      CHECK(std::find(names.begin(), names.end(), k.name()) != names.end());
+      if (k.name().find("_f16_") == std::string::npos || (f == &rows && k.name().find("_d128_") == std::string::npos)) continue;
+      INFO(k.name() << " for sm_90a");
+      CHECK_NOTHROW(jit::compile(k, {.arch = "sm_90a", .use_cache = false}));
+    }
+  CHECK(rows.configs()[1].str() == "attention_bwd_rows(f16, d64, dq, 4 warps)");
+  CHECK(mma.configs()[0].str() == "attention_bwd_mma(f16, d64, dkv, 64x64, 2 stages)");
 }
