@@ -9,16 +9,19 @@
 // calls, median of --rounds (20). --csv FILE writes the rows for bench/attention_torch.py
 // (PyTorch's SDPA on the same shapes). Without a GPU (KAIO_INTERPRET=1) it runs tiny
 // shapes as a smoke test.
-// Usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING]
+// --backward: ops::attention_backward instead (bench/attention_backward.h).
+// Usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--backward]
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "kaio/kaio.h"
 #include "kaio/ops/attention.h"
+#include "attention_backward.h"
 
 using namespace kaio;
 
@@ -27,6 +30,7 @@ namespace {
 struct Options {
   int rounds = 20;
   std::string csv, only;
+  bool backward = false;
 };
 
 double median(std::vector<double> v) {
@@ -121,10 +125,15 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING]\n"
+      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--backward]\n"
                 "  forward TFLOP/s and decode us / KV GB/s of ops::attention and ops::attention_decode;\n"
-                "  --csv FILE: rows for bench/attention_torch.py --kaio FILE; --only: cases whose name contains it");
+                "  --csv FILE: rows for bench/attention_torch.py --kaio FILE; --only: cases whose name contains it;\n"
+                "  --backward: ops::attention_backward TFLOP/s (2.5x the forward's FLOPs), fast and deterministic");
       return 0;
+    }
+    if (a == "--backward") {
+      o.backward = true;
+      continue;
     }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "attention: %s needs a value (see --help)\n", a.c_str());
@@ -151,6 +160,15 @@ int main(int argc, char** argv) {
                                                  {8, 32, 8, 32768, 128, 64}, {32, 32, 8, 32768, 128, 0}, {32, 32, 8, 32768, 128, 64},
                                                  {64, 32, 8, 4096, 128, 16}};
   auto wanted = [&](const std::string& name) { return o.only.empty() || name.find(o.only) != std::string::npos; };
+  if (o.backward) {
+    std::puts("backward (B, S, H, D), TFLOP/s = 2.5 x 4 B H S^2 D (halved when causal) / time");
+    for (const bench_attention::Bwd& f : bench_attention::backward_rows(tiny)) {
+      bench_attention::backward<bfloat16>(f, o.rounds, ms_per_call<std::function<void()>>, csv);
+      bench_attention::backward<half>(f, o.rounds, ms_per_call<std::function<void()>>, csv);
+    }
+    if (csv) std::fclose(csv);
+    return 0;
+  }
   std::puts("forward (B, S, H, D), TFLOP/s = 4 B H S^2 D (halved when causal) / time");
   for (const Fwd& f : fwd) {
     if (!wanted("forward")) break;
