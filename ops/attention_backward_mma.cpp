@@ -33,13 +33,16 @@ namespace kaio::ops {
 
 using Part = AttentionBackwardPart;
 
-// Shapes per head dim and part. Shared memory: (2 x 64 + 2 x stages x 64) rows of D + 8
-// elements (D 128: 104 KB). Head dim 256 is left to the rows kernels: a warp's dK and dV of
-// 16 x 256 would take 256 registers a thread.
+// Shapes per head dim and part. Shared memory: (2 x own + 2 x stages x ring) rows of D + 8
+// elements (+ 2 x stages x BM f32 for dkv; D 128: 104 KB for dq, 70 KB for dkv). The dkv
+// kernel at D 128 walks query tiles of 32 rows: with 64, its dK, dV, S^T and dP^T
+// accumulators (192 registers) leave too few for the rest and ptxas spills (sm_90: 120
+// bytes); with 32 it fits in 252 registers. Head dim 256 is left to the rows kernels: a
+// warp's dK and dV of 16 x 256 alone would take 256 registers a thread.
 const AttentionBackwardVariant kBackwardVariants[] = {
     {.name = "bwd_dkv_d64", .head_dim = 64, .part = Part::Dkv, .bm = 64, .bn = 64, .stages = 2},
     {.name = "bwd_dkv_d96", .head_dim = 96, .part = Part::Dkv, .bm = 64, .bn = 64, .stages = 2},
-    {.name = "bwd_dkv_d128", .head_dim = 128, .part = Part::Dkv, .bm = 64, .bn = 64, .stages = 2},
+    {.name = "bwd_dkv_d128", .head_dim = 128, .part = Part::Dkv, .bm = 32, .bn = 64, .stages = 2},
     {.name = "bwd_dq_d64", .head_dim = 64, .part = Part::Dq, .bm = 64, .bn = 64, .stages = 2},
     {.name = "bwd_dq_d96", .head_dim = 96, .part = Part::Dq, .bm = 64, .bn = 64, .stages = 2},
     {.name = "bwd_dq_d128", .head_dim = 128, .part = Part::Dq, .bm = 64, .bn = 64, .stages = 2},
@@ -78,12 +81,16 @@ class BwdKernel {
         ring0_{ir::SmemLayout::padded(c.head_dim, 8), ring_rows_, own1_.end(), c.stages},
         ring1_{ir::SmemLayout::padded(c.head_dim, 8), ring_rows_, ring0_.end(), c.stages} {}
 
+  // Dkv: per stage, the lse and D of the tile's BM query rows (f32, after the tiles).
+  uint32_t stats_base() const { return ring1_.end() * 2 / 4; }  // in f32 elements
+
   void build() {
     tid_ = b_.thread_idx_x();
     lane_ = b_.lane_id();
     warp_ = b_.warp_id();
     batch_ = b_.block_idx_z();
     smem_ = b_.dynamic_shared(c_.dtype, 128);
+    smem_f32_ = b_.dynamic_shared(Scalar::F32, 128);
     seq_ = detail::bwd_sequence(b_, s_, batch_);
     first_ = b_.block_idx_x() * own_rows_;
     b_.if_(first_ < (dkv_ ? seq_.sk : seq_.sq), [&] {
@@ -176,17 +183,26 @@ class BwdKernel {
 
   // S becomes P = exp(mods(scale S) - lse) (0 where masked) and dP becomes
   // dS = P (dP - D) mods'. query(ni, r) / key(ni, r): the element's indices; lse(ni, r) and
-  // delta(ni, r) its row statistics.
-  void probabilities(const AccTile& S, const AccTile& dP, Value slope, const std::function<Value(uint32_t, uint32_t)>& query,
-                     const std::function<Value(uint32_t, uint32_t)>& key, const std::function<Value(uint32_t, uint32_t)>& lse,
-                     const std::function<Value(uint32_t, uint32_t)>& delta) {
+  // delta(ni, r) its row statistics (called for r = 0..3 in order for each ni). `full`: every
+  // element of the tile is visible (then with no softcap or ALiBi only the scale applies).
+  using Index = std::function<Value(uint32_t, uint32_t)>;
+  void probabilities(const AccTile& S, const AccTile& dP, Value slope, Value full, const Index& query, const Index& key,
+                     const Index& lse, const Index& delta) {
     Value cap = s_.softcap.ir;
-    auto pass = [&](bool softcap) {
+    enum class Pass { Plain, Masked, Softcap };
+    auto pass = [&](Pass mode) {
       for (uint32_t ni = 0; ni < S.nt(); ++ni)
         for (uint32_t r = 0; r < 4; ++r) {
           ir::Var x = S.at(0, 0, ni, r), dp = dP.at(0, 0, ni, r);
+          Value l = lse(ni, r), d = delta(ni, r);
+          if (mode == Pass::Plain) {
+            Value p = ir::exp2(ir::fma(x.get(), s_.scale.ir * kLog2e, -(l * kLog2e)));
+            x = p;
+            dp = p * (dp.get() - d);
+            continue;
+          }
           Value sv = x.get() * s_.scale.ir, deriv{};
-          if (softcap) {
+          if (mode == Pass::Softcap) {
             Value t = ir::tanh(sv / cap);
             sv = cap * t;
             deriv = 1.0f - t * t;
@@ -194,13 +210,15 @@ class BwdKernel {
           Value i = query(ni, r), j = key(ni, r);
           Value center = i + i32(seq_.sk) - i32(seq_.sq);
           sv = sv - slope * ir::cast<float>(ir::abs(center - j));
-          Value p = ir::select(visible(i, j), ir::exp2((sv - lse(ni, r)) * kLog2e), 0.0f);
-          Value ds = p * (dp.get() - delta(ni, r));
+          Value p = ir::select(visible(i, j), ir::exp2((sv - l) * kLog2e), 0.0f);
+          Value ds = p * (dp.get() - d);
           x = p;
-          dp = softcap ? ds * deriv : ds;
+          dp = mode == Pass::Softcap ? ds * deriv : ds;
         }
     };
-    b_.if_(cap > 0.0f, [&] { pass(true); }).else_([&] { pass(false); });
+    b_.if_(full && cap <= 0.0f && !flag(detail::kBwdAlibi), [&] { pass(Pass::Plain); }).else_([&] {
+      b_.if_(cap > 0.0f, [&] { pass(Pass::Softcap); }).else_([&] { pass(Pass::Masked); });
+    });
   }
 
   Value slope_of(Value h) {
@@ -269,7 +287,21 @@ class BwdKernel {
     ring.pipeline(steps, [&](Value t) {
       b_.if_(t < steps, [&] {
         Value st = ring.load_stage();
-        load_q_side(ring0_, ring0_.base + ring0_.stage(st), ring1_, ring1_.base + ring1_.stage(st), m0_of(t), head_of(t));
+        Value m0 = m0_of(t), h = head_of(t);
+        load_q_side(ring0_, ring0_.base + ring0_.stage(st), ring1_, ring1_.base + ring1_.stage(st), m0, h);
+        // lse and D of the tile's rows, 4 bytes a copy (their rows need not be 16-byte aligned).
+        const uint32_t threads = 32 * warps_;
+        for (uint32_t e = 0; e < (2 * bm + threads - 1) / threads; ++e) {
+          Value id = tid_ + e * threads;
+          b_.if_(id < 2 * bm, [&] {
+            Value which = id / bm, c = id - which * bm, i = m0 + c;
+            Value src = stat_index(h, ir::min(i, seq_.sq - 1u));
+            Value bytes = ir::select(i < seq_.sq, b_.constant<uint32_t>(4u), b_.constant<uint32_t>(0u));
+            Value dst = stats_base() + st * (2 * bm) + id;
+            b_.if_(which == 0u, [&] { b_.cp_async(smem_f32_, dst, s_.lse.ir, src, 4, ir::CacheHint::Default, bytes); })
+                .else_([&] { b_.cp_async(smem_f32_, dst, s_.delta.ir, src, 4, ir::CacheHint::Default, bytes); });
+          });
+        }
       });
     }, [&](Value t) {
       Value st = ring.read_stage(), h = head_of(t), m0 = m0_of(t);
@@ -278,18 +310,22 @@ class BwdKernel {
       dP.zero();
       abt(S, own0_, k_rows, ring0_, q0, bm);
       abt(dP, own1_, v_rows, ring1_, d0, bm);
-      // Columns are queries: their lse and D from global (clamped to the sequence).
+      // Columns are queries: their lse and D from the stage, read where used (registers
+      // are short here), each loaded at r = 0, 1 and reused at r = 2, 3.
+      Value stats = stats_base() + st * (2 * bm);
       std::vector<Value> lse(bm / 4), delta(bm / 4);
-      for (uint32_t ni = 0; ni < bm / 8; ++ni)
-        for (uint32_t r = 0; r < 2; ++r) {
-          Value i = ir::min(m0 + S.col(lane_, ni, r), seq_.sq - 1u);
-          lse[2 * ni + r] = s_.lse.ir[stat_index(h, i)];
-          delta[2 * ni + r] = s_.delta.ir[stat_index(h, i)];
-        }
-      probabilities(S, dP, slope_of(h), [&](uint32_t ni, uint32_t r) { return i32(m0 + S.col(lane_, ni, r)); },
+      auto stat = [&](std::vector<Value>& cache, uint32_t at, uint32_t ni, uint32_t r) {
+        if (r < 2) cache[2 * ni + r] = smem_f32_[stats + (at + S.col(lane_, ni, r))];
+        return cache[2 * ni + r % 2];
+      };
+      // Every element visible: the tile inside both sequences and every query's window
+      // covering the block's keys (the bounds are monotonic in the query).
+      Value full = m0 + bm <= seq_.sq && first_ + bn <= seq_.sk && keys_of(i32(m0 + (bm - 1))).first <= i32(first_) &&
+                   keys_of(i32(m0)).second >= i32(first_ + bn);
+      probabilities(S, dP, slope_of(h), full, [&](uint32_t ni, uint32_t r) { return i32(m0 + S.col(lane_, ni, r)); },
                     [&](uint32_t, uint32_t r) { return j + i32(S.row(lane_, 0, r)); },
-                    [&](uint32_t ni, uint32_t r) { return lse[2 * ni + r % 2]; },
-                    [&](uint32_t ni, uint32_t r) { return delta[2 * ni + r % 2]; });
+                    [&](uint32_t ni, uint32_t r) { return stat(lse, 0, ni, r); },
+                    [&](uint32_t ni, uint32_t r) { return stat(delta, bm, ni, r); });
       cb(dV, S, ring1_, d0, bm);
       cb(dK, dP, ring0_, q0, bm);
     });
@@ -333,7 +369,9 @@ class BwdKernel {
       dP.zero();
       abt(S, own0_, q_rows, ring0_, k0, bn);
       abt(dP, own1_, d_rows, ring1_, v0, bn);
-      probabilities(S, dP, slope, [&](uint32_t, uint32_t r) { return i32(rows[r / 2]); },
+      Value full = first_ + c_.bm <= seq_.sq && n0 + bn <= seq_.sk && keys_of(i32(first_ + (c_.bm - 1))).first <= i32(n0) &&
+                   keys_of(i32(first_)).second >= i32(n0 + bn);
+      probabilities(S, dP, slope, full, [&](uint32_t, uint32_t r) { return i32(rows[r / 2]); },
                     [&](uint32_t ni, uint32_t r) { return i32(n0 + S.col(lane_, ni, r)); },
                     [&](uint32_t, uint32_t r) { return lse[r / 2]; }, [&](uint32_t, uint32_t r) { return delta[r / 2]; });
       cb(dQ, dP, ring0_, k0, bn);
@@ -348,7 +386,7 @@ class BwdKernel {
   const bool dkv_;
   const uint32_t own_rows_, ring_rows_;
   const SharedTile own0_, own1_, ring0_, ring1_;
-  Value tid_, lane_, warp_, batch_, smem_, first_, kvh_;
+  Value tid_, lane_, warp_, batch_, smem_, smem_f32_, first_, kvh_;
   detail::BwdSequence seq_;
 };
 
@@ -371,7 +409,8 @@ ir::Kernel build_mma(const AttentionBackwardMmaConfig& c) {
 
 uint32_t AttentionBackwardMmaConfig::shared_bytes() const {
   const uint32_t row = head_dim + 8, own = part == Part::Dkv ? bn : bm, ring = part == Part::Dkv ? bm : bn;
-  return (2 * own + 2 * stages * ring) * row * static_cast<uint32_t>(ir::scalar_bytes(dtype));
+  const uint32_t stats = part == Part::Dkv ? stages * 2 * bm * 4 : 0;  // lse and D per stage (f32)
+  return (2 * own + 2 * stages * ring) * row * static_cast<uint32_t>(ir::scalar_bytes(dtype)) + stats;
 }
 
 std::string AttentionBackwardMmaConfig::str() const {
