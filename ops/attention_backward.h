@@ -14,9 +14,11 @@
 //
 //   ops::attention_backward(q, k, v, o, dout, lse, {dq, dk, dv}, shape, {.causal = true});
 //
-// Deterministic: the kernels reduce in a fixed order (no float atomics), so the gradients
-// are bit-identical run to run for the same inputs; `deterministic` states the requirement
-// (paths that would use atomics honour it).
+// Deterministic: by default the tensor-core path adds dq with f32 atomics in the kernel
+// that owns the keys (one pass; the order of the additions, and so the last bits of dq,
+// may vary run to run). deterministic = true runs a separate dq kernel that owns the query
+// rows instead (no atomics, S and dP computed twice): bit-identical gradients run to run.
+// The rows kernels are deterministic either way.
 //
 // Each UsageError names the op and the argument and is raised before anything is launched.
 #pragma once
@@ -53,11 +55,15 @@ void attention_backward(const AttentionTensor& q, const AttentionTensor& k, cons
 
 // The scalar kernels (any dtype, stride and arch; the reference for the tensor-core ones).
 // Three parts, launched in order on one stream:
-//   Dot: D = rowsum(do * o) per query row (f32 workspace), one warp per row;
+//   Dot: D = rowsum(do * o) per query row (f32 workspace), one warp per row (and the zeroing
+//        of the fast path's f32 dq accumulator);
 //   Dq:  one warp per query row walks its keys: dq, no atomics;
 //   Dkv: one warp per key walks the query rows of each query head of its group in order:
 //        dk and dv, no atomics.
-enum class AttentionBackwardPart : uint8_t { Dot, Dq, Dkv };
+//   Convert: dq = scale x the f32 accumulator, in the dtype (the fast path's last step).
+// DkvDq is a tensor-core part only: Dkv that also adds dq into the f32 accumulator with
+// atomics.
+enum class AttentionBackwardPart : uint8_t { Dot, Dq, Dkv, Convert, DkvDq };
 struct AttentionBackwardRowsConfig {
   ir::Scalar dtype = ir::Scalar::F16;
   uint32_t head_dim = 128;
@@ -74,7 +80,10 @@ jit::Family<AttentionBackwardRowsConfig>& attention_backward_rows_family();
 //        ring of `stages`): S^T = K Q^T, dP^T = V dO^T, dV += P^T dO, dK += dS^T Q.
 //   Dq:  a block owns BM query rows and walks the KV tiles of BN keys (K and V through the
 //        ring): S = Q K^T, dP = dO V^T, dQ += dS K.
-// No atomics: each output element is summed by one thread in a fixed order.
+//   DkvDq: Dkv that also forms dQ's share of its keys, dS (from shared memory) . K, and adds
+//        it to an f32 accumulator with atomics (the fast path: one pass, order not fixed).
+// Dq and Dkv use no atomics: each output element is summed by one thread in a fixed order
+// (the deterministic path).
 struct AttentionBackwardMmaConfig {
   ir::Scalar dtype = ir::Scalar::F16;
   uint32_t head_dim = 128;
@@ -82,7 +91,7 @@ struct AttentionBackwardMmaConfig {
   uint32_t bm = 64, bn = 64, stages = 2;
   auto fields() const { return std::tie(dtype, head_dim, part, bm, bn, stages); }
   std::string str() const;
-  uint32_t warps() const { return (part == AttentionBackwardPart::Dkv ? bn : bm) / 16; }
+  uint32_t warps() const { return (part == AttentionBackwardPart::Dq ? bm : bn) / 16; }
   uint32_t shared_bytes() const;  // the dynamic shared memory of a block
 };
 jit::Family<AttentionBackwardMmaConfig>& attention_backward_mma_family();

@@ -228,24 +228,30 @@ TEMPLATE_TEST_CASE("attention backward matches float64 at odd lengths, causal an
         }
 }
 
+// Each case on the tensor-core fast path (dq by atomics), the deterministic tensor-core path
+// and the rows kernels.
 TEMPLATE_TEST_CASE("attention backward: GQA, head dims, layouts, modifiers, varlen", "[gpu][ops][attention]", kaio::half,
                    kaio::bfloat16) {
-  for (auto kernel : {kaio::ops::AttentionKernel::Mma, kaio::ops::AttentionKernel::Rows}) {
-    check_case<TestType>(Case{.sq = 65, .sk = 65, .hq = 8, .hkv = 2, .d = 64, .causal = true, .kernel = kernel});
-    check_case<TestType>(Case{.batch = 2, .sq = 7, .sk = 65, .hq = 4, .hkv = 1, .d = 128, .bhsd = true, .kernel = kernel});
-    check_case<TestType>(Case{.sq = 65, .sk = 7, .hq = 2, .hkv = 2, .d = 128, .causal = true, .kernel = kernel});  // early rows see no key
-    check_case<TestType>(Case{.sq = 65, .sk = 65, .d = 64, .wl = 16, .wr = 3, .kernel = kernel});
-    check_case<TestType>(
-        Case{.sq = 33, .sk = 65, .hq = 4, .hkv = 2, .d = 64, .causal = true, .softcap = 0.3f, .scale = 0.5f, .kernel = kernel});
-    check_case<TestType>(Case{.sq = 33, .sk = 65, .hq = 4, .hkv = 2, .d = 64, .alibi = true, .kernel = kernel});
-    check_case<TestType>(
-        Case{.hq = 4, .hkv = 2, .d = 64, .causal = true, .q_lens = {1, 40, 17}, .k_lens = {30, 40, 65}, .kernel = kernel});
+  using K = kaio::ops::AttentionKernel;
+  for (auto [kernel, det] : {std::pair{K::Mma, false}, std::pair{K::Mma, true}, std::pair{K::Rows, false}}) {
+    auto with = [&](Case c) {
+      c.kernel = kernel, c.deterministic = det;
+      return c;
+    };
+    check_case<TestType>(with({.sq = 65, .sk = 65, .hq = 8, .hkv = 2, .d = 64, .causal = true}));
+    check_case<TestType>(with({.batch = 2, .sq = 7, .sk = 65, .hq = 4, .hkv = 1, .d = 128, .bhsd = true}));
+    check_case<TestType>(with({.sq = 65, .sk = 7, .hq = 2, .hkv = 2, .d = 128, .causal = true}));  // early rows see no key
+    check_case<TestType>(with({.sq = 65, .sk = 65, .d = 64, .wl = 16, .wr = 3}));
+    check_case<TestType>(with({.sq = 33, .sk = 65, .hq = 4, .hkv = 2, .d = 64, .causal = true, .softcap = 0.3f, .scale = 0.5f}));
+    check_case<TestType>(with({.sq = 33, .sk = 65, .hq = 4, .hkv = 2, .d = 64, .alibi = true}));
+    check_case<TestType>(with({.hq = 4, .hkv = 2, .d = 64, .causal = true, .q_lens = {1, 40, 17}, .k_lens = {30, 40, 65}}));
   }
 }
 
-// Head dim 256 runs on the rows kernels (Auto), the others on the mma ones.
+// Head dims 64, 96, 128 on both tensor-core paths; 256 runs on the rows kernels.
 TEST_CASE("attention backward: every head dim", "[gpu][ops][attention]") {
-  for (uint32_t d : {64u, 96u, 128u, 256u}) check_case<kaio::bfloat16>(Case{.sq = 17, .sk = 40, .d = d, .causal = true});
+  for (uint32_t d : {64u, 96u, 128u, 256u})
+    for (bool det : {false, true}) check_case<kaio::bfloat16>(Case{.sq = 17, .sk = 40, .d = d, .causal = true, .deterministic = det});
 }
 
 TEST_CASE("attention backward: deterministic gradients are bit-identical across runs", "[gpu][ops][attention]") {
@@ -363,20 +369,21 @@ TEST_CASE("attention_backward rejects bad arguments before launching, naming op 
 }
 
 // Every declared backward kernel is in the catalog (so kaio-precompile and the sm_80 / sm_90
-// assembly test of tests/codegen see them); the mma ones (one dtype: f16 and bf16 differ
-// only in the mma type) and the f16 d128 rows ones also assemble for sm_90a.
+// assembly test of tests/codegen see them); the f16 d128 ones of each part also assemble for
+// sm_90a (f16 and bf16 differ only in the mma type, the head dims only in trip counts; the
+// sm_90a compiles of the big tensor-core kernels take seconds each).
 TEST_CASE("every declared attention backward kernel is in the catalog and assembles for sm_90a", "[ops][attention][nvjitlink]") {
   std::vector<std::string> names;
   for (const ir::Kernel& k : kaio::ops::catalog()) names.push_back(k.name());
   auto& rows = kaio::ops::attention_backward_rows_family();
   auto& mma = kaio::ops::attention_backward_mma_family();
-  CHECK(rows.config_count() == 36);  // {f16, bf16, f32} x head dims {64, 96, 128, 256} x {dot, dq, dkv}
-  CHECK(mma.config_count() == 12);   // {f16, bf16} x head dims {64, 96, 128} x {dq, dkv}
+  CHECK(rows.config_count() == 42);  // {f16, bf16, f32} x {64, 96, 128, 256} x {dot, dq, dkv}; {f16, bf16} x {64, 96, 128} convert
+  CHECK(mma.config_count() == 18);   // {f16, bf16} x head dims {64, 96, 128} x {dkv, dkvdq, dq}
   for (jit::FamilyBase* f : {static_cast<jit::FamilyBase*>(&rows), static_cast<jit::FamilyBase*>(&mma)})
     for (size_t i = 0; i < f->config_count(); ++i) {
       const ir::Kernel k = f->declared_kernel(i);
       CHECK(std::find(names.begin(), names.end(), k.name()) != names.end());
-      if (k.name().find("_f16_") == std::string::npos || (f == &rows && k.name().find("_d128_") == std::string::npos)) continue;
+      if (k.name().find("_f16_") == std::string::npos || k.name().find("_d128_") == std::string::npos) continue;
       INFO(k.name() << " for sm_90a");
       CHECK_NOTHROW(jit::compile(k, {.arch = "sm_90a", .use_cache = false}));
     }
