@@ -196,36 +196,33 @@ class BwdKernel {
   void probabilities(const AccTile& S, const AccTile& dP, Value slope, Value full, const Index& query, const Index& key,
                      const Index& lse, const Index& delta) {
     Value cap = s_.softcap.ir;
-    enum class Pass { Plain, Masked, Softcap };
-    auto pass = [&](Pass mode) {
+    // Two passes, not three: a softcap of 0 selects the plain score and a derivative of 1
+    // (the tanh of the masked pass costs little; the tiles that take it are the edges).
+    auto pass = [&](bool plain) {
+      Value capped = cap > 0.0f;
       for (uint32_t ni = 0; ni < S.nt(); ++ni)
         for (uint32_t r = 0; r < 4; ++r) {
           ir::Var x = S.at(0, 0, ni, r), dp = dP.at(0, 0, ni, r);
           Value l = lse(ni, r), d = delta(ni, r);
-          if (mode == Pass::Plain) {
+          if (plain) {
             Value p = ir::exp2(ir::fma(x.get(), s_.scale.ir * kLog2e, -(l * kLog2e)));
             x = p;
             dp = p * (dp.get() - d);
             continue;
           }
-          Value sv = x.get() * s_.scale.ir, deriv{};
-          if (mode == Pass::Softcap) {
-            Value t = ir::tanh(sv / cap);
-            sv = cap * t;
-            deriv = 1.0f - t * t;
-          }
+          Value sv = x.get() * s_.scale.ir;
+          Value t = ir::tanh(sv / cap);
+          Value deriv = ir::select(capped, 1.0f - t * t, 1.0f);
+          sv = ir::select(capped, cap * t, sv);
           Value i = query(ni, r), j = key(ni, r);
           Value center = i + i32(seq_.sk) - i32(seq_.sq);
           sv = sv - slope * ir::cast<float>(ir::abs(center - j));
           Value p = ir::select(visible(i, j), ir::exp2((sv - l) * kLog2e), 0.0f);
-          Value ds = p * (dp.get() - d);
           x = p;
-          dp = mode == Pass::Softcap ? ds * deriv : ds;
+          dp = p * (dp.get() - d) * deriv;
         }
     };
-    b_.if_(full && cap <= 0.0f && !flag(detail::kBwdAlibi), [&] { pass(Pass::Plain); }).else_([&] {
-      b_.if_(cap > 0.0f, [&] { pass(Pass::Softcap); }).else_([&] { pass(Pass::Masked); });
-    });
+    b_.if_(full && cap <= 0.0f && !flag(detail::kBwdAlibi), [&] { pass(true); }).else_([&] { pass(false); });
   }
 
   Value slope_of(Value h) {
