@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -392,4 +393,20 @@ TEST_CASE("every declared attention backward kernel is in the catalog and assemb
     }
   CHECK(rows.configs()[1].str() == "attention_bwd_rows(f16, d64, dq, 4 warps)");
   CHECK(mma.configs()[0].str() == "attention_bwd_mma(f16, d64, dkv, 64x64, 2 stages)");
+}
+
+// The full cross of lengths (tile edges included), masks, head sharing, head dims and paths:
+// on a device every run; in the interpreter (minutes) only with KAIO_ATTENTION_SWEEP=1.
+TEMPLATE_TEST_CASE("attention backward sweep: every length pair, mask, head sharing, head dim and path",
+                   "[gpu][ops][attention][sweep]", kaio::half, kaio::bfloat16) {
+  if (jit::interpret_mode() && !std::getenv("KAIO_ATTENTION_SWEEP")) return;
+  using K = kaio::ops::AttentionKernel;
+  for (uint32_t sq : {1u, 7u, 65u, 130u})
+    for (uint32_t sk : {1u, 7u, 65u, 130u})
+      for (uint32_t d : {64u, 96u, 128u})
+        for (auto [hq, hkv] : {std::pair{8u, 2u}, std::pair{4u, 1u}})
+          for (bool causal : {false, true})
+            for (auto [kernel, det] : {std::pair{K::Mma, false}, std::pair{K::Mma, true}, std::pair{K::Rows, false}})
+              check_case<TestType>(Case{.sq = sq, .sk = sk, .hq = hq, .hkv = hkv, .d = d, .causal = causal, .wl = causal ? 33 : -1,
+                                        .softcap = sq == sk ? 0.5f : 0.0f, .kernel = kernel, .deterministic = det});
 }
