@@ -1,17 +1,20 @@
 // The tensor-core attention backward kernels (FlashAttention-2 schedule) on mma.sync
 // m16n8k16, f16 / bf16 in, f32 accumulate, sm_80 and newer.
 //
-// Both are built from two warp-level products over shared tiles:
+// They are built from warp-level products over shared tiles:
 //   abt:  C (16 x n) += A (the warp's 16 rows, D) . B (n rows, D)^T   ldmatrix A and B ("col")
 //   cb:   C (16 x D) += X (16 x n, a C fragment repacked as 16-bit A) . B (n rows, D)
 //                                                                       ldmatrix.trans B
-// Dkv: the block's BN keys (16 per warp) in shared memory once; per query tile (Q, dO
-// through a cp.async ring; lse and D of its columns from global):
+// Dkv: the block's BN keys (16 per warp) in shared memory once; per query tile (Q, dO and
+// the lse and D of its rows through a cp.async ring), the group's query heads in order:
 //   S^T = K Q^T, dP^T = V dO^T            (abt)
 //   P^T = exp(mods(S^T) - lse), dS^T = P^T (dP^T - D) mods'   (per element, masked)
 //   dV += P^T dO, dK += dS^T Q             (cb)
-// Dq: the block's BM query rows (16 per warp), Q and dO in shared memory once; per KV tile:
-//   S = Q K^T, dP = dO V^T, P and dS per element, dQ += dS K.
+// DkvDq (the fast path): Dkv, then dS^T to shared memory and dQ += dS K for the tile
+//   (ldmatrix.trans of both), added to an f32 accumulator with atomics (add_dq).
+// Dq (the deterministic path's dq): the block's BM query rows (16 per warp), Q and dO in
+// shared memory once; per KV tile: S = Q K^T, dP = dO V^T, P and dS per element,
+// dQ += dS K.
 // mods' of a softcap is 1 - tanh^2, computed with P in one pass. The work per element is
 // the scalar kernels' (ops/attention_backward_rows.cpp); P and dS are rounded to the dtype
 // for the second products, as the forward rounds P.
