@@ -13,11 +13,13 @@
 // calls, median of --rounds (20). --csv FILE writes the rows for bench/attention_torch.py
 // (PyTorch's SDPA on the same shapes). Without a GPU (KAIO_INTERPRET=1) it runs tiny
 // shapes as a smoke test.
-// Usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows]
+// --backward: ops::attention_backward instead (bench/attention_backward.h).
+// Usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows] [--backward]
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,7 @@
 #include "kaio/jit/device.h"
 #include "kaio/ops/attention.h"
 #include "timing.h"
+#include "attention_backward.h"
 
 using namespace kaio;
 
@@ -35,6 +38,7 @@ struct Options {
   std::string csv, only;
   uint32_t splits = 0;  // decode: 0 automatic
   ops::AttentionKernel decode_kernel = ops::AttentionKernel::Auto;
+  bool backward = false;
 };
 
 double median(std::vector<double> v) {
@@ -155,12 +159,17 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows]\n"
+      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows] [--backward]\n"
                 "  forward TFLOP/s and decode us / KV GB/s of ops::attention and ops::attention_decode;\n"
                 "  --csv FILE: rows for bench/attention_torch.py --kaio FILE; --only: cases whose name contains it\n"
                 "  (forward, decode); --splits: the decode key splits (0: chosen from the shape); --decode-kernel:\n"
-                "  force the tensor-core decode kernel or the rows kernel");
+                "  force the tensor-core decode kernel or the rows kernel;\n"
+                "  --backward: ops::attention_backward TFLOP/s (2.5x the forward's FLOPs), fast and deterministic");
       return 0;
+    }
+    if (a == "--backward") {
+      o.backward = true;
+      continue;
     }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "attention: %s needs a value (see --help)\n", a.c_str());
@@ -198,6 +207,15 @@ int main(int argc, char** argv) {
       for (uint32_t len : {1024u, 8192u, 32768u})
         for (uint32_t page : {0u, 16u, 256u}) dec.push_back({b, 32, 8, len, 128, page});
   auto wanted = [&](const std::string& name) { return o.only.empty() || name.find(o.only) != std::string::npos; };
+  if (o.backward) {
+    std::puts("backward (B, S, H, D), TFLOP/s = 2.5 x 4 B H S^2 D (halved when causal) / time");
+    for (const bench_attention::Bwd& f : bench_attention::backward_rows(tiny)) {
+      bench_attention::backward<bfloat16>(f, o.rounds, ms_per_call<std::function<void()>>, csv);
+      bench_attention::backward<half>(f, o.rounds, ms_per_call<std::function<void()>>, csv);
+    }
+    if (csv) std::fclose(csv);
+    return 0;
+  }
   std::puts("forward (B, S, H, D), TFLOP/s = 4 B H S^2 D (halved when causal) / time");
   for (const Fwd& f : fwd) {
     if (!wanted("forward")) break;

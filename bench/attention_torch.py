@@ -3,6 +3,7 @@
 beside kaio's.
 
     build/bench/attention --csv /tmp/kaio_attn.csv && python3 bench/attention_torch.py --kaio /tmp/kaio_attn.csv
+    build/bench/attention --backward --csv /tmp/kaio_bwd.csv && python3 bench/attention_torch.py --backward --kaio /tmp/kaio_bwd.csv
 
 Forward: TFLOP/s = 4 B Hq S^2 D (halved when causal) / the median time of one call; inputs
 (B, H, S, D) as SDPA takes them (its flash backend on an H100). Decode: one query token per
@@ -12,6 +13,11 @@ compare against the contiguous time), enable_gqa for Hq != Hkv; KV GB/s = the K 
 median of --rounds rounds of 10 back-to-back calls, as bench/attention does. The copy
 bandwidth (a 1 GB device-to-device copy, read + write bytes / time) is measured here too.
 Forward timing: CUDA events around each call after 3 warm-up calls, median of --rounds (20).
+
+Backward (--backward): the gradient call alone (torch.autograd.grad of SDPA's output with
+respect to q, k and v, the forward run once outside the timing) with SDPA's flash and cuDNN
+backends each; TFLOP/s = 2.5 x the forward's FLOPs / time, beside kaio's fast and
+deterministic rows.
 """
 import argparse
 import csv
@@ -27,6 +33,8 @@ FORWARD = [  # b, hq, hkv, s, d, causal (bench/attention's rows)
 ]
 DECODE = [(b, 32, 8, n, 128) for b in (1, 8, 64) for n in (1024, 8192, 32768)]  # b, hq, hkv, len, d
 PAGES = (16, 256)
+BACKWARD = [(4, 16, 16, 4096, 128, False), (4, 16, 16, 4096, 128, True), (1, 32, 32, 16384, 128, False),
+            (1, 32, 32, 16384, 128, True)]  # bench/attention --backward's rows
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 
 
@@ -81,13 +89,46 @@ def kaio_rows(path):
     return rows
 
 
+def backward_ms(b, hq, hkv, s, d, causal, dt, backend, rounds):
+    from torch.nn.attention import sdpa_kernel
+
+    q = torch.randn(b, hq, s, d, device="cuda", dtype=dt, requires_grad=True)
+    k = torch.randn(b, hkv, s, d, device="cuda", dtype=dt, requires_grad=True)
+    v = torch.randn(b, hkv, s, d, device="cuda", dtype=dt, requires_grad=True)
+    try:
+        with sdpa_kernel(backend):
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hq != hkv)
+            grad = torch.randn_like(out)
+            return time_ms(lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True), rounds)
+    except RuntimeError:  # the backend does not take this shape
+        return float("nan")
+
+
+def run_backward(args, kaio):
+    from torch.nn.attention import SDPBackend
+
+    print("backward: TFLOP/s = 2.5 x forward FLOPs / time (torch flash | torch cuDNN | kaio fast | kaio deterministic)")
+    for b, hq, hkv, s, d, causal in BACKWARD:
+        for name, dt in DTYPES.items():
+            flops = 2.5 * 4.0 * b * hq * s * s * d * (0.5 if causal else 1.0)
+            rates = [flops / backward_ms(b, hq, hkv, s, d, causal, dt, be, args.rounds) / 1e9
+                     for be in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION)]
+            mine = [kaio.get(("backward", kind, name, b, hq, hkv, s, d, int(causal), 0), float("nan")) for kind in ("mma", "det")]
+            print(f"{name:5} B{b:<2} H{hq:2}:{hkv:<2} S{s:<6} D{d:<4} {'causal' if causal else 'full':7} "
+                  f"flash {rates[0]:7.1f}   cudnn {rates[1]:7.1f}   kaio {mine[0]:7.1f}   det {mine[1]:7.1f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--kaio", help="CSV from bench/attention --csv")
     ap.add_argument("--only", choices=["forward", "decode"], help="one table only")
+    ap.add_argument("--backward", action="store_true", help="the backward table (bench/attention --backward)")
     args = ap.parse_args()
     kaio = kaio_rows(args.kaio)
+    if args.backward:
+        run_backward(args, kaio)
+        return
     if args.only != "decode":
         forward(args, kaio)
     if args.only != "forward":

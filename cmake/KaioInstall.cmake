@@ -16,7 +16,7 @@ set(KAIO_PUBLIC_HEADERS
   jit/tensor_map.h
   tuner/tuner.h
   quant/blocks.h quant/gguf.h ops/quant_matvec.h
-  ops/attention.h ops/catalog.h ops/device_arg.h ops/elementwise.h ops/map.h ops/matmul.h ops/matmul_auto.h ops/matmul_engines.def
+  ops/attention.h ops/attention_backward.h ops/catalog.h ops/device_arg.h ops/elementwise.h ops/map.h ops/matmul.h ops/matmul_auto.h ops/matmul_engines.def
   ops/norm.h ops/qmatmul.h ops/reduction.h ops/rope.h ops/row_kernel.h ops/rows.h ops/softmax.h)
 foreach(h ${KAIO_PUBLIC_HEADERS})
   get_filename_component(d ${h} DIRECTORY)

@@ -1,6 +1,7 @@
 #include "kaio/ops/catalog.h"
 
 #include "kaio/ops/attention.h"
+#include "kaio/ops/attention_backward.h"
 #include "kaio/ops/elementwise.h"
 #include "kaio/ops/quant_matvec.h"
 #include "kaio/ops/reduction.h"
@@ -18,6 +19,8 @@ std::vector<jit::FamilyBase*> families() {
   v.push_back(&attention_mma_family());
   v.push_back(&attention_combine_family());
   v.push_back(&attention_decode_family());
+  v.push_back(&attention_backward_rows_family());
+  v.push_back(&attention_backward_mma_family());
   v.push_back(&quant_act_family());
   v.push_back(&quant_matvec_family());
   return v;

@@ -1,0 +1,57 @@
+// bench/attention --backward: ops::attention_backward on the device.
+//   TFLOP/s = 2.5 x the forward's 4 B Hq Sq Sk D (halved when causal) / the median time of
+//   one backward call (the D pre-pass, the dq and the dk / dv kernels; the forward that
+//   makes o and the logsumexp runs once, outside the timing). Each row runs with
+//   deterministic = false and = true (the kernels reduce in a fixed order either way: the
+//   two times show what the guarantee costs).
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "kaio/kaio.h"
+#include "kaio/ops/attention.h"
+#include "kaio/ops/attention_backward.h"
+
+namespace kaio::bench_attention {
+
+struct Bwd {
+  uint32_t b, hq, hkv, s, d;
+  bool causal;
+};
+
+inline std::vector<Bwd> backward_rows(bool tiny) {
+  if (tiny) return {{1, 2, 1, 64, 64, true}};
+  return {{4, 16, 16, 4096, 128, false}, {4, 16, 16, 4096, 128, true}, {1, 32, 32, 16384, 128, false},
+          {1, 32, 32, 16384, 128, true}};
+}
+
+// ms_per_call(rounds, f): the median time of f (the bench's timing).
+template <class T, class Timer>
+void backward(const Bwd& f, int rounds, Timer&& ms_per_call, FILE* csv) {
+  const ir::Scalar dt = ir::ScalarOf<T>::value;
+  const char* name = dt == ir::Scalar::BF16 ? "bf16" : "f16";
+  const uint64_t n = uint64_t(f.b) * f.s * f.hq * f.d, nkv = uint64_t(f.b) * f.s * f.hkv * f.d;
+  DeviceBuffer<T> q(n), k(nkv), v(nkv), o(n), dout(n), dq(n), dk(nkv), dv(nkv);
+  DeviceBuffer<float> lse(uint64_t(f.b) * f.hq * f.s);
+  for (DeviceBuffer<T>* x : {&q, &k, &v, &dout}) x->fill_bytes(0x3c);  // small finite values in both dtypes
+  auto t = [&](DeviceBuffer<T>& x, uint32_t h) { return ops::bshd(x.device_address(), dt, f.s, h, f.d); };
+  const ops::AttentionShape sh{.batch = f.b, .seqlen_q = f.s, .seqlen_k = f.s, .heads_q = f.hq, .heads_kv = f.hkv, .head_dim = f.d};
+  ops::attention(t(q, f.hq), t(k, f.hkv), t(v, f.hkv), t(o, f.hq), sh, {.causal = f.causal, .lse = lse.device_address()});
+  const double flops = 2.5 * 4.0 * f.b * f.hq * double(f.s) * f.s * f.d * (f.causal ? 0.5 : 1.0);
+  for (bool det : {false, true}) {
+    auto call = [&] {
+      ops::attention_backward(t(q, f.hq), t(k, f.hkv), t(v, f.hkv), t(o, f.hq), t(dout, f.hq), lse.device_address(),
+                              {t(dq, f.hq), t(dk, f.hkv), t(dv, f.hkv)}, sh, {.causal = f.causal, .deterministic = det});
+    };
+    const double ms = ms_per_call(rounds, call);
+    std::printf("bwd   %-5s B%-2u H%2u:%-2u S%-6u D%-4u %-7s %-6s %10.3f ms %8.1f TFLOP/s\n", name, f.b, f.hq, f.hkv, f.s, f.d,
+                f.causal ? "causal" : "full", det ? "det" : "fast", ms, flops / ms / 1e9);
+    if (csv)
+      std::fprintf(csv, "backward,%s,%s,%u,%u,%u,%u,%u,%d,0,%.6f,%.3f\n", det ? "det" : "mma", name, f.b, f.hq, f.hkv, f.s, f.d,
+                   f.causal ? 1 : 0, ms, flops / ms / 1e9);
+  }
+}
+
+}  // namespace kaio::bench_attention

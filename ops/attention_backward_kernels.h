@@ -1,0 +1,90 @@
+// The attention backward kernels' parameters (internal): declared by the builders, packed
+// by the launches in attention_backward.cpp.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <tuple>
+
+#include "kaio/ops/attention_backward.h"
+#include "kaio/ops/kernel/signature.h"
+
+namespace kaio::ops {
+
+// One row of the tensor-core backward kernels' shape table (ops/attention_backward_mma.cpp).
+struct AttentionBackwardVariant {
+  const char* name;
+  uint32_t head_dim;
+  AttentionBackwardPart part;
+  uint32_t bm, bn, stages;
+};
+std::span<const AttentionBackwardVariant> attention_backward_variants();
+// The row for a head dim and part (null: none, the rows kernels serve it).
+const AttentionBackwardVariant* attention_backward_pick(uint32_t head_dim, AttentionBackwardPart part);
+AttentionBackwardMmaConfig attention_backward_mma_config(ir::Scalar dtype, const AttentionBackwardVariant& v);
+
+}  // namespace kaio::ops
+
+namespace kaio::ops::detail {
+
+enum : uint32_t { kBwdVarlen = 1, kBwdAlibi = 2, kBwdZeroDq = 4 };
+
+// The f32 dq accumulator of the fast path (ws_dq): element e of query head h of row `row`
+// (the row along the packed sequence axis: varlen's, or b * sq + i) at (row * hq + h) * D + e.
+
+// The D pre-pass: delta[lse index of (b, i, h)] = sum_e do[e] * o[e]; with kBwdZeroDq it
+// also zeroes the row's dq accumulator.
+struct AttentionDotSignature {
+  kernel::Ptr o{"o"}, dout{"dout"}, delta{"delta", ir::Scalar::F32}, ws_dq{"ws_dq", ir::Scalar::F32};
+  kernel::Ptr cu_q{"cu_q", ir::Scalar::S32, true};
+  kernel::Param<uint64_t> o_bs{"o_bs"}, o_ss{"o_ss"}, o_hs{"o_hs"};
+  kernel::Param<uint64_t> do_bs{"do_bs"}, do_ss{"do_ss"}, do_hs{"do_hs"};
+  kernel::Param<uint64_t> lse_bs{"lse_bs"}, lse_hs{"lse_hs"};
+  kernel::Param<uint32_t> sq{"sq"}, flags{"flags"};
+
+  explicit AttentionDotSignature(ir::Scalar dtype) {
+    o.elem = dout.elem = dtype;
+    o.is_const = dout.is_const = true;
+  }
+  auto fields() { return std::tie(o, dout, delta, ws_dq, cu_q, o_bs, o_ss, o_hs, do_bs, do_ss, do_hs, lse_bs, lse_hs, sq, flags); }
+};
+
+// The gradient kernels (dq, and dk / dv): everything but o. Strides in elements; lse and
+// delta at b * lse_bs + h * lse_hs + (qstart + i).
+struct AttentionBwdSignature {
+  kernel::Ptr q{"q"}, k{"k"}, v{"v"}, dout{"dout"}, dq{"dq"}, dk{"dk"}, dv{"dv"};
+  kernel::Ptr lse{"lse", ir::Scalar::F32, true}, delta{"delta", ir::Scalar::F32, true}, alibi{"alibi", ir::Scalar::F32, true};
+  kernel::Ptr ws_dq{"ws_dq", ir::Scalar::F32};  // the fast path's f32 dq accumulator
+  kernel::Ptr cu_q{"cu_q", ir::Scalar::S32, true}, cu_k{"cu_k", ir::Scalar::S32, true};
+  kernel::Param<uint64_t> q_bs{"q_bs"}, q_ss{"q_ss"}, q_hs{"q_hs"};
+  kernel::Param<uint64_t> k_bs{"k_bs"}, k_ss{"k_ss"}, k_hs{"k_hs"};
+  kernel::Param<uint64_t> v_bs{"v_bs"}, v_ss{"v_ss"}, v_hs{"v_hs"};
+  kernel::Param<uint64_t> do_bs{"do_bs"}, do_ss{"do_ss"}, do_hs{"do_hs"};
+  kernel::Param<uint64_t> dq_bs{"dq_bs"}, dq_ss{"dq_ss"}, dq_hs{"dq_hs"};
+  kernel::Param<uint64_t> dk_bs{"dk_bs"}, dk_ss{"dk_ss"}, dk_hs{"dk_hs"};
+  kernel::Param<uint64_t> dv_bs{"dv_bs"}, dv_ss{"dv_ss"}, dv_hs{"dv_hs"};
+  kernel::Param<uint64_t> lse_bs{"lse_bs"}, lse_hs{"lse_hs"};
+  kernel::Param<uint32_t> sq{"sq"}, sk{"sk"}, group{"group"};
+  kernel::Param<float> scale{"scale"}, softcap{"softcap"};
+  kernel::Param<int32_t> window_left{"window_left"}, window_right{"window_right"};
+  kernel::Param<uint32_t> flags{"flags"};  // kBwd* bits
+
+  explicit AttentionBwdSignature(ir::Scalar dtype) {
+    q.elem = k.elem = v.elem = dout.elem = dq.elem = dk.elem = dv.elem = dtype;
+    q.is_const = k.is_const = v.is_const = dout.is_const = true;
+  }
+  auto fields() {
+    return std::tie(q, k, v, dout, dq, dk, dv, lse, delta, alibi, ws_dq, cu_q, cu_k, q_bs, q_ss, q_hs, k_bs, k_ss, k_hs, v_bs, v_ss, v_hs,
+                    do_bs, do_ss, do_hs, dq_bs, dq_ss, dq_hs, dk_bs, dk_ss, dk_hs, dv_bs, dv_ss, dv_hs, lse_bs, lse_hs, sq, sk,
+                    group, scale, softcap, window_left, window_right, flags);
+  }
+};
+
+// The first row and key of batch entry `batch` and the lengths (varlen: from the prefix
+// sums); u32 values.
+struct BwdSequence {
+  ir::Value qstart, sq, kstart, sk;
+};
+BwdSequence bwd_sequence(ir::KernelBuilder& b, AttentionBwdSignature& s, ir::Value batch);
+
+}  // namespace kaio::ops::detail
