@@ -16,6 +16,7 @@ std::vector<jit::FamilyBase*> families() {
   for (jit::FamilyBase* f : row_op_families()) v.push_back(f);
   v.push_back(&attention_rows_family());
   v.push_back(&attention_mma_family());
+  v.push_back(&attention_wgmma_family());  // sm_90a only (kaio-precompile skips it for other SMs)
   v.push_back(&attention_combine_family());
   v.push_back(&quant_act_family());
   v.push_back(&quant_matvec_family());
