@@ -1,7 +1,7 @@
 // attention: ops::attention and ops::attention_decode on the device.
 //   Table 1 (forward): TFLOP/s = 4 B Hq Sq Sk D (halved when causal) / the median time of
-//     one call, per kernel (mma: the tensor-core kernel; rows: the warp-per-row fallback, at
-//     the shorter shapes only).
+//     one call, per kernel (wgmma: the Hopper kernel, "refused" where it does not apply;
+//     mma: the mma.sync kernel; rows: the warp-per-row fallback, at the shorter shapes only).
 //   Table 2 (decode): one new token per sequence, Hq 32, Hkv 8, D 128, B 1 / 8 / 64 against
 //     caches of 1024, 8192 and 32768 tokens (every sequence full), contiguous and paged
 //     (pages of 16 and 256 in a shuffled pool): us per call and KV GB/s = the K and V bytes
@@ -83,9 +83,16 @@ void forward(const Options& o, const Fwd& f, ops::AttentionKernel kernel, FILE* 
                    ops::bshd(v.device_address(), dt, f.s, f.hkv, f.d), ops::bshd(out.device_address(), dt, f.s, f.hq, f.d), sh,
                    {.causal = f.causal, .kernel = kernel});
   };
+  const char* kname = kernel == ops::AttentionKernel::Rows ? "rows" : kernel == ops::AttentionKernel::Wgmma ? "wgmma" : "mma";
+  try {
+    call();
+  } catch (const UsageError& e) {  // the wgmma kernel off Hopper, or a head dim it has no tile for
+    std::printf("%-5s %-5s B%-2u H%2u:%-2u S%-6u D%-4u %-7s refused: %s\n", kname, dname(dt), f.b, f.hq, f.hkv, f.s, f.d,
+                f.causal ? "causal" : "full", e.what());
+    return;
+  }
   const double ms = ms_per_call(o.rounds, call);
   const double flops = 4.0 * f.b * f.hq * double(f.s) * f.s * f.d * (f.causal ? 0.5 : 1.0);
-  const char* kname = kernel == ops::AttentionKernel::Rows ? "rows" : "mma";
   std::printf("%-5s %-5s B%-2u H%2u:%-2u S%-6u D%-4u %-7s %10.3f ms %8.1f TFLOP/s\n", kname, dname(dt), f.b, f.hq, f.hkv, f.s, f.d,
               f.causal ? "causal" : "full", ms, flops / ms / 1e9);
   if (csv)
@@ -198,8 +205,10 @@ int main(int argc, char** argv) {
   if (csv) std::fprintf(csv, "kind,kernel,dtype,b,hq,hkv,s,d,causal,page,ms,rate\n");
   std::vector<Fwd> fwd = tiny ? std::vector<Fwd>{{1, 2, 1, 64, 64, true}}
                               : std::vector<Fwd>{{4, 16, 16, 4096, 128, false}, {4, 16, 16, 4096, 128, true},
-                                                 {4, 16, 16, 4096, 64, true},   {4, 32, 8, 4096, 128, true},
-                                                 {2, 16, 16, 8192, 128, true},  {4, 8, 8, 2048, 256, true},
+                                                 {1, 32, 32, 16384, 128, false}, {1, 32, 32, 16384, 128, true},
+                                                 {4, 16, 16, 4096, 64, false},  {4, 16, 16, 4096, 64, true},
+                                                 {4, 32, 8, 4096, 128, true},   {2, 16, 16, 8192, 128, true},
+                                                 {4, 8, 8, 2048, 256, false},   {4, 8, 8, 2048, 256, true},
                                                  {4, 16, 16, 4096, 96, true}};
   std::vector<Dec> dec = tiny ? std::vector<Dec>{{1, 2, 1, 300, 64, 0}, {1, 2, 1, 320, 64, 16}} : std::vector<Dec>{};
   if (!tiny)
@@ -219,8 +228,10 @@ int main(int argc, char** argv) {
   std::puts("forward (B, S, H, D), TFLOP/s = 4 B H S^2 D (halved when causal) / time");
   for (const Fwd& f : fwd) {
     if (!wanted("forward")) break;
-    forward<bfloat16>(o, f, ops::AttentionKernel::Auto, csv);
-    forward<half>(o, f, ops::AttentionKernel::Auto, csv);
+    for (ops::AttentionKernel kernel : {ops::AttentionKernel::Wgmma, ops::AttentionKernel::Mma}) {
+      forward<bfloat16>(o, f, kernel, csv);
+      forward<half>(o, f, kernel, csv);
+    }
   }
   // The fallback at a shorter length (it is tens of times slower).
   if (wanted("forward")) forward<bfloat16>(o, tiny ? fwd[0] : Fwd{1, 16, 16, 1024, 128, true}, ops::AttentionKernel::Rows, csv);

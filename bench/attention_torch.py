@@ -27,8 +27,9 @@ import torch
 import torch.nn.functional as F
 
 FORWARD = [  # b, hq, hkv, s, d, causal (bench/attention's rows)
-    (4, 16, 16, 4096, 128, False), (4, 16, 16, 4096, 128, True), (4, 16, 16, 4096, 64, True),
-    (4, 32, 8, 4096, 128, True), (2, 16, 16, 8192, 128, True), (4, 8, 8, 2048, 256, True),
+    (4, 16, 16, 4096, 128, False), (4, 16, 16, 4096, 128, True), (1, 32, 32, 16384, 128, False),
+    (1, 32, 32, 16384, 128, True), (4, 16, 16, 4096, 64, False), (4, 16, 16, 4096, 64, True),
+    (4, 32, 8, 4096, 128, True), (2, 16, 16, 8192, 128, True), (4, 8, 8, 2048, 256, False), (4, 8, 8, 2048, 256, True),
     (4, 16, 16, 4096, 96, True),
 ]
 DECODE = [(b, 32, 8, n, 128) for b in (1, 8, 64) for n in (1024, 8192, 32768)]  # b, hq, hkv, len, d
@@ -136,7 +137,7 @@ def main():
 
 
 def forward(args, kaio):
-    print("forward: TFLOP/s (torch SDPA | kaio mma)")
+    print("forward: TFLOP/s (torch SDPA | kaio wgmma | kaio mma; wgmma nan: refused, the mma kernel runs those)")
     for b, hq, hkv, s, d, causal in FORWARD:
         for name, dt in DTYPES.items():
             q = torch.randn(b, hq, s, d, device="cuda", dtype=dt)
@@ -144,9 +145,11 @@ def forward(args, kaio):
             v = torch.randn(b, hkv, s, d, device="cuda", dtype=dt)
             ms = time_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hq != hkv), args.rounds)
             tflops = 4.0 * b * hq * s * s * d * (0.5 if causal else 1.0) / ms / 1e9
-            mine = kaio.get(("forward", "mma", name, b, hq, hkv, s, d, int(causal), 0))
+            mine = {k: kaio.get(("forward", k, name, b, hq, hkv, s, d, int(causal), 0)) for k in ("wgmma", "mma")}
+            nan = float("nan")
             print(f"{name:5} B{b:<2} H{hq:2}:{hkv:<2} S{s:<6} D{d:<4} {'causal' if causal else 'full':7} "
-                  f"torch {tflops:7.1f}   kaio {mine if mine is not None else float('nan'):7.1f}")
+                  f"torch {tflops:7.1f}   wgmma {mine['wgmma'] or nan:7.1f} ({(mine['wgmma'] or nan) / tflops:4.2f}x)   "
+                  f"mma {mine['mma'] or nan:7.1f}")
 
 
 def decode(args, kaio):

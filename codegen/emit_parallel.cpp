@@ -58,7 +58,16 @@ void emit_wgmma(Emitter& e, const ir::Inst& i) {
   d += "}";
   std::string scale_d = e.fresh(RegClass::Pred);  // 1: D = A*B + D
   e.ins("setp.ne.b32 " + scale_d + ", 1, 0");
-  const std::string n = std::to_string(i.attr.shape), da = e.reg(i.args[nacc]), db = e.reg(i.args[nacc + 1]);
+  const std::string n = std::to_string(i.attr.shape);
+  if (i.attr.trans & ir::kWgmmaARegs) {  // A from 4 registers: no A major operand
+    const char* t = i.attr.elem == ir::Scalar::BF16 ? "bf16" : "f16";
+    std::string a = "{";
+    for (size_t k = 0; k < 4; ++k) a += (k ? ", " : "") + e.reg(i.args[nacc + k]);
+    a += "}";
+    return e.ins("wgmma.mma_async.sync.aligned.m64n" + n + "k16.f32." + t + "." + t + " " + d + ", " + a + ", " +
+                 e.reg(i.args[nacc + 4]) + ", " + scale_d + ", 1, 1, " + std::to_string((i.attr.trans >> 1) & 1));
+  }
+  const std::string da = e.reg(i.args[nacc]), db = e.reg(i.args[nacc + 1]);
   if (i.attr.elem == ir::Scalar::F32)  // tf32: K = 8, both operands K-major (no transpose operands)
     return e.ins("wgmma.mma_async.sync.aligned.m64n" + n + "k8.f32.tf32.tf32 " + d + ", " + da + ", " + db + ", " + scale_d +
                  ", 1, 1");

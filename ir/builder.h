@@ -294,6 +294,12 @@ class KernelBuilder {
   void wgmma(const RegArray& acc, Value desc_a, Value desc_b, Scalar in, bool a_mn_major = false, bool b_mn_major = false);
   // 8-bit A and B of different formats (e4m3 x e5m2, e5m2 x e4m3, s8 x u8, u8 x s8); K-major operands.
   void wgmma(const RegArray& acc, Value desc_a, Value desc_b, Scalar a_type, Scalar b_type);
+  // A from registers (f16 / bf16): a_frag is this thread's 4 f16x2 (bf16x2) registers of
+  // the 64 x 16 A slice, in the m16n8k16 A-fragment layout of mma.sync per warp (warp w of
+  // the warpgroup holds rows 16w..16w + 15), so an accumulator converted to 16 bits in
+  // registers feeds the next MMA (attention's P V). B from shared memory as above. The
+  // registers must not change until the group is waited for (values are never rewritten).
+  void wgmma(const RegArray& acc, const std::vector<Value>& a_frag, Value desc_b, Scalar in, bool b_mn_major = false);
   // The wgmma matrix descriptor (u64) of the operand tile that starts at ptr[index] in
   // shared memory: start address, leading and stride byte offsets (multiples of 16 below
   // 256 KiB) and the swizzle mode the tile was written with (TMA's swizzle of the same

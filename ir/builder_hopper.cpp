@@ -60,6 +60,33 @@ void KernelBuilder::wgmma_form(const RegArray& acc, Value desc_a, Value desc_b, 
   inst.args.push_back(desc_b.id());
 }
 
+void KernelBuilder::wgmma(const RegArray& acc, const std::vector<Value>& a_frag, Value desc_b, Scalar in, bool b_mn_major) {
+  ensure_open("wgmma");
+  check(desc_b, "wgmma");
+  const uint32_t n = static_cast<uint32_t>(acc.size()) * 2;
+  if (in != Scalar::F16 && in != Scalar::BF16)
+    fail("wgmma", std::string("A from registers takes f16 or bf16, not ") + scalar_name(in));
+  if (!(acc.type() == Type::scalar(Scalar::F32)) || n < 8 || n > 256 || n % 8)
+    fail("wgmma", "the accumulator is an f32 register array of N/2 values for m64nNk16, N in 8..256 in steps of 8; got " +
+                      std::to_string(acc.size()) + " values of " + acc.type().str());
+  const Scalar pair = in == Scalar::BF16 ? Scalar::BF16x2 : Scalar::F16x2;
+  if (a_frag.size() != 4) fail("wgmma", "A from registers is 4 registers per thread, got " + std::to_string(a_frag.size()));
+  for (const Value& r : a_frag) {
+    check(r, "wgmma");
+    if (!(r.type() == Type::scalar(pair)))
+      fail("wgmma", std::string("A fragment registers are ") + scalar_name(pair) + ", got " + r.type().str());
+  }
+  if (!(desc_b.type() == Type::scalar(Scalar::U64))) fail("wgmma", "matrix descriptors are u64, got " + desc_b.type().str());
+  Inst& inst = append(Op::WgmmaMma, Type{});
+  inst.attr.shape = static_cast<uint16_t>(n);
+  inst.attr.elem = in;
+  inst.attr.elem_b = in;
+  inst.attr.trans = static_cast<uint8_t>(kWgmmaARegs | (b_mn_major ? 2 : 0));
+  for (uint32_t k = 0; k < acc.size(); ++k) inst.args.push_back(acc.first_id() + k);
+  for (const Value& r : a_frag) inst.args.push_back(r.id());
+  inst.args.push_back(desc_b.id());
+}
+
 Value KernelBuilder::wgmma_descriptor(Value ptr, const AnyOperand& index, WgmmaSwizzle swizzle, uint32_t lbo_bytes,
                                       uint32_t sbo_bytes) {
   ensure_open("wgmma_descriptor");

@@ -173,6 +173,8 @@ enum class MmaKind : uint8_t { F16, BF16, TF32, S8 };
 enum class WgmmaSwizzle : uint8_t { None = 0, B128 = 1, B64 = 2, B32 = 3 };
 
 inline constexpr uint32_t kNoValue = 0xffffffffu;
+// WgmmaMma's attrs.trans bit for the form whose A is 4 fragment registers (not a descriptor).
+inline constexpr uint8_t kWgmmaARegs = 4;
 
 // The attribute values of one instruction; which of them an op uses is in its OpDef.
 // Narrow fields (56 bytes in all) keep instructions small; the builder checks each value's
@@ -204,7 +206,7 @@ struct Attrs {
   bool high = false;
   bool increase = false;
   bool has_else = false;
-  uint8_t trans = 0;  // Ldmatrix: 1 = .trans; WgmmaMma: bit 0 A, bit 1 B are MN-major
+  uint8_t trans = 0;  // Ldmatrix: 1 = .trans; WgmmaMma: bit 0 A, bit 1 B are MN-major, kWgmmaARegs: A from registers
 };
 
 }  // namespace kaio::ir

@@ -102,7 +102,7 @@ struct Printer {
     if (m & Attr::Vote) s += std::string(".") + votes[static_cast<int>(a.vote)];
     if ((m & Attr::Trans) && a.trans) {
       if (!(m & Attr::Shape)) s += ".trans";  // ldmatrix
-      else s += std::string((a.trans & 1) ? ".a_mn" : "") + ((a.trans & 2) ? ".b_mn" : "");  // wgmma operand majors
+      else s += std::string((a.trans & 1) ? ".a_mn" : "") + ((a.trans & 2) ? ".b_mn" : "") + ((a.trans & kWgmmaARegs) ? ".a_reg" : "");  // wgmma operand majors / A in registers
     }
     return s;
   }

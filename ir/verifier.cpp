@@ -203,7 +203,9 @@ struct Verifier {
       case OpRule::Mma: {
         // m64nNkK: N/2 accumulator registers per thread, f32 (s32 for s8 / u8 operands)
         size_t nacc = i.attr.shape / 2;
-        arity(i, nacc + 2, nacc + 2);
+        const bool a_regs = (i.attr.trans & kWgmmaARegs) != 0;  // A: 4 f16x2 / bf16x2 registers, then B's descriptor
+        const size_t nops = a_regs ? 5 : 2;
+        arity(i, nacc + nops, nacc + nops);
         const Scalar ea = i.attr.elem, eb = i.attr.elem_b;
         const bool fp8 = (ea == Scalar::E4M3 || ea == Scalar::E5M2) && (eb == Scalar::E4M3 || eb == Scalar::E5M2);
         const bool int8 = (ea == Scalar::S8 || ea == Scalar::U8) && (eb == Scalar::S8 || eb == Scalar::U8);
@@ -211,12 +213,18 @@ struct Verifier {
         for (size_t a = 0; a < nacc; ++a)
           if (!(use(i, i.args[a], true) == Type::scalar(acc)))
             fail(i, int8 ? "the accumulator is s32 variables" : "the accumulator is f32 variables");
-        for (size_t a = nacc; a < nacc + 2; ++a)
-          if (!(arg(i, a) == Type::scalar(Scalar::U64))) fail(i, "the A and B descriptors are u64");
+        for (size_t a = nacc; a < nacc + nops; ++a) {
+          const bool frag = a_regs && a < nacc + 4;
+          const Scalar want = !frag ? Scalar::U64 : ea == Scalar::BF16 ? Scalar::BF16x2 : Scalar::F16x2;
+          if (!(arg(i, a) == Type::scalar(want)))
+            fail(i, frag ? "A fragment registers are f16x2 / bf16x2 of the input type" : "the A and B descriptors are u64");
+        }
+        if (a_regs && ((ea != Scalar::F16 && ea != Scalar::BF16) || (i.attr.trans & 1)))
+          fail(i, "A from registers is f16 or bf16, with no A major");
         if (ea != Scalar::F16 && ea != Scalar::BF16 && ea != Scalar::F32 && !fp8 && !int8)
           fail(i, "A and B are f16, bf16, f32 (tf32), e4m3, e5m2, s8 or u8");
         if (ea != eb && !fp8 && !int8) fail(i, "A and B have one type, except e4m3 with e5m2 and s8 with u8");
-        if (i.attr.trans > 3 || (ea == Scalar::F32 && i.attr.trans)) fail(i, "tf32 operands are K-major only");
+        if (i.attr.trans > (kWgmmaARegs | 3) || (ea == Scalar::F32 && i.attr.trans)) fail(i, "tf32 operands are K-major only");
         if ((fp8 || int8) && i.attr.trans) fail(i, "8-bit (e4m3, e5m2, s8, u8) operands are K-major only");
         if (int8 && (i.attr.shape > 24 ? i.attr.shape % 16 : i.attr.shape % 8))
           fail(i, "s8 / u8 forms take N 8, 16, 24 or a multiple of 16");

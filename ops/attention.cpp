@@ -121,6 +121,12 @@ void attention(const AttentionTensor& q, const AttentionTensor& k, const Attenti
   if (shape.heads_q > 65535) fail(op, "heads_q", "more than 65535 heads");
   if (shape.batch > 65535) fail(op, "batch", "more than 65535 sequences");
 
+  const float scale = scale_of(opt.scale, shape.head_dim);
+  if (opt.kernel == AttentionKernel::Auto || opt.kernel == AttentionKernel::Wgmma) {
+    const std::string why = attention_wgmma_refusal(q, k, v, o, shape, opt);
+    if (opt.kernel == AttentionKernel::Wgmma && !why.empty()) fail(op, "kernel", "the wgmma kernel does not apply: " + why);
+    if (why.empty()) return attention_wgmma_launch(q, k, v, o, shape, opt, scale, stream);
+  }
   bool mma = false;
   if (opt.kernel != AttentionKernel::Rows) {
     const std::string why = mma_refusal(q, k, v, shape, varlen);
@@ -145,7 +151,7 @@ void attention(const AttentionTensor& q, const AttentionTensor& k, const Attenti
   s.rows_per_block.host = c.warps;
   s.splits.host = 1;
   s.split_len.host = 0x7fffffffu;
-  s.scale.host = scale_of(opt.scale, shape.head_dim);
+  s.scale.host = scale;
   s.softcap.host = opt.softcap;
   s.window_left.host = opt.window_left;
   s.window_right.host = opt.causal ? 0 : opt.window_right;

@@ -61,7 +61,8 @@ struct AttentionShape {
 
 // Which kernel runs: Auto picks the tensor-core kernel where it applies (f16 / bf16, sm_80+,
 // 16-byte aligned q, k, v and strides of whole 16-byte vectors), else the rows kernel.
-enum class AttentionKernel : uint8_t { Auto, Rows, Mma };
+// Wgmma: the Hopper kernel (sm_90a; Auto takes it there where it applies: ops/attention_wgmma.cpp).
+enum class AttentionKernel : uint8_t { Auto, Rows, Mma, Wgmma };
 
 struct AttentionOptions {
   float scale = 0.0f;              // 0: 1 / sqrt(head_dim)
@@ -137,6 +138,18 @@ struct AttentionDecodeConfig {
   uint32_t shared_bytes() const;  // the dynamic shared memory of a block
 };
 jit::Family<AttentionDecodeConfig>& attention_decode_family();
+
+// The Hopper kernel (FlashAttention-3 schedule, sm_90a): one producer warpgroup loads Q once
+// and K / V tiles of BN keys by TMA into a ring of `stages`; two consumer warpgroups of 64
+// query rows each run S = Q K^T and O += P V on wgmma (P from registers).
+struct AttentionWgmmaConfig {
+  ir::Scalar dtype = ir::Scalar::F16;
+  uint32_t head_dim = 128, bn = 128, stages = 2;
+  auto fields() const { return std::tie(dtype, head_dim, bn, stages); }
+  std::string str() const;
+  uint32_t shared_bytes() const;  // the dynamic shared memory of a block
+};
+jit::Family<AttentionWgmmaConfig>& attention_wgmma_family();
 
 // The combination of split-KV partials: one block per (b, i, h) row, its threads over the splits.
 struct AttentionCombineConfig {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <tuple>
 
 #include "kaio/ops/attention.h"
@@ -11,15 +12,30 @@
 
 namespace kaio::ops {
 
-// One row of the tensor-core kernel's shape table (ops/attention_mma.cpp).
+// The tensor-core engines: mma.sync (FlashAttention-2 schedule, sm_80+) and wgmma
+// (FlashAttention-3 schedule: TMA, a producer warpgroup, wgmma consumers; sm_90a).
+enum class AttentionEngine : uint8_t { Mma, Wgmma };
+
+// One row of the tensor-core kernels' shape table (ops/attention_mma.cpp).
 struct AttentionVariant {
   const char* name;
   uint32_t head_dim, bm, bn, stages;
+  AttentionEngine engine = AttentionEngine::Mma;
 };
 std::span<const AttentionVariant> attention_variants();
-// The row for a problem: head dim, query rows per sequence, heads x batch, the SM count.
-const AttentionVariant* attention_pick(uint32_t head_dim, uint32_t seqlen_q, uint64_t heads_x_batch, uint32_t sm_count);
+// The row of `engine` for a problem: head dim, query rows per sequence, heads x batch, the SM count.
+const AttentionVariant* attention_pick(uint32_t head_dim, uint32_t seqlen_q, uint64_t heads_x_batch, uint32_t sm_count,
+                                       AttentionEngine engine = AttentionEngine::Mma);
 AttentionMmaConfig attention_mma_config(ir::Scalar dtype, const AttentionVariant& v);
+AttentionWgmmaConfig attention_wgmma_config(ir::Scalar dtype, const AttentionVariant& v);
+
+// The wgmma kernel (ops/attention_wgmma.cpp): why it does not run this problem (empty: it
+// does), and its launch (after the refusal came back empty).
+std::string attention_wgmma_refusal(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
+                                    const AttentionTensor& o, const AttentionShape& s, const AttentionOptions& opt);
+void attention_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
+                            const AttentionTensor& o, const AttentionShape& s, const AttentionOptions& opt, float scale,
+                            const jit::Stream* stream);
 
 // One row of the decode kernel's shape table (ops/attention_decode.cpp).
 struct AttentionDecodeVariant {

@@ -37,17 +37,21 @@ const AttentionVariant kAttentionVariants[] = {
     {.name = "fa2_d128", .head_dim = 128, .bm = 128, .bn = 64, .stages = 2},
     {.name = "fa2_d128_m64", .head_dim = 128, .bm = 64, .bn = 64, .stages = 2},
     {.name = "fa2_d256", .head_dim = 256, .bm = 64, .bn = 32, .stages = 2},
+    // The wgmma kernel (ops/attention_wgmma.cpp): BM 128 = two consumer warpgroups of 64 rows.
+    {.name = "fa3_d64", .head_dim = 64, .bm = 128, .bn = 128, .stages = 3, .engine = AttentionEngine::Wgmma},
+    {.name = "fa3_d128", .head_dim = 128, .bm = 128, .bn = 128, .stages = 2, .engine = AttentionEngine::Wgmma},
 };
 
 std::span<const AttentionVariant> attention_variants() { return kAttentionVariants; }
 
 // The largest row block that still gives every SM a block (query tiles x heads x batch);
 // when none does, the smallest (more, shorter blocks).
-const AttentionVariant* attention_pick(uint32_t head_dim, uint32_t seqlen_q, uint64_t heads_x_batch, uint32_t sm_count) {
+const AttentionVariant* attention_pick(uint32_t head_dim, uint32_t seqlen_q, uint64_t heads_x_batch, uint32_t sm_count,
+                                       AttentionEngine engine) {
   const AttentionVariant* best = nullptr;
   const AttentionVariant* smallest = nullptr;
   for (const AttentionVariant& v : kAttentionVariants) {
-    if (v.head_dim != head_dim) continue;
+    if (v.head_dim != head_dim || v.engine != engine) continue;
     if (!smallest || v.bm < smallest->bm) smallest = &v;
     const uint64_t blocks = uint64_t((seqlen_q + v.bm - 1) / v.bm) * heads_x_batch;
     if (blocks >= sm_count && (!best || v.bm > best->bm)) best = &v;
@@ -351,7 +355,8 @@ jit::Family<AttentionMmaConfig>& attention_mma_family() {
   static jit::Family<AttentionMmaConfig> f("attention_mma", build_mma, [] {
     std::vector<AttentionMmaConfig> v;
     for (Scalar s : {Scalar::F16, Scalar::BF16})
-      for (const AttentionVariant& row : kAttentionVariants) v.push_back(attention_mma_config(s, row));
+      for (const AttentionVariant& row : kAttentionVariants)
+        if (row.engine == AttentionEngine::Mma) v.push_back(attention_mma_config(s, row));
     return v;
   }());
   return f;

@@ -17,6 +17,7 @@ std::vector<jit::FamilyBase*> families() {
   for (jit::FamilyBase* f : row_op_families()) v.push_back(f);
   v.push_back(&attention_rows_family());
   v.push_back(&attention_mma_family());
+  v.push_back(&attention_wgmma_family());  // sm_90a only (kaio-precompile skips it for other SMs)
   v.push_back(&attention_combine_family());
   v.push_back(&attention_decode_family());
   v.push_back(&attention_backward_rows_family());

@@ -200,10 +200,13 @@ struct Job {
 
 // The kernels of the manifest for one arch, without duplicates.
 void add_jobs(const Manifest& m, const std::string& arch, std::vector<Job>& jobs) {
-  for (jit::FamilyBase* f : m.families)
+  const int sm = codegen::parse_arch(arch).sm;
+  for (jit::FamilyBase* f : m.families) {
+    // A family of sm_90a-only kernels (the wgmma attention kernel) has nothing for other SMs.
+    if (sm != 90 && f->config_count() > 0 && f->declared_kernel(0).arch_specific()) continue;
     for (size_t i = 0; i < f->config_count(); ++i)
       jobs.push_back({f->config_name(i), arch, [f, i] { return f->declared_kernel(i); }});
-  const int sm = codegen::parse_arch(arch).sm;
+  }
   std::set<std::tuple<uint32_t, int, int, int, int>> seen;
   const auto variants = ops::matmul_variants();
   for (const MatmulEntry& e : m.matmul)
@@ -312,7 +315,8 @@ int main(int argc, char** argv) {
         try {
           const ir::Kernel k = j.build();
           // As on a device of that SM: kernels with sm_90a-only instructions (the wgmma
-          // matmul variants) compile for sm_90a, everything else for the SM as given.
+          // matmul variants, the wgmma attention kernel) compile for sm_90a, everything else
+          // for the SM as given.
           const std::string arch = k.arch_specific() && j.arch == "sm_90" ? "sm_90a" : j.arch;
           jit::CompiledKernel ck = jit::compile(k, {.arch = arch, .force = force, .cache_dir = cache_dir});
           (ck.from_cache() ? cached : compiled).fetch_add(1);

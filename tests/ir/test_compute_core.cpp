@@ -331,3 +331,37 @@ TEST_CASE("core: wgmma writes a register array asynchronously; the verifier guar
   lane.if_(lane.lane_id() == 0u, [&] { lane.wgmma(al, dl, dl, ir::Scalar::F16); });
   CHECK_THAT(usage_error_of([&] { lane.build(); }).what(), Contains("divergent"));
 }
+
+TEST_CASE("core: wgmma with A from registers (16-bit fragments, B from shared memory)", "[ir][core][verifier][nvjitlink]") {
+  // acc (m64n64) += A (4 bf16x2 registers: an accumulator converted in place) x B (MN-major descriptor).
+  ir::KernelBuilder b("wgmma_rs");
+  auto db = b.param<uint64_t>("desc_b");
+  auto out = b.param<float*>("out");
+  auto x = b.param<float>("x");
+  auto acc = b.array<float>(32, 0.0f);
+  std::vector<ir::Value> a;
+  for (int k = 0; k < 4; ++k) a.push_back(ir::pack2(ir::cast<kaio::bfloat16>(x * float(k)), ir::cast<kaio::bfloat16>(x)));
+  b.wgmma_fence();
+  b.wgmma(acc, a, db, ir::Scalar::BF16, true);
+  b.wgmma_commit_group();
+  b.wgmma_wait_group(0);
+  for (int k = 0; k < 32; ++k) out[k] = acc[k];
+  const ir::Kernel k = b.build();
+  CHECK_THAT(k.print(), Contains(".b_mn.a_reg"));
+  const std::string ptx = codegen::emit_ptx(k, {"sm_90a", 9, 0});
+  CHECK_THAT(ptx, Contains("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%f") && Contains("}, {%r") &&
+                      Contains(", 1, 1, 1;"));
+  const jit::LinkResult r = jit::link_ptx(ptx, "sm_90a", k.name());
+  CHECK(jit::parse_resources(r.info_log, 0).local_bytes == 0);
+  // Misuse names the op: A registers of the wrong type or count, a non-16-bit type.
+  ir::KernelBuilder bad("wgmma_rs_bad");
+  auto d = bad.param<uint64_t>("d");
+  auto y = bad.param<float>("y");
+  auto acc2 = bad.array<float>(32, 0.0f);
+  std::vector<ir::Value> f16 = {ir::pack2(ir::cast<kaio::half>(y), ir::cast<kaio::half>(y))};
+  f16.resize(4, f16[0]);
+  CHECK_THAT(usage_error_of([&] { bad.wgmma(acc2, f16, d, ir::Scalar::BF16); }).what(), Contains("bf16x2"));
+  CHECK_THAT(usage_error_of([&] { bad.wgmma(acc2, std::vector<ir::Value>(f16.begin(), f16.begin() + 2), d, ir::Scalar::F16); }).what(),
+             Contains("4 registers"));
+  CHECK(usage_error_of([&] { bad.wgmma(acc2, f16, d, ir::Scalar::F32); }).op() == "wgmma");
+}

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <numeric>
 #include <string>
@@ -14,7 +15,12 @@
 #include "kaio/ops/attention.h"
 #include "kaio/ops/attention_kernels.h"
 #include "kaio/ops/catalog.h"
+#include "kaio/codegen/ptx.h"
+#include "kaio/jit/device.h"
+#include "kaio/jit/linker.h"
+#include "kaio/jit/resources.h"
 #include "kaio/ops/rows.h"
+#include "../ir/mma_kernels.h"
 #include "../support.h"
 #include "attention_support.h"
 
@@ -49,6 +55,7 @@ std::string describe(const Case& c) {
   if (!c.q_lens.empty()) s += " varlen";
   if (c.kernel == kaio::ops::AttentionKernel::Rows) s += " (rows kernel)";
   if (c.kernel == kaio::ops::AttentionKernel::Mma) s += " (mma kernel)";
+  if (c.kernel == kaio::ops::AttentionKernel::Wgmma) s += " (wgmma kernel)";
   return s;
 }
 
@@ -272,4 +279,132 @@ TEMPLATE_TEST_CASE("attention sweep: every length pair, mask, head sharing, head
             for (auto kernel : {kaio::ops::AttentionKernel::Mma, kaio::ops::AttentionKernel::Rows})
               run_case<TestType>(Case{.sq = sq, .sk = sk, .hq = hq, .hkv = hkv, .d = d, .causal = causal, .wl = causal ? 33 : -1,
                                       .kernel = kernel});
+}
+
+// The wgmma kernel (sm_90a): every declared config assembles for sm_90a without spilling,
+// P V takes A from registers; on an sm_90 device the same odd shapes as above, forced onto it.
+TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory", "[ops][attention][nvjitlink]") {
+  jit::FamilyBase& f = kaio::ops::attention_wgmma_family();
+  REQUIRE(f.config_count() == 4);  // {f16, bf16} x head dims {64, 128}
+  for (size_t i = 0; i < f.config_count(); ++i) {
+    const ir::Kernel k = f.declared_kernel(i);
+    INFO(k.name());
+    CHECK(k.arch_specific());
+    const std::string ptx = codegen::emit_ptx(k, {"sm_90a", 9, 0});
+    CHECK_THAT(ptx, Contains("cp.async.bulk.tensor.4d"));
+    CHECK_THAT(ptx, Contains("setp.ne.b32") && Contains(", 1, 1, 1;"));  // P V: B MN-major (transposing form)
+    CHECK(ptx.find("k16.f32." + std::string(k.name().find("bf16") != std::string::npos ? "bf16.bf16" : "f16.f16") + " {%f") !=
+          std::string::npos);
+    const jit::LinkResult r = jit::link_ptx(ptx, "sm_90a", k.name());
+    const jit::Resources res = jit::parse_resources(r.info_log, 384);
+    INFO(res.str());
+    CHECK(res.local_bytes == 0);
+    CHECK(res.spill_stores == 0);
+    // ptxas serialises every wgmma (a wait after each) when registers run short or the
+    // kernel calls a subroutine (e.g. IEEE division): its advisory must not appear.
+    CHECK(r.info_log.find("serialized") == std::string::npos);
+    // SASS, where cuobjdump is found: the MMAs are HGMMA (S = Q K^T and O += P V), no spills.
+    const std::string sass = test::sass_of(r.cubin);
+    if (sass.empty()) continue;
+    CHECK_THAT(sass, Contains("HGMMA.64x128x16.F32"));
+    CHECK(sass.find("STL") == std::string::npos);
+    CHECK(sass.find("LDL") == std::string::npos);
+  }
+  if (test::cuobjdump_path().empty()) WARN("cuobjdump not found (set KAIO_CUOBJDUMP): the SASS (HGMMA) is not checked");
+  CHECK(f.config_names()[0] == "attention_wgmma(f16, d64, 128x128, 3 stages)");
+  CHECK(kaio::ops::attention_pick(128, 4096, 64, 132, kaio::ops::AttentionEngine::Wgmma)->bn == 128);
+  CHECK(kaio::ops::attention_pick(256, 4096, 64, 132, kaio::ops::AttentionEngine::Wgmma) == nullptr);  // the mma kernel
+}
+
+namespace {
+bool wgmma_device() { return !jit::interpret_mode() && jit::device_info().sm == 90; }
+}  // namespace
+
+TEMPLATE_TEST_CASE("attention: the wgmma kernel at odd lengths, causal and not, GQA, layouts", "[gpu][ops][attention][wgmma]",
+                   kaio::half, kaio::bfloat16) {
+  if (!wgmma_device()) return;  // sm_90 only; the interpreter does not model wgmma and TMA
+  using kaio::ops::AttentionKernel;
+  for (uint32_t sq : {1u, 7u, 65u, 130u})
+    for (uint32_t sk : {1u, 7u, 65u, 130u})
+      for (uint32_t d : {64u, 128u})
+        for (bool causal : {false, true}) {
+          run_case<TestType>(Case{.sq = sq, .sk = sk, .hq = 8, .hkv = 2, .d = d, .causal = causal, .kernel = AttentionKernel::Wgmma});
+          run_case<TestType>(Case{.batch = 2, .sq = sq, .sk = sk, .hq = 2, .hkv = 1, .d = d, .causal = causal,
+                                  .layout = Layout::Bhsd, .kernel = AttentionKernel::Wgmma});
+        }
+  run_case<TestType>(Case{.batch = 2, .sq = 33, .sk = 257, .hq = 4, .hkv = 2, .d = 64, .causal = true, .layout = Layout::FusedQkv,
+                          .kernel = AttentionKernel::Wgmma});
+  run_case<TestType>(Case{.sq = 300, .sk = 520, .hq = 3, .hkv = 1, .d = 128, .causal = true, .kernel = AttentionKernel::Wgmma});
+  run_case<TestType>(Case{.sq = 520, .sk = 300, .hq = 1, .hkv = 1, .d = 128, .causal = true, .kernel = AttentionKernel::Wgmma});
+}
+
+// Too long for the float64 reference in full: 64 sampled rows against it, every row
+// against the mma kernel on the same inputs (itself checked against float64 above).
+TEST_CASE("attention: the wgmma kernel at B4 H16 S4096 D128", "[gpu][ops][attention][wgmma][large]") {
+  if (!wgmma_device()) return;
+  using T = kaio::bfloat16;
+  const uint32_t B = 4, H = 16, S = 4096, D = 128;
+  const uint64_t n = uint64_t(B) * S * H * D;
+  Tensor<T> q = random_tensor<T>(n, uint64_t(S) * H * D, H * D, D), k = random_tensor<T>(n, uint64_t(S) * H * D, H * D, D),
+            v = random_tensor<T>(n, uint64_t(S) * H * D, H * D, D);
+  for (bool causal : {false, true}) {
+    INFO((causal ? "causal" : "full"));
+    const kaio::ops::AttentionShape shape{.batch = B, .seqlen_q = S, .seqlen_k = S, .heads_q = H, .heads_kv = H, .head_dim = D};
+    std::vector<T> out[2];
+    std::vector<float> lse[2];
+    const kaio::ops::AttentionKernel kernels[2] = {kaio::ops::AttentionKernel::Wgmma, kaio::ops::AttentionKernel::Mma};
+    for (int r = 0; r < 2; ++r) {
+      Tensor<T> o = poisoned_tensor<T>(n, q.t.batch_stride, q.t.seq_stride, q.t.head_stride);
+      jit::DeviceBuffer<float> l(uint64_t(B) * H * S);
+      l.fill_bytes(0xFF);
+      kaio::ops::attention(q.t, k.t, v.t, o.t, shape, {.causal = causal, .lse = l.device_address(), .kernel = kernels[r]});
+      out[r] = o.dev.to_host();
+      lse[r] = l.to_host();
+    }
+    size_t bad = 0;
+    const double u = test::ops::unit<T>();
+    for (uint64_t e = 0; e < n; ++e) {
+      const double a = as_double(out[0][e]), b = as_double(out[1][e]);
+      if (!(std::fabs(a - b) <= u * (2 * std::fabs(b) + 1.2)) && bad++ < 4) UNSCOPED_INFO("o[" << e << "]: wgmma " << a << " mma " << b);
+    }
+    for (size_t e = 0; e < lse[0].size(); ++e)
+      if (!(std::fabs(lse[0][e] - lse[1][e]) <= 1e-3 * (1 + std::fabs(lse[1][e]))) && bad++ < 8)
+        UNSCOPED_INFO("lse[" << e << "]: wgmma " << lse[0][e] << " mma " << lse[1][e]);
+    CHECK(bad == 0);
+    // Sampled rows against float64.
+    auto off = [&](uint32_t b, uint32_t i, uint32_t h) { return uint64_t(b) * S * H * D + uint64_t(i) * H * D + uint64_t(h) * D; };
+    const RefProblem p{B, H, H, D, 1.0 / std::sqrt(double(D)), -1, causal ? 0 : -1, 0.0, nullptr, [&](uint32_t) { return S; },
+                       [&](uint32_t) { return S; }, off, off, off};
+    std::vector<double> ro, rabs;
+    double rl = 0;
+    size_t wrong = 0;
+    for (uint32_t t = 0; t < 64; ++t) {
+      const uint32_t b = t % B, h = (t * 7) % H, i = t < 4 ? t : (t * 2654435761u) % S;
+      reference_row(p, q, k, v, b, i, h, ro, rabs, rl);
+      for (uint32_t e = 0; e < D; ++e) {
+        const double got = as_double(out[0][off(b, i, h) + e]);
+        if (!(std::fabs(got - ro[e]) <= 2e-6 * D + 2 * u * std::fabs(ro[e]) + u * rabs[e]) && wrong++ < 4)
+          UNSCOPED_INFO("row b " << b << " i " << i << " h " << h << " e " << e << ": got " << got << " want " << ro[e]);
+      }
+      const double gl = lse[0][(uint64_t(b) * H + h) * S + i];
+      if (!(std::fabs(gl - rl) <= 2e-6 * D * (1 + std::fabs(rl))) && wrong++ < 8) UNSCOPED_INFO("lse row " << i << ": " << gl << " want " << rl);
+    }
+    CHECK(wrong == 0);
+  }
+}
+
+TEST_CASE("attention: what the wgmma kernel refuses goes to the mma kernel", "[gpu][ops][attention][wgmma]") {
+  if (!wgmma_device()) return;
+  using T = kaio::half;
+  // Auto takes the mma kernel for these (the wgmma kernel would refuse them), and is right.
+  run_case<T>(Case{.sq = 65, .sk = 130, .wl = 16, .wr = 3});
+  run_case<T>(Case{.sq = 65, .sk = 65, .causal = true, .softcap = 2.0f});
+  run_case<T>(Case{.sq = 40, .sk = 40, .hq = 2, .hkv = 1, .d = 256, .causal = true});
+  run_case<T>(Case{.hq = 2, .hkv = 1, .d = 64, .causal = true, .q_lens = {129, 3}, .k_lens = {129, 70}});
+  // ... and naming the wgmma kernel for them is a UsageError that says why.
+  kaio::ops::AttentionShape s{.batch = 1, .seqlen_q = 8, .seqlen_k = 8, .heads_q = 1, .heads_kv = 1, .head_dim = 64};
+  jit::DeviceBuffer<T> buf(8 * 64);
+  const kaio::ops::AttentionTensor t = kaio::ops::bshd(buf.device_address(), ir::Scalar::F16, 8, 1, 64);
+  CHECK_THROWS_WITH(kaio::ops::attention(t, t, t, t, s, {.softcap = 1.0f, .kernel = kaio::ops::AttentionKernel::Wgmma}),
+                    Contains("wgmma kernel does not apply") && Contains("softcap"));
 }

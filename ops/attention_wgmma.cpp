@@ -1,0 +1,449 @@
+// The Hopper attention kernel (FlashAttention-3 schedule) on wgmma, f16 / bf16 in, f32
+// accumulate, sm_90a.
+//
+// A block takes 128 query rows of one head and runs three warpgroups (kernel::WarpSpecialized):
+//   warpgroup 0        the producer: one thread loads the Q tile once, then the K and V tiles
+//                      of BN keys by TMA into two rings of `stages` stages (MbarrierRing: the
+//                      K and V of a step have their own full barriers, so Q K^T starts while V
+//                      is still landing)
+//   warpgroups 1, 2    the consumers, 64 query rows each. Per KV tile:
+//                        S = Q K^T      wgmma m64nBNk16, Q (A) and K (B) K-major from shared memory
+//                        mask           only on tiles that cross a row's last key (the causal
+//                                       diagonal, the end of the keys)
+//                        softmax        the row max and sum across the quad (AccTile), exp2
+//                                       with the scale folded in, O rescaled
+//                        O += P V       wgmma m64nDk16 with A = P from registers (the f32
+//                                       accumulators converted to 16 bits in place: the
+//                                       C-fragment layout of one k16 pair of n8 blocks is the
+//                                       A-fragment layout) and B = V MN-major (transposing form)
+//                      then divide by the row sums, store o and the logsumexp.
+//
+// Shared tiles are written by TMA with 128-byte swizzling, the layout the wgmma descriptors
+// read (kernel::TmaTile): Q and K as D / 64 blocks of 128-byte rows (one per 64 elements of
+// the head dimension), V as boxes of 64 head elements x 64 keys. Each tensor's map is 4-D:
+// (d, s, h, b) or (d, h, s, b), whichever order its strides grow in (a TMA map's strides
+// each span the dimensions below; bshd tensors take the second); the kernel names the
+// coordinates in the map's order (the `*_order` parameters). Rows and keys past the ends
+// read as zeros and are masked. Causal blocks start with the last query rows (the longest).
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kaio/ir/builder.h"
+#include "kaio/ir/layouts.h"
+#include "kaio/jit/buffer.h"
+#include "kaio/jit/device.h"
+#include "kaio/jit/tensor_map.h"
+#include "kaio/ops/attention.h"
+#include "kaio/ops/attention_kernels.h"
+#include "kaio/ops/kernel/reg_tile.h"
+#include "kaio/ops/kernel/shared_tile.h"
+#include "kaio/ops/kernel/signature.h"
+#include "kaio/ops/kernel/stage_ring.h"
+#include "kaio/ops/kernel/warp_specialized.h"
+#include "kaio/ops/rows.h"
+
+namespace kaio::ops {
+
+namespace {
+
+using ir::Scalar;
+using ir::Value;
+using kernel::AccTile;
+using kernel::kSwizzleBytes;
+using kernel::TmaTile;
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr uint32_t kBM = 128, kConsumers = 2, kConsumerRows = 64, kElem = 2;
+constexpr uint32_t kWgmmaK = 16;  // k of one 16-bit wgmma
+constexpr uint32_t kBlock = kSwizzleBytes / kElem;  // head elements (or keys) in a 128-byte row: 64
+
+// Byte offsets in the block's shared memory: Q, the K stages, the V stages, the mbarriers.
+struct Layout {
+  uint32_t q_bytes, k_stage, v_stage, k_off, v_off, bar_off, total;
+};
+Layout layout_of(const AttentionWgmmaConfig& c) {
+  Layout l{};
+  l.q_bytes = kBM * c.head_dim * kElem;
+  l.k_stage = c.bn * c.head_dim * kElem;
+  l.v_stage = c.bn * c.head_dim * kElem;
+  l.k_off = l.q_bytes;
+  l.v_off = l.k_off + c.stages * l.k_stage;
+  l.bar_off = l.v_off + c.stages * l.v_stage;
+  l.total = l.bar_off + (4 * c.stages + 1) * 8;  // full and empty per stage of each ring, then Q's
+  return l;
+}
+
+// The tiles: Q (128 rows) and a K stage (BN keys) as D / 64 K-major blocks of 128-byte rows;
+// a V stage as BN / 64 MN-major tiles of D rows (64 keys each).
+TmaTile tile_q() { return {.rows = kBM, .esize = kElem, .k_major = true, .base = 0}; }
+TmaTile tile_k(const AttentionWgmmaConfig& c) {
+  return {.rows = c.bn, .esize = kElem, .k_major = true, .base = layout_of(c).k_off / kElem};
+}
+TmaTile tile_v(const AttentionWgmmaConfig& c) {
+  return {.rows = c.head_dim, .esize = kElem, .k_major = false, .base = layout_of(c).v_off / kElem};
+}
+
+enum : uint32_t { kWgmmaLse = 1 };
+
+struct AttentionWgmmaSignature {
+  kernel::TensorMap q_map{"q_map"}, k_map{"k_map"}, v_map{"v_map"};
+  kernel::Ptr o{"o"}, lse{"lse", Scalar::F32};
+  kernel::Param<uint64_t> o_bs{"o_bs"}, o_ss{"o_ss"}, o_hs{"o_hs"}, lse_bs{"lse_bs"}, lse_hs{"lse_hs"};
+  kernel::Param<uint32_t> sq{"sq"}, sk{"sk"}, group{"group"}, causal{"causal"}, flags{"flags"};
+  // 0: the map is (d, s, h, b); 1: (d, h, s, b)
+  kernel::Param<uint32_t> q_order{"q_order"}, k_order{"k_order"}, v_order{"v_order"};
+  kernel::Param<float> scale_log2{"scale_log2"};  // scale * log2(e)
+
+  explicit AttentionWgmmaSignature(Scalar dtype) { o.elem = dtype; }
+  auto fields() {
+    return std::tie(q_map, k_map, v_map, o, lse, o_bs, o_ss, o_hs, lse_bs, lse_hs, sq, sk, group, causal, flags, q_order,
+                    k_order, v_order, scale_log2);
+  }
+};
+
+class Fa3Kernel {
+ public:
+  Fa3Kernel(ir::KernelBuilder& b, const AttentionWgmmaConfig& c, AttentionWgmmaSignature& s)
+      : b_(b), c_(c), s_(s), L_(layout_of(c)), tq_(tile_q()), tk_(tile_k(c)), tv_(tile_v(c)) {}
+
+  void build() {
+    const uint32_t S = c_.stages;
+    smem_ = b_.dynamic_shared(c_.dtype, 1024);
+    bars_ = b_.dynamic_shared<uint64_t>(1024);
+    const kernel::MbarrierRing ring_k(b_, bars_, L_.bar_off / 8, S, 4 * kConsumers);  // each consumer warp releases
+    const kernel::MbarrierRing ring_v(b_, bars_, L_.bar_off / 8 + 2 * S, S, 4 * kConsumers);
+    q_bar_ = L_.bar_off / 8 + 4 * S;
+    Value tid = b_.thread_idx_x();
+    warp_ = b_.warp_id();
+    lane_ = b_.lane_id();
+    qh_ = b_.block_idx_y();
+    batch_ = b_.block_idx_z();
+    kvh_ = qh_ / s_.group.ir;
+    m0_ = (b_.grid_dim_x() - 1u - b_.block_idx_x()) * kBM;  // the longest (causal) blocks first
+    // The block's key tiles: up to the last row's last key.
+    Value last = ir::min(m0_ + (kBM - 1), s_.sq.ir - 1u);
+    Value tiles = (ir::cast<uint32_t>(hi_of(last)) + (c_.bn - 1)) / c_.bn;
+
+    b_.if_(tid == 0u, [&] {
+      b_.mbarrier_init(bars_, q_bar_, 1u);
+      ring_k.init();
+      ring_v.init();
+    });
+    b_.barrier();
+    const kernel::WarpSpecialized ws(b_, kConsumers);
+    ws.run(warp_, [&] { b_.if_(tid == 0u, [&] { produce(ring_k, ring_v, tiles); }); },
+           [&](Value wg) { consume(ring_k, ring_v, tiles, wg); });
+  }
+
+ private:
+  Value i32(Value v) { return ir::cast<int32_t>(v); }
+  Value u64(Value v) { return ir::cast<uint64_t>(v); }
+  Value u32c(uint32_t v) { return b_.constant<uint32_t>(v); }
+
+  // The keys [0, hi) query row i sees (i32, 0..Sk): all, or with the causal mask those up to
+  // its position i + Sk - Sq (aligned to the bottom right).
+  Value hi_of(Value i) {
+    Value sk = i32(s_.sk.ir);
+    Value diag = ir::min(sk, i32(i) + sk - i32(s_.sq.ir) + 1);
+    return ir::max(ir::select(s_.causal.ir != 0u, diag, sk), b_.constant<int32_t>(0));
+  }
+
+  // A map's coordinates in its order: (d, s, h, b) or (d, h, s, b).
+  std::vector<Value> coords(Value order, Value d, Value seq, Value head) {
+    return {d, ir::select(order != 0u, head, seq), ir::select(order != 0u, seq, head), batch_};
+  }
+
+  void produce(const kernel::MbarrierRing& ring_k, const kernel::MbarrierRing& ring_v, Value tiles) {
+    const uint32_t kd = c_.head_dim / kBlock, kv = c_.bn / kBlock;
+    b_.mbarrier_arrive_expect_tx(bars_, q_bar_, u32c(L_.q_bytes));
+    for (uint32_t kb = 0; kb < kd; ++kb)
+      b_.tma_load(smem_, tq_.base + kb * tq_.stage_elements(), s_.q_map.ir, coords(s_.q_order.ir, u32c(kb * kBlock), m0_, qh_),
+                  bars_, q_bar_);
+    b_.for_(0u, tiles, [&](Value t) {
+      Value k0 = t * c_.bn;
+      const kernel::MbarrierRing::Slot sk = ring_k.slot(t);
+      ring_k.acquire(sk);  // both consumers freed it (a fresh ring passes)
+      ring_k.expect(sk, L_.k_stage);
+      for (uint32_t kb = 0; kb < kd; ++kb)
+        b_.tma_load(smem_, (sk.stage * kd + kb) * tk_.stage_elements() + tk_.base, s_.k_map.ir,
+                    coords(s_.k_order.ir, u32c(kb * kBlock), k0, kvh_), bars_, ring_k.full(sk));
+      const kernel::MbarrierRing::Slot sv = ring_v.slot(t);
+      ring_v.acquire(sv);
+      ring_v.expect(sv, L_.v_stage);
+      for (uint32_t vb = 0; vb < kv; ++vb)
+        for (uint32_t box = 0; box < kd; ++box)
+          b_.tma_load(smem_, (sv.stage * kv + vb) * tv_.stage_elements() + (tv_.base + box * (tv_.box_bytes() / kElem)),
+                      s_.v_map.ir, coords(s_.v_order.ir, u32c(box * kBlock), k0 + vb * kBlock, kvh_), bars_, ring_v.full(sv));
+    });
+  }
+
+  void consume(const kernel::MbarrierRing& ring_k, const kernel::MbarrierRing& ring_v, Value tiles, Value wg) {
+    const uint32_t D = c_.head_dim, BN = c_.bn, kd = D / kBlock, kv = BN / kBlock;
+    const ir::Type t16 = ir::Type::scalar(c_.dtype);
+    Value row_w = wg * kConsumerRows;  // this consumer's first row in the block
+    // Descriptors of k 0: Q at this consumer's rows, K and V at stage 0; each k slice, block
+    // and stage adds its byte offset / 16.
+    Value desc_q = tq_.descriptor(b_, smem_, tq_.row_start(row_w));
+    Value desc_k = tk_.descriptor(b_, smem_, tk_.base);
+    Value desc_v = tv_.descriptor(b_, smem_, tv_.base);
+    const AccTile S(b_, 1, 1, BN / 8), O(b_, 1, 1, D / 8);  // per warp: its 16 rows x BN keys, x D
+    // This thread's two rows (fragment rows lane / 4 and + 8 of its warp) and their key ends.
+    Value rows[2], hi[2];
+    std::vector<ir::Var> m, l;
+    for (uint32_t h = 0; h < 2; ++h) {
+      rows[h] = m0_ + row_w + (warp_ % 4u) * 16u + (lane_ / 4u + 8u * h);
+      hi[h] = hi_of(rows[h]);
+      m.push_back(b_.var<float>(-INFINITY));  // running max, in the scaled log2 domain
+      l.push_back(b_.var<float>(0.0f));
+    }
+    Value hi_min = hi_of(m0_ + row_w);  // every row of this consumer sees the keys below it
+    Value scale = s_.scale_log2.ir;
+    b_.mbarrier_wait(bars_, q_bar_, 0u);
+
+    b_.for_(0u, tiles, [&](Value t) {
+      Value k0 = t * BN;
+      // S = Q K^T
+      const kernel::MbarrierRing::Slot sk = ring_k.slot(t);
+      ring_k.wait(sk);
+      S.zero();
+      Value dk = tk_.stage_descriptor(desc_k, sk.stage * kd);
+      b_.wgmma_fence();
+      for (uint32_t ki = 0; ki < D / kWgmmaK; ++ki) {
+        const uint32_t kb = ki / (kBlock / kWgmmaK), within = ki % (kBlock / kWgmmaK) * tq_.k_step_bytes(kWgmmaK);
+        b_.wgmma(S.array(0), desc_q + b_.constant<uint64_t>((kb * tq_.stage_bytes() + within) / 16),
+                 dk + b_.constant<uint64_t>((kb * tk_.stage_bytes() + within) / 16), c_.dtype);
+      }
+      b_.wgmma_commit_group();
+      b_.wgmma_wait_group(0);
+      ring_k.release(sk.stage, lane_);
+
+      // The mask, only where a row of this consumer ends inside the tile.
+      b_.if_(i32(k0 + BN) > hi_min, [&] {
+        for (uint32_t ni = 0; ni < BN / 8; ++ni)
+          for (uint32_t r = 0; r < 4; ++r) {
+            ir::Var x = S.at(0, 0, ni, r);
+            Value j = i32(k0 + S.col(lane_, ni, r));
+            x = ir::select(j < hi[r / 2], x.get(), -INFINITY);
+          }
+      });
+
+      // Online softmax: P = exp2(S * scale - m) with m the running max of S * scale.
+      std::vector<Value> mx = S.row_reduce(0, AccTile::Reduce::Max), corr(2), ms(2);
+      for (uint32_t h = 0; h < 2; ++h) {
+        Value m_new = ir::max(m[h].get(), mx[h] * scale);
+        ms[h] = ir::select(m_new == -INFINITY, 0.0f, m_new);  // no key yet: exp2(-inf) = 0, not NaN
+        corr[h] = ir::exp2(m[h].get() - ms[h]);
+        m[h] = m_new;
+      }
+      // P, converted to 16 bits as it is made (the f32 scores die at once: S and O are 128
+      // of the 168 registers a thread has), and the row sums from the f32 values. P's
+      // registers of n8 blocks 2 kk and 2 kk + 1 are the A fragment of k slice kk:
+      // (g, k 0-7), (g + 8, k 0-7), (g, k 8-15), (g + 8, k 8-15).
+      Value rs[2] = {b_.constant<float>(0.0f), b_.constant<float>(0.0f)};
+      auto pair = [&](Value lo, Value hi2) {
+        return ir::pack2(ir::cast(lo, t16, ir::Rounding::Rn), ir::cast(hi2, t16, ir::Rounding::Rn));
+      };
+      std::vector<std::vector<Value>> frags(BN / kWgmmaK);
+      for (uint32_t ni = 0; ni < BN / 8; ++ni) {
+        Value e[4];
+        for (uint32_t r = 0; r < 4; ++r) e[r] = ir::exp2(S.at(0, 0, ni, r).get() * scale - ms[r / 2]);
+        rs[0] = rs[0] + e[0] + e[1];
+        rs[1] = rs[1] + e[2] + e[3];
+        frags[ni / 2].push_back(pair(e[0], e[1]));  // row g
+        frags[ni / 2].push_back(pair(e[2], e[3]));  // row g + 8
+      }
+      for (uint32_t h = 0; h < 2; ++h) {
+        for (uint32_t d = 1; d <= 2; d *= 2) rs[h] = rs[h] + ir::shfl_xor(rs[h], d);  // across the quad
+        l[h] = l[h].get() * corr[h] + rs[h];
+      }
+      O.scale_rows(0, corr);
+
+      const kernel::MbarrierRing::Slot sv = ring_v.slot(t);
+      ring_v.wait(sv);
+      Value dv = tv_.stage_descriptor(desc_v, sv.stage * kv);
+      b_.wgmma_fence();
+      for (uint32_t kk = 0; kk < BN / kWgmmaK; ++kk) {
+        const uint32_t vb = kk / (kBlock / kWgmmaK), within = kk % (kBlock / kWgmmaK) * tv_.k_step_bytes(kWgmmaK);
+        b_.wgmma(O.array(0), frags[kk], dv + b_.constant<uint64_t>((vb * tv_.stage_bytes() + within) / 16), c_.dtype, true);
+      }
+      b_.wgmma_commit_group();
+      b_.wgmma_wait_group(0);
+      ring_v.release(sv.stage, lane_);
+    });
+
+    // o = O / l and lse = m ln 2 + log l per row (0 and -inf for a row that saw no key).
+    for (uint32_t h = 0; h < 2; ++h) {
+      Value i = rows[h];
+      b_.if_(i < s_.sq.ir, [&] {
+        Value lv = l[h].get();
+        Value inv = ir::select(lv > 0.0f, 1.0f / lv, 0.0f);
+        Value ob = u64(batch_) * s_.o_bs.ir + u64(i) * s_.o_ss.ir + u64(qh_) * s_.o_hs.ir;
+        for (uint32_t ni = 0; ni < D / 8; ++ni) {
+          std::vector<Value> pair;
+          for (uint32_t r = 2 * h; r < 2 * h + 2; ++r) pair.push_back(ir::cast(O.at(0, 0, ni, r).get() * inv, t16, ir::Rounding::Rn));
+          ir::store_vec(s_.o.ir, ob + u64(O.col(lane_, ni, 2 * h)), pair);
+        }
+        b_.if_((s_.flags.ir & uint32_t(kWgmmaLse)) != 0u && lane_ % 4u == 0u, [&] {
+          Value lse = ir::select(lv > 0.0f, m[h].get() * kLn2 + ir::log(lv), -INFINITY);
+          s_.lse.ir[u64(batch_) * s_.lse_bs.ir + u64(qh_) * s_.lse_hs.ir + u64(i)] = lse;
+        });
+      });
+    }
+  }
+
+  ir::KernelBuilder& b_;
+  const AttentionWgmmaConfig& c_;
+  AttentionWgmmaSignature& s_;
+  const Layout L_;
+  const TmaTile tq_, tk_, tv_;
+  Value smem_, bars_, warp_, lane_, qh_, batch_, kvh_, m0_;
+  uint32_t q_bar_ = 0;
+};
+
+void check_config(const AttentionWgmmaConfig& c) {
+  if (c.dtype != Scalar::F16 && c.dtype != Scalar::BF16)
+    throw UsageError("", "attention", std::string("the wgmma kernel takes f16 or bf16, not ") + ir::scalar_name(c.dtype));
+  if (c.head_dim % kBlock || c.head_dim > 256 || c.bn % kBlock || c.bn > 256 || c.stages < 2 || c.stages > 4 ||
+      c.shared_bytes() > jit::device_info_for("sm_90a").smem_per_block_optin)
+    throw UsageError("", "attention", "attention_wgmma config " + c.str() +
+                                          " is not buildable (head_dim and BN multiples of 64 up to 256, 2-4 stages, "
+                                          "within an sm_90 block's shared memory)");
+}
+
+ir::Kernel build_wgmma(const AttentionWgmmaConfig& c) {
+  check_config(c);
+  ir::KernelBuilder b(std::string("attention_wgmma_") + ir::scalar_name(c.dtype) + "_d" + std::to_string(c.head_dim) + "_n" +
+                      std::to_string(c.bn) + "s" + std::to_string(c.stages));
+  AttentionWgmmaSignature sig(c.dtype);
+  kernel::declare(b, sig);
+  b.launch_bounds(kernel::WarpSpecialized::threads(kConsumers), 1);
+  // .approx division and log in the epilogue: the IEEE forms call a slow-path subroutine,
+  // and any call makes ptxas serialize every wgmma of the kernel (waits after each).
+  b.fast_math();
+  Fa3Kernel(b, c, sig).build();
+  return b.build();
+}
+
+// A TMA map of one attention tensor: 4-D in the order its strides grow, box (64 head
+// elements, `rows` of the sequence); nullopt (and why) when TMA cannot describe it.
+struct TensorPlan {
+  jit::TensorMapTiled map;
+  uint32_t order = 0;
+};
+std::optional<TensorPlan> plan_tensor(const AttentionTensor& t, uint32_t seqlen, uint32_t heads, uint32_t batch,
+                                      uint32_t head_dim, uint32_t rows, std::string* why) {
+  std::string last;
+  for (uint32_t order = 0; order < 2; ++order) {
+    TensorPlan p;
+    p.order = order;
+    p.map.dtype = t.dtype;
+    p.map.global_address = t.address;
+    p.map.global_dims = {head_dim, order ? heads : seqlen, order ? seqlen : heads, batch};
+    std::vector<uint64_t> st = {(order ? t.head_stride : t.seq_stride) * kElem, (order ? t.seq_stride : t.head_stride) * kElem,
+                                t.batch_stride * kElem};
+    // A dimension of extent 1 is never stepped: its stride only has to span the ones below.
+    uint64_t below = uint64_t(head_dim) * kElem;
+    for (size_t i = 0; i < 3; ++i) {
+      if (p.map.global_dims[i + 1] == 1) st[i] = std::max(st[i], below);
+      below = st[i] * p.map.global_dims[i + 1];
+    }
+    p.map.global_strides = st;
+    p.map.box_dims = {kBlock, order ? 1u : rows, order ? rows : 1u, 1};
+    p.map.swizzle = jit::TensorMapSwizzle::B128;
+    p.map.l2_promotion = jit::TensorMapL2Promotion::B256;
+    try {
+      jit::validate_tensor_map_tiled(p.map);
+      return p;
+    } catch (const UsageError& e) {
+      last = e.what();
+    }
+  }
+  if (why) *why = "a TMA map cannot describe its strides (" + last + ")";
+  return std::nullopt;
+}
+
+}  // namespace
+
+uint32_t AttentionWgmmaConfig::shared_bytes() const { return layout_of(*this).total; }
+
+std::string AttentionWgmmaConfig::str() const {
+  return std::string("attention_wgmma(") + ir::scalar_name(dtype) + ", d" + std::to_string(head_dim) + ", 128x" +
+         std::to_string(bn) + ", " + std::to_string(stages) + " stages)";
+}
+
+AttentionWgmmaConfig attention_wgmma_config(ir::Scalar dtype, const AttentionVariant& v) {
+  return {dtype, v.head_dim, v.bn, v.stages};
+}
+
+jit::Family<AttentionWgmmaConfig>& attention_wgmma_family() {
+  static jit::Family<AttentionWgmmaConfig> f("attention_wgmma", build_wgmma, [] {
+    std::vector<AttentionWgmmaConfig> v;
+    for (Scalar s : {Scalar::F16, Scalar::BF16})
+      for (const AttentionVariant& row : attention_variants())
+        if (row.engine == AttentionEngine::Wgmma) v.push_back(attention_wgmma_config(s, row));
+    return v;
+  }());
+  return f;
+}
+
+std::string attention_wgmma_refusal(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
+                                    const AttentionTensor& o, const AttentionShape& s, const AttentionOptions& opt) {
+  if (q.dtype != Scalar::F16 && q.dtype != Scalar::BF16) return "it takes f16 or bf16";
+  const jit::DeviceInfo& dev = jit::device_info();
+  if (dev.sm != 90) return "it needs an sm_90 device (compiled for sm_90a), the device is " + dev.arch;
+  if (jit::interpret_mode()) return "the interpreter does not model wgmma and TMA (an sm_90 GPU runs it)";
+  if (opt.cu_seqlens_q || opt.cu_seqlens_k) return "it does not take varlen batches (cu_seqlens)";
+  if (opt.window_left >= 0 || opt.window_right >= 0) return "it does not take sliding windows";
+  if (opt.softcap > 0.0f) return "it does not take softcap";
+  if (opt.alibi_slopes) return "it does not take ALiBi";
+  const AttentionVariant* row = attention_pick(s.head_dim, s.seqlen_q, 1, 1, AttentionEngine::Wgmma);
+  if (!row) return "no tile shape for head_dim " + std::to_string(s.head_dim) + " (64, 128)";
+  if (attention_wgmma_config(q.dtype, *row).shared_bytes() > dev.smem_per_block_optin) return "its tiles do not fit shared memory";
+  if (s.seqlen_q > 0x7fffffffu || s.seqlen_k > 0x7fffffffu) return "sequences of 2^31 tokens or more";
+  std::string why;
+  if (!plan_tensor(q, s.seqlen_q, s.heads_q, s.batch, s.head_dim, kBM, &why)) return "q: " + why;
+  if (!plan_tensor(k, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, row->bn, &why)) return "k: " + why;
+  if (!plan_tensor(v, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, kBlock, &why)) return "v: " + why;
+  if (o.address % (2 * kElem) || o.seq_stride % 2 || o.head_stride % 2 || (s.batch > 1 && o.batch_stride % 2))
+    return "o is stored in pairs: 4-byte aligned, even strides";
+  return "";
+}
+
+void attention_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
+                            const AttentionTensor& o, const AttentionShape& s, const AttentionOptions& opt, float scale,
+                            const jit::Stream* stream) {
+  const AttentionVariant& row = *attention_pick(s.head_dim, s.seqlen_q, 1, 1, AttentionEngine::Wgmma);
+  const AttentionWgmmaConfig cfg = attention_wgmma_config(q.dtype, row);
+  const TensorPlan pq = *plan_tensor(q, s.seqlen_q, s.heads_q, s.batch, s.head_dim, kBM, nullptr);
+  const TensorPlan pk = *plan_tensor(k, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, cfg.bn, nullptr);
+  const TensorPlan pv = *plan_tensor(v, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, kBlock, nullptr);
+  AttentionWgmmaSignature sig(q.dtype);
+  sig.q_map.host = jit::encode_tensor_map_tiled(pq.map);
+  sig.k_map.host = jit::encode_tensor_map_tiled(pk.map);
+  sig.v_map.host = jit::encode_tensor_map_tiled(pv.map);
+  sig.q_order.host = pq.order;
+  sig.k_order.host = pk.order;
+  sig.v_order.host = pv.order;
+  sig.o.host = o.address;
+  sig.lse.host = opt.lse;
+  sig.o_bs.host = o.batch_stride, sig.o_ss.host = o.seq_stride, sig.o_hs.host = o.head_stride;
+  sig.lse_bs.host = uint64_t(s.heads_q) * s.seqlen_q;
+  sig.lse_hs.host = s.seqlen_q;
+  sig.sq.host = s.seqlen_q;
+  sig.sk.host = s.seqlen_k;
+  sig.group.host = s.heads_q / s.heads_kv;
+  sig.causal.host = opt.causal ? 1u : 0u;
+  sig.flags.host = opt.lse ? kWgmmaLse : 0u;
+  sig.scale_log2.host = scale * kLog2e;
+  const kernel::PackedArgs args = kernel::pack(sig);
+  attention_wgmma_family().get(cfg).launch_packed({.grid = {(s.seqlen_q + kBM - 1) / kBM, s.heads_q, s.batch},
+                                                   .block = {kernel::WarpSpecialized::threads(kConsumers)},
+                                                   .shared_bytes = cfg.shared_bytes(), .stream = stream},
+                                                  args.data(), args.size());
+}
+
+}  // namespace kaio::ops
