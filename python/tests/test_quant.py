@@ -109,6 +109,29 @@ def q8_0(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rec.view(np.uint8).reshape(n, -1), (d.astype(np.float64)[..., None] * qs).reshape(n, k)
 
 
+def activation_rounding_bound(x: np.ndarray, deq: np.ndarray) -> np.ndarray:
+    """quant_matmul rounds x (m, k) to q8 per 32 elements before the dot products: half a
+    step (max |block| / 127) per element, times the |weights| of that block, summed."""
+    m, k = x.shape
+    n = deq.shape[0]
+    dx = np.abs(x.astype(np.float64).reshape(m, k // 32, 32)).max(axis=2) / 127
+    return np.einsum("mb,nb->mn", dx / 2, np.abs(deq).reshape(n, k // 32, 32).sum(axis=2))
+
+
+def q8_0_exact(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """What quant_matmul computes from x (m, k) f32 and q8_0 rows w, in float64: x quantised
+    as its pre-pass does (per 32 values s = max |x| / 127 and q = rint(x / s), in f32), the
+    integer dot products of each block exact, times both scales. Also the sum of |terms|."""
+    m, k = x.shape
+    blocks = w.reshape(w.shape[0], -1).view(np.dtype([("d", "<f2"), ("qs", "i1", 32)]))  # (n, k / 32)
+    xb = x.astype(np.float32).reshape(m, k // 32, 32)
+    s = (np.abs(xb).max(axis=2) / np.float32(127)).astype(np.float32)
+    q = np.where(s[..., None] > 0, np.clip(np.rint(xb / np.where(s > 0, s, 1)[..., None]), -127, 127), 0)
+    dots = np.einsum("mbi,nbi->mnb", q.astype(np.int64), blocks["qs"].astype(np.int64))  # exact integers
+    terms = dots * s.astype(np.float64)[:, None, :] * blocks["d"].astype(np.float64)[None, :, :]
+    return terms.sum(axis=2), np.abs(terms).sum(axis=2)
+
+
 @pytest.mark.interpret
 @pytest.mark.parametrize("out_dtype", [None, "float16"])
 def test_quant_matmul_q8_0_within_the_activation_rounding(out_dtype: Any) -> None:
@@ -118,11 +141,13 @@ def test_quant_matmul_q8_0_within_the_activation_rounding(out_dtype: Any) -> Non
     y = kaio.ops.quant_matmul(x, w, "q8_0", out_dtype=out_dtype)
     assert y.shape == (m, n) and y.dtype == np.dtype(out_dtype or "float32")
     ref = x.astype(np.float64) @ deq.T
-    # x is rounded to q8 per 32 elements (half a step of max |block| / 127 each).
-    dx = np.abs(x.reshape(m, k // 32, 32)).max(axis=2) / 127
-    bound = np.einsum("mb,nb->mn", dx / 2, np.abs(deq).reshape(n, k // 32, 32).sum(axis=2))
+    bound = activation_rounding_bound(x, deq)
     unit = 2.0**-11 if out_dtype == "float16" else 2.0**-22
     assert np.all(np.abs(y.astype(np.float64) - ref) <= bound * 1.01 + unit * np.abs(ref) + 1e-6)
+    # Against the kernel's own formula (x quantised as the pre-pass does): f32 rounding only.
+    exact, mag = q8_0_exact(x, w)
+    unit = 2.0**-11 if out_dtype == "float16" else 0.0
+    assert np.all(np.abs(y.astype(np.float64) - exact) <= unit * np.abs(exact) + (k // 32 + 32) * 2.0**-24 * mag + 1e-30)
     ws = np.empty(kaio.ops.quant_matmul_workspace(m, k), np.uint8)
     y2 = kaio.ops.quant_matmul(x, w, 8, workspace=ws, out_dtype=out_dtype)
     assert np.array_equal(y, y2)
@@ -172,4 +197,7 @@ def test_quantized_matmuls_on_device() -> None:
     w, wdeq = q8_0(f32(512, 4096, seed=20))
     xg = torch.from_numpy(f32(1, 4096, seed=21)).cuda()
     yg = kaio.ops.quant_matmul(xg, torch.from_numpy(w).cuda(), "q8_0")
-    torch.testing.assert_close(yg.double().cpu(), xg.double().cpu() @ torch.from_numpy(wdeq).T, rtol=0, atol=0.1)
+    # x is rounded to q8 before the dot products (0.24 away from the float64 product of the
+    # unrounded x at this k): against the kernel's own formula, only f32 rounding remains.
+    exact, mag = q8_0_exact(xg.cpu().numpy(), w)
+    assert np.all(np.abs(yg.double().cpu().numpy() - exact) <= (4096 // 32 + 32) * 2.0**-24 * mag + 1e-30)

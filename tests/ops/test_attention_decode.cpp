@@ -123,6 +123,7 @@ TEMPLATE_TEST_CASE("attention_decode tensor-core kernel matches float64", "[gpu]
   run_decode<TestType>({.lens = {300, 9}, .nq = 7, .hq = 4, .hkv = 1, .d = 128, .page = 32, .splits = 1, .kernel = mma});
   run_decode<TestType>({.lens = {40, 300}, .nq = 16, .hq = 8, .hkv = 2, .page = 0, .splits = 2, .kernel = mma});
   run_decode<TestType>({.lens = {20, 70}, .nq = 9, .hq = 8, .hkv = 1, .page = 16, .splits = 1, .kernel = mma});  // 72 rows: two row blocks
+  run_decode<TestType>({.lens = {1024, 1024}, .nq = 1, .hq = 32, .hkv = 8, .d = 128, .page = 256, .splits = 1, .kernel = mma});
 }
 
 // Every score modifier the decode options have, on the tensor-core kernel, and the head
@@ -151,6 +152,18 @@ TEMPLATE_TEST_CASE("attention_decode at 32768-token caches on a device", "[gpu][
   // paged form did not finish on an H200)
   run_decode<TestType>({.lens = {1000, 32768}, .nq = 16, .hq = 32, .hkv = 8, .d = 128, .page = 64});
   run_decode<TestType>({.lens = {32768, 1000}, .nq = 1, .hq = 32, .hkv = 8, .d = 128, .page = 0, .splits = 1, .kernel = mma});
+}
+
+// The bench's paged rows through the tensor-core kernel: 64 full sequences of 1024 keys in
+// pages of 256 (unsplit: 512 blocks fill the GPU), and 16 new tokens x 4 query heads per KV
+// head (4 m16 tiles a block) over pages of 64.
+TEMPLATE_TEST_CASE("attention_decode: the tensor-core kernel on paged caches at bench shapes", "[gpu][ops][attention][decode][large]",
+                   kaio::half, kaio::bfloat16) {
+  if (jit::interpret_mode()) return;
+  const auto mma = kaio::ops::AttentionKernel::Mma;
+  run_decode<TestType>({.lens = std::vector<int32_t>(64, 1024), .nq = 1, .hq = 32, .hkv = 8, .d = 128, .page = 256, .splits = 1, .kernel = mma});
+  run_decode<TestType>({.lens = std::vector<int32_t>(64, 1024), .nq = 1, .hq = 32, .hkv = 8, .d = 128, .page = 256, .kernel = mma});
+  run_decode<TestType>({.lens = {1000, 4096}, .nq = 16, .hq = 32, .hkv = 8, .d = 128, .page = 64, .kernel = mma});
 }
 
 TEST_CASE("attention_decode rejects bad arguments before launching, naming op and argument", "[gpu][ops][attention][decode]") {

@@ -310,7 +310,7 @@ TEST_CASE("matmul_int4_qkv: three parts in one launch equal three separate calls
 
 TEST_CASE("quantized matmul: large shapes on the device", "[gpu][ops][qmatmul][large]") {
   if (jit::interpret_mode()) return;  // minutes in the interpreter; the shapes above cover the code paths
-  for (uint32_t m : {1u, 16u, 128u, 4096u}) {
+  for (uint32_t m : {1u, 5u, 16u, 128u, 4096u}) {  // 5: the streaming path of 8 rows, 3 of them padding
     check_int8_scaled<bfloat16>(m, 4096, 4096, Scalar::BF16, true, true, -1);
     check_int4_matmul<half>({m, 11008, 4096, 128, Scalar::F16, true}, false);
     check_int4_matmul<bfloat16>({m, 4096, 14336, 128, Scalar::BF16, false}, true);
