@@ -53,8 +53,11 @@ ops::AttentionKernel kernel_of(const char* op, int32_t k) {
     case 0: return ops::AttentionKernel::Auto;
     case 1: return ops::AttentionKernel::Rows;
     case 2: return ops::AttentionKernel::Mma;
+    case 3: return ops::AttentionKernel::Wgmma;
+    case 4: return ops::AttentionKernel::Tuned;
   }
-  throw UsageError("", op, "argument 'kernel': " + std::to_string(k) + " is not 0 (auto), 1 (rows) or 2 (mma)");
+  throw UsageError("", op, "argument 'kernel': " + std::to_string(k) +
+                               " is not 0 (auto), 1 (rows), 2 (mma), 3 (wgmma) or 4 (tuned)");
 }
 
 }  // namespace

@@ -136,7 +136,8 @@ typedef struct {
   int32_t causal;
   int32_t window_left, window_right; /* -1: unbounded */
   float softcap;                   /* 0: off */
-  int32_t kernel;                  /* 0: auto, 1: the rows kernel, 2: the tensor-core kernel */
+  int32_t kernel;                  /* 0: auto, 1: the rows kernel, 2: the mma.sync kernel, 3: the wgmma
+                                      kernel (sm_90), 4: the tile shape tuned per bucket */
   const kaio_tensor* alibi_slopes; /* NULL or f32 [heads_q] */
   const kaio_tensor* lse;          /* NULL or an f32 output [batch, heads_q, seq_q] (varlen: [heads_q, tokens_q]) */
   /* Varlen: int32 [batch + 1] prefix sums packing the sequences along q's and k's first

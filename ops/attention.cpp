@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kaio/jit/buffer.h"
 #include "kaio/jit/device.h"
 #include "kaio/ops/attention_kernels.h"
+#include "kaio/ops/attention_tune.h"
 #include "kaio/ops/rows.h"
 
 namespace kaio::ops {
@@ -72,12 +74,19 @@ const AttentionVariant* variant_for(const AttentionShape& s) {
   return attention_pick(s.head_dim, s.seqlen_q, uint64_t(s.heads_q) * s.batch, detail::sm_count());  // tests may override the count
 }
 
+const AttentionVariant* find_variant(const char* name) {
+  for (const AttentionVariant& v : attention_variants())
+    if (std::string_view(v.name) == name) return &v;
+  return nullptr;
+}
+
+// Why the mma.sync kernel does not run the problem with `row` (null: the row picked by shape).
 std::string mma_refusal(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v, const AttentionShape& s,
-                        bool varlen) {
+                        bool varlen, const AttentionVariant* row = nullptr) {
   if (q.dtype != Scalar::F16 && q.dtype != Scalar::BF16) return "it takes f16 or bf16";
   const jit::DeviceInfo& dev = jit::device_info();
   if (dev.sm < 80) return "it needs sm_80 or newer, the device is " + dev.arch;
-  const AttentionVariant* row = variant_for(s);
+  if (!row) row = variant_for(s);
   if (!row) return "no tile shape for head_dim " + str(s.head_dim);
   if (attention_mma_config(q.dtype, *row).shared_bytes() > dev.smem_per_block_optin) return "its tiles do not fit shared memory";
   for (const AttentionTensor* t : {&q, &k, &v}) {
@@ -91,6 +100,18 @@ std::string mma_refusal(const AttentionTensor& q, const AttentionTensor& k, cons
 float scale_of(float scale, uint32_t d) { return scale > 0.0f ? scale : static_cast<float>(1.0 / std::sqrt(double(d))); }
 
 }  // namespace
+
+namespace detail {
+
+std::string attention_variant_refusal(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
+                                      const AttentionTensor& o, const AttentionShape& s, const AttentionOptions& opt,
+                                      const AttentionVariant& row) {
+  if (row.head_dim != s.head_dim) return "it is for head_dim " + str(row.head_dim);
+  if (row.engine == AttentionEngine::Wgmma) return attention_wgmma_refusal(q, k, v, o, s, opt);
+  return mma_refusal(q, k, v, s, opt.cu_seqlens_q || opt.cu_seqlens_k, &row);
+}
+
+}  // namespace detail
 
 AttentionTensor bshd(uint64_t address, ir::Scalar dtype, uint32_t seqlen, uint32_t heads, uint32_t head_dim) {
   return {address, dtype, uint64_t(seqlen) * heads * head_dim, uint64_t(heads) * head_dim, head_dim};
@@ -122,13 +143,30 @@ void attention(const AttentionTensor& q, const AttentionTensor& k, const Attenti
   if (shape.batch > 65535) fail(op, "batch", "more than 65535 sequences");
 
   const float scale = scale_of(opt.scale, shape.head_dim);
-  if (opt.kernel == AttentionKernel::Auto || opt.kernel == AttentionKernel::Wgmma) {
+  const AttentionVariant* forced = nullptr;
+  if (opt.variant) {
+    forced = find_variant(opt.variant);
+    if (!forced) fail(op, "variant", std::string("no row named '") + opt.variant + "' in the attention tile table");
+    if (forced->head_dim != shape.head_dim)
+      fail(op, "variant", std::string(opt.variant) + " is for head_dim " + str(forced->head_dim) + ", not " + str(shape.head_dim));
+    const std::string why = detail::attention_variant_refusal(q, k, v, o, shape, opt, *forced);
+    if (!why.empty()) fail(op, "variant", std::string(opt.variant) + " does not apply: " + why);
+    // The wgmma kernel has one row per head dim: the launch picks the same one.
+    if (forced->engine == AttentionEngine::Wgmma) return attention_wgmma_launch(q, k, v, o, shape, opt, scale, stream);
+  } else if (opt.kernel == AttentionKernel::Tuned && !varlen) {
+    if (const AttentionVariant* row = tuner::choose_attention(q, k, v, o, shape, opt, stream).variant) {
+      AttentionOptions tuned = opt;
+      tuned.variant = row->name;
+      return attention(q, k, v, o, shape, tuned, stream);
+    }
+  }
+  if (!forced && (opt.kernel == AttentionKernel::Auto || opt.kernel == AttentionKernel::Wgmma || opt.kernel == AttentionKernel::Tuned)) {
     const std::string why = attention_wgmma_refusal(q, k, v, o, shape, opt);
     if (opt.kernel == AttentionKernel::Wgmma && !why.empty()) fail(op, "kernel", "the wgmma kernel does not apply: " + why);
     if (why.empty()) return attention_wgmma_launch(q, k, v, o, shape, opt, scale, stream);
   }
-  bool mma = false;
-  if (opt.kernel != AttentionKernel::Rows) {
+  bool mma = forced != nullptr;
+  if (!forced && opt.kernel != AttentionKernel::Rows) {
     const std::string why = mma_refusal(q, k, v, shape, varlen);
     if (opt.kernel == AttentionKernel::Mma && !why.empty()) fail(op, "kernel", "the mma.sync kernel does not apply: " + why);
     mma = why.empty();
@@ -158,7 +196,7 @@ void attention(const AttentionTensor& q, const AttentionTensor& k, const Attenti
   s.flags.host = (varlen ? detail::kRowsVarlen : 0u) | (opt.lse ? detail::kRowsLse : 0u) | (opt.alibi_slopes ? detail::kRowsAlibi : 0u);
   const kernel::PackedArgs args = kernel::pack(s);
   if (mma) {
-    const AttentionMmaConfig mc = attention_mma_config(q.dtype, *variant_for(shape));
+    const AttentionMmaConfig mc = attention_mma_config(q.dtype, forced ? *forced : *variant_for(shape));
     attention_mma_family().get(mc).launch_packed({.grid = {(shape.seqlen_q + mc.bm - 1) / mc.bm, shape.heads_q, shape.batch},
                                                   .block = {2 * mc.bm}, .shared_bytes = mc.shared_bytes(), .stream = stream},
                                                  args.data(), args.size());
@@ -286,6 +324,7 @@ void attention_decode(const AttentionTensor& q, const KvCache& cache, const Atte
   const uint32_t rows = shape.seqlen_q * group;  // the query rows of one KV head
   // The tensor-core kernel where it applies (DecodeOptions::kernel may force either).
   const AttentionDecodeVariant* dv = nullptr;
+  if (opt.kernel == AttentionKernel::Wgmma) fail(op, "kernel", "attention_decode has no wgmma kernel (auto, rows or mma)");
   if (opt.kernel != AttentionKernel::Rows) {
     const std::string why = decode_mma_refusal(q, cache, shape, rows, dv);
     if (opt.kernel == AttentionKernel::Mma && !why.empty())
@@ -295,7 +334,7 @@ void attention_decode(const AttentionTensor& q, const KvCache& cache, const Atte
     // and at most 16 query rows per KV head. Paged caches (an illegal address at 64
     // sequences of 1024 keys in pages of 256, unsplit) and 16-token blocks of 4 m16 tiles
     // (a launch that did not finish) fault on an H200 and stay on the rows kernel until fixed.
-    if (dv && opt.kernel == AttentionKernel::Auto && (cache.block_table || rows > 16)) dv = nullptr;
+    if (dv && opt.kernel != AttentionKernel::Mma && (cache.block_table || rows > 16)) dv = nullptr;
   }
   const DecodePlan plan = dv ? decode_plan_mma(shape, rows, attention_decode_config(q.dtype, *dv), opt.splits)
                              : DecodePlan{decode_splits(shape, opt.splits), 0};

@@ -62,7 +62,10 @@ struct AttentionShape {
 // Which kernel runs: Auto picks the tensor-core kernel where it applies (f16 / bf16, sm_80+,
 // 16-byte aligned q, k, v and strides of whole 16-byte vectors), else the rows kernel.
 // Wgmma: the Hopper kernel (sm_90a; Auto takes it there where it applies: ops/attention_wgmma.cpp).
-enum class AttentionKernel : uint8_t { Auto, Rows, Mma, Wgmma };
+// Tuned: the tile shape the tuner chose for the problem's bucket (ops/attention_tune.h):
+// timed once per bucket on first use, persisted like matmul_auto's choices; problems no
+// tensor-core row serves, and varlen batches, run as Auto.
+enum class AttentionKernel : uint8_t { Auto, Rows, Mma, Wgmma, Tuned };
 
 struct AttentionOptions {
   float scale = 0.0f;              // 0: 1 / sqrt(head_dim)
@@ -74,6 +77,10 @@ struct AttentionOptions {
   uint64_t cu_seqlens_q = 0, cu_seqlens_k = 0;  // int32 [B + 1]: varlen (both or neither)
   uint32_t total_q = 0;            // varlen: rows of q (the lse's per-head extent)
   AttentionKernel kernel = AttentionKernel::Auto;
+  // A row of the forward's tile table by name ("fa2_d128_m64", "fa3_d128": kaio-cache ls and
+  // the tuner's records name them): that tile shape and its engine, a UsageError where it
+  // does not apply. Null: chosen by `kernel`.
+  const char* variant = nullptr;
 };
 
 void attention(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v, const AttentionTensor& o,
@@ -98,7 +105,9 @@ struct DecodeOptions {
   uint64_t alibi_slopes = 0;
   uint64_t lse = 0;            // f32 at (b * Hq + h) * Sq + i
   uint32_t splits = 0;         // 0: chosen from the shape and the device; 1: no split
-  AttentionKernel kernel = AttentionKernel::Auto;  // Mma: the tensor-core decode kernel (a UsageError where it does not apply)
+  // Mma: the tensor-core decode kernel (a UsageError where it does not apply); Tuned: as
+  // Auto (decode has no tuned table); Wgmma: a UsageError.
+  AttentionKernel kernel = AttentionKernel::Auto;
   bool validate = false;       // copy seqlens and the block table to the host and range-check them (synchronous)
 };
 

@@ -37,6 +37,13 @@ void attention_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, 
                             const AttentionTensor& o, const AttentionShape& s, const AttentionOptions& opt, float scale,
                             const jit::Stream* stream);
 
+namespace detail {
+// Why `row` of the forward's tile table does not run the problem (empty: it does).
+std::string attention_variant_refusal(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
+                                      const AttentionTensor& o, const AttentionShape& s, const AttentionOptions& opt,
+                                      const AttentionVariant& row);
+}  // namespace detail
+
 // One row of the decode kernel's shape table (ops/attention_decode.cpp).
 struct AttentionDecodeVariant {
   const char* name;

@@ -12,7 +12,7 @@ from .errors import UsageError
 
 Array = Any
 
-_KERNELS = {"auto": 0, "rows": 1, "mma": 2}
+_KERNELS = {"auto": 0, "rows": 1, "mma": 2, "wgmma": 3, "tuned": 4}
 
 
 def _lse_shape(varlen: bool) -> Any:
@@ -80,12 +80,13 @@ def attention(q: Array, k: Array, v: Array, out: Optional[Array] = None, *, scal
     causal and window = (left, right) (-1: unbounded), aligned to the bottom right when
     seq_q != seq_k. Varlen: cu_seqlens_q / cu_seqlens_k (int32 [batch + 1] prefix sums) pack
     the sequences along the first axis of q, k, v (tokens, heads, head_dim), with
-    max_seqlen_q / max_seqlen_k the longest. kernel: "auto", "rows" or "mma" (the
-    tensor-core kernel; a UsageError says why it does not apply). Returns out, or (out, lse)
+    max_seqlen_q / max_seqlen_k the longest. kernel: "auto", "rows", "mma" (the
+    mma.sync kernel), "wgmma" (the Hopper kernel; a UsageError says why one does not apply) or
+    "tuned" (the tile shape the tuner chose for the bucket, timed on first use). Returns out, or (out, lse)
     with return_lse or lse= (f32 logsumexp [batch, heads_q, seq_q]; varlen [heads_q, tokens]).
     """
     if kernel not in _KERNELS:
-        raise UsageError.make("attention", f"argument 'kernel': '{kernel}' is not auto, rows or mma")
+        raise UsageError.make("attention", f"argument 'kernel': '{kernel}' is not auto, rows, mma, wgmma or tuned")
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     if varlen and (cu_seqlens_q is None or cu_seqlens_k is None):
         raise UsageError.make("attention", "argument 'cu_seqlens_q'/'cu_seqlens_k': varlen needs both")

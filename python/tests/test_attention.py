@@ -91,6 +91,16 @@ def test_attention_modifiers_and_a_bhsd_view() -> None:
 
 
 @pytest.mark.interpret
+def test_attention_tuned_kernel() -> None:
+    # kernel="tuned": the tile shape the tuner chose for the bucket (timed on this first call,
+    # stored in the cache); a second call of the bucket reads it.
+    q, k, v = (rand(1, 33, 2, D, seed=s, dtype=np.float16) for s in (13, 14, 15))
+    ref = ref_attention(q, k, v, causal=True)[0]
+    for _ in range(2):
+        close(kaio.ops.attention(q, k, v, causal=True, kernel="tuned"), ref, 4e-3)
+
+
+@pytest.mark.interpret
 def test_attention_f16_and_varlen() -> None:
     q, k, v = rand(1, 3, 2, D, seed=7, dtype=np.float16), rand(1, 6, 2, D, seed=8, dtype=np.float16), rand(
         1, 6, 2, D, seed=9, dtype=np.float16)
