@@ -16,6 +16,7 @@
 #include "kaio/jit/device.h"
 #include "kaio/ops/attention_kernels.h"
 #include "kaio/ops/rows.h"
+#include "kaio/ops/tune_check.h"
 #include "kaio/tuner/once.h"
 
 namespace kaio::tuner {
@@ -89,8 +90,7 @@ struct Scratch {
   ir::Scalar dtype;
   jit::DeviceBuffer<uint16_t> q, k, v, o;
   std::vector<uint64_t> rows;  // the o rows the check compares (a grid of at most 1024)
-  std::vector<double> reference;
-  std::string reference_name;
+  detail::ReferenceCheck reference;
   AttentionTensor tensor(const jit::DeviceBuffer<uint16_t>& b, uint32_t seqlen, uint32_t heads) const {
     return ops::bshd(b.device_address(), dtype, seqlen, heads, s.head_dim);
   }
@@ -106,7 +106,7 @@ std::shared_ptr<Scratch> make_scratch(ir::Scalar dtype, const AttentionShape& s,
   const uint64_t nq = uint64_t(s.batch) * s.seqlen_q * s.heads_q * s.head_dim;
   const uint64_t nk = uint64_t(s.batch) * s.seqlen_k * s.heads_kv * s.head_dim;
   auto sc = std::shared_ptr<Scratch>(new Scratch{s, opt, dtype, jit::DeviceBuffer<uint16_t>(nq), jit::DeviceBuffer<uint16_t>(nk),
-                                                 jit::DeviceBuffer<uint16_t>(nk), jit::DeviceBuffer<uint16_t>(nq), {}, {}, {}});
+                                                 jit::DeviceBuffer<uint16_t>(nk), jit::DeviceBuffer<uint16_t>(nq), {}, {}});
   sc->opt.kernel = ops::AttentionKernel::Auto;
   sc->opt.lse = 0;  // the caller's lse is never written by a timed run
   std::mt19937 rng(std::random_device{}());
@@ -133,21 +133,7 @@ std::string check(Scratch& sc, const AttentionVariant& row, const jit::Stream* s
       if (!std::isfinite(x)) return "o row " + std::to_string(r) + " is not finite";
       got.push_back(x);
     }
-  if (sc.reference_name.empty()) {
-    sc.reference = std::move(got);
-    sc.reference_name = row.name;
-    return "";
-  }
-  double scale = 0, worst = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    scale = std::max(scale, std::fabs(sc.reference[i]));
-    worst = std::max(worst, std::fabs(got[i] - sc.reference[i]));
-  }
-  const double tol = sc.dtype == ir::Scalar::F16 ? 5e-3 : 2e-2;
-  const double rel = worst / std::max(scale, 1e-30);
-  if (rel > tol)
-    return "differs from " + sc.reference_name + " by " + std::to_string(rel) + " of max |o| (tolerance " + std::to_string(tol) + ")";
-  return "";
+  return sc.reference(std::move(got), row.name, sc.dtype == ir::Scalar::F16 ? 5e-3 : 2e-2, "o");
 }
 
 // Final choices of this process by key (a stand-in while another tunes is not kept).

@@ -14,6 +14,7 @@
 #include "kaio/ir/half.h"
 #include "kaio/jit/backend.h"
 #include "kaio/jit/device.h"
+#include "kaio/ops/tune_check.h"
 #include "kaio/tuner/once.h"
 
 namespace kaio::tuner {
@@ -92,8 +93,7 @@ struct Scratch {
   MatmulProblem p;
   std::vector<jit::DeviceBuffer<uint8_t>> a, b, c;
   size_t next = 0;
-  std::vector<double> reference;  // C of the reference candidate on set 0
-  std::string reference_name;
+  detail::ReferenceCheck reference;  // C of the reference candidate on set 0
 };
 
 std::unique_ptr<Scratch> make_scratch(const MatmulProblem& q) {
@@ -143,21 +143,7 @@ std::string check_against_reference(Scratch& s, const MatmulVariant& v, const ji
           return "C[" + std::to_string(r) + "][" + std::to_string(col) + "] of batch " + std::to_string(bt) + " is not finite";
         c.push_back(x);
       }
-  if (s.reference_name.empty()) {
-    s.reference = std::move(c);
-    s.reference_name = v.name;
-    return "";
-  }
-  double scale = 0, worst = 0;
-  for (size_t i = 0; i < c.size(); ++i) {
-    scale = std::max(scale, std::fabs(s.reference[i]));
-    worst = std::max(worst, std::fabs(c[i] - s.reference[i]));
-  }
-  const double rel = worst / std::max(scale, 1e-30);
-  if (rel > tolerance(s.p))
-    return "differs from " + s.reference_name + " by " + std::to_string(rel) + " of max |C| (tolerance " +
-           std::to_string(tolerance(s.p)) + ")";
-  return "";
+  return s.reference(std::move(c), v.name, tolerance(s.p), "C");
 }
 
 }  // namespace

@@ -66,14 +66,21 @@ std::string auto_row() {
   return !jit::interpret_mode() && jit::device_info().sm == 90 ? "fa3_d64" : "fa2_d64_m64";
 }
 
+// A test's own cache folder and KAIO_TUNE, with the process's choices and counters cleared.
+struct FreshTuning {
+  TempDir dir;
+  ScopedEnv cache{"KAIO_CACHE_DIR", dir.str()};
+  ScopedEnv tune;
+  explicit FreshTuning(const char* mode) : tune("KAIO_TUNE", mode) {
+    tn::attention_tune_reset();
+    tn::reset_stats();
+  }
+};
+
 }  // namespace
 
 TEST_CASE("attention Tuned: the fastest row is stored per bucket; the next call times nothing", "[gpu][ops][attention][tuner]") {
-  TempDir dir;
-  ScopedEnv cache("KAIO_CACHE_DIR", dir.str());
-  ScopedEnv tune("KAIO_TUNE", "on");
-  tn::attention_tune_reset();
-  tn::reset_stats();
+  FreshTuning fresh("on");
   std::map<std::string, uint32_t> calls;
   // D 64, 4 heads x 70 rows: Auto's row (the check's reference) is auto_row(); the timer
   // makes fa2_d64 the fastest (rows it gives no time take 10 ms).
@@ -97,7 +104,7 @@ TEST_CASE("attention Tuned: the fastest row is stored per bucket; the next call 
   const std::string key = p.key(causal);
   CHECK_THAT(key, Contains("attention|f16|") && Contains("interpreter") && Contains("|d64|sq128|sk128|bh4|g2|causal|align7"));
   bool found = false;
-  cache::Store::open(dir.path())->for_each("tuning", [&](std::string_view k, std::string_view v) {
+  cache::Store::open(fresh.dir.path())->for_each("tuning", [&](std::string_view k, std::string_view v) {
     if (k != key) return;
     const auto rec = tn::decode(v);
     REQUIRE(rec);
@@ -128,11 +135,7 @@ TEST_CASE("attention Tuned: the fastest row is stored per bucket; the next call 
 }
 
 TEST_CASE("attention Tuned: KAIO_TUNE=off takes Auto's row untimed; f32 has nothing to tune", "[gpu][ops][attention][tuner]") {
-  TempDir dir;
-  ScopedEnv cache("KAIO_CACHE_DIR", dir.str());
-  ScopedEnv tune("KAIO_TUNE", "off");
-  tn::attention_tune_reset();
-  tn::reset_stats();
+  FreshTuning fresh("off");
   std::map<std::string, uint32_t> calls;
   TimerGuard g(FakeTimer{{{"fa2_d64", 1.0}, {"fa2_d64_m64", 2.0}}, &calls});
   Problem p({.batch = 1, .seqlen_q = 70, .seqlen_k = 70, .heads_q = 4, .heads_kv = 2, .head_dim = 64});
