@@ -83,7 +83,10 @@ void forward(const Options& o, const Fwd& f, ops::AttentionKernel kernel, FILE* 
                    ops::bshd(v.device_address(), dt, f.s, f.hkv, f.d), ops::bshd(out.device_address(), dt, f.s, f.hq, f.d), sh,
                    {.causal = f.causal, .kernel = kernel});
   };
-  const char* kname = kernel == ops::AttentionKernel::Rows ? "rows" : kernel == ops::AttentionKernel::Wgmma ? "wgmma" : "mma";
+  const char* kname = kernel == ops::AttentionKernel::Rows    ? "rows"
+                      : kernel == ops::AttentionKernel::Wgmma ? "wgmma"
+                      : kernel == ops::AttentionKernel::Tuned ? "tuned"
+                                                              : "mma";
   try {
     call();
   } catch (const UsageError& e) {  // the wgmma kernel off Hopper, or a head dim it has no tile for
@@ -228,7 +231,8 @@ int main(int argc, char** argv) {
   std::puts("forward (B, S, H, D), TFLOP/s = 4 B H S^2 D (halved when causal) / time");
   for (const Fwd& f : fwd) {
     if (!wanted("forward")) break;
-    for (ops::AttentionKernel kernel : {ops::AttentionKernel::Wgmma, ops::AttentionKernel::Mma}) {
+    // Tuned: the tuner's row for the bucket (its first call times the candidates, outside the timing).
+    for (ops::AttentionKernel kernel : {ops::AttentionKernel::Wgmma, ops::AttentionKernel::Mma, ops::AttentionKernel::Tuned}) {
       forward<bfloat16>(o, f, kernel, csv);
       forward<half>(o, f, kernel, csv);
     }

@@ -36,6 +36,9 @@ struct DecodeCase {
   float softcap = 0;
   kaio::ops::AttentionKernel kernel = kaio::ops::AttentionKernel::Auto;
   bool alibi = false;
+  // Pages past the ones in use: 0 makes the pool end where the K and V allocations end, so
+  // that a copy past a page's end (zero bytes or not) faults on a device.
+  uint32_t spare_pages = 2;
 };
 
 template <class T>
@@ -52,7 +55,7 @@ void run_decode(const DecodeCase& c) {
   if (c.page) {
     cache.max_pages = (max_len + c.page - 1) / c.page;
     for (int32_t l : c.lens) pool += (uint32_t(l) + c.page - 1) / c.page;
-    pool += 2;  // pages nobody uses
+    pool += c.spare_pages;  // pages nobody uses
     std::vector<int32_t> order(pool);
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), kaio::test::ops::rng());
@@ -123,7 +126,11 @@ TEMPLATE_TEST_CASE("attention_decode tensor-core kernel matches float64", "[gpu]
   run_decode<TestType>({.lens = {300, 9}, .nq = 7, .hq = 4, .hkv = 1, .d = 128, .page = 32, .splits = 1, .kernel = mma});
   run_decode<TestType>({.lens = {40, 300}, .nq = 16, .hq = 8, .hkv = 2, .page = 0, .splits = 2, .kernel = mma});
   run_decode<TestType>({.lens = {20, 70}, .nq = 9, .hq = 8, .hkv = 1, .page = 16, .splits = 1, .kernel = mma});  // 72 rows: two row blocks
-  run_decode<TestType>({.lens = {1024, 1024}, .nq = 1, .hq = 32, .hkv = 8, .d = 128, .page = 256, .splits = 1, .kernel = mma});
+  // The pool ends where the K and V allocations end: no copy may point past a page, not even
+  // one of zero bytes (the hardware still translates its address).
+  for (uint32_t splits : {1u, 3u})
+    run_decode<TestType>({.lens = {1024, 1024}, .nq = 1, .hq = 32, .hkv = 8, .d = 128, .page = 256, .splits = splits, .kernel = mma,
+                          .spare_pages = 0});
 }
 
 // Every score modifier the decode options have, on the tensor-core kernel, and the head
@@ -161,8 +168,12 @@ TEMPLATE_TEST_CASE("attention_decode: the tensor-core kernel on paged caches at 
                    kaio::half, kaio::bfloat16) {
   if (jit::interpret_mode()) return;
   const auto mma = kaio::ops::AttentionKernel::Mma;
-  run_decode<TestType>({.lens = std::vector<int32_t>(64, 1024), .nq = 1, .hq = 32, .hkv = 8, .d = 128, .page = 256, .splits = 1, .kernel = mma});
-  run_decode<TestType>({.lens = std::vector<int32_t>(64, 1024), .nq = 1, .hq = 32, .hkv = 8, .d = 128, .page = 256, .kernel = mma});
+  for (uint32_t spare : {2u, 0u}) {
+    run_decode<TestType>({.lens = std::vector<int32_t>(64, 1024), .nq = 1, .hq = 32, .hkv = 8, .d = 128, .page = 256, .splits = 1,
+                          .kernel = mma, .spare_pages = spare});
+    run_decode<TestType>({.lens = std::vector<int32_t>(64, 1024), .nq = 1, .hq = 32, .hkv = 8, .d = 128, .page = 256, .kernel = mma,
+                          .spare_pages = spare});
+  }
   run_decode<TestType>({.lens = {1000, 4096}, .nq = 16, .hq = 32, .hkv = 8, .d = 128, .page = 64, .kernel = mma});
 }
 
