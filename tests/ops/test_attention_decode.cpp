@@ -168,13 +168,19 @@ TEMPLATE_TEST_CASE("attention_decode: the tensor-core kernel on paged caches at 
                    kaio::half, kaio::bfloat16) {
   if (jit::interpret_mode()) return;
   const auto mma = kaio::ops::AttentionKernel::Mma;
-  for (uint32_t spare : {2u, 0u}) {
-    run_decode<TestType>({.lens = std::vector<int32_t>(64, 1024), .nq = 1, .hq = 32, .hkv = 8, .d = 128, .page = 256, .splits = 1,
-                          .kernel = mma, .spare_pages = spare});
-    run_decode<TestType>({.lens = std::vector<int32_t>(64, 1024), .nq = 1, .hq = 32, .hkv = 8, .d = 128, .page = 256, .kernel = mma,
-                          .spare_pages = spare});
-  }
+  run_decode<TestType>({.lens = std::vector<int32_t>(64, 1024), .nq = 1, .hq = 32, .hkv = 8, .d = 128, .page = 256, .splits = 1, .kernel = mma});
+  run_decode<TestType>({.lens = std::vector<int32_t>(64, 1024), .nq = 1, .hq = 32, .hkv = 8, .d = 128, .page = 256, .kernel = mma});
   run_decode<TestType>({.lens = {1000, 4096}, .nq = 16, .hq = 32, .hkv = 8, .d = 128, .page = 64, .kernel = mma});
+}
+
+// The bench's B64 L1024 page-256 row exactly: a pool that ends where the K and V allocations
+// end. On an H200 this form has stopped with an illegal address (bench) or not finished
+// (this test), intermittently, while memcheck passes it (bench/NOTES.md); Auto does not
+// take the tensor-core kernel for paged caches.
+TEST_CASE("attention_decode: the tensor-core kernel on 64 x 1024 keys in pages of 256 with no spare pages", "[gpu][ops][attention][decode][large]") {
+  if (jit::interpret_mode()) return;
+  run_decode<kaio::bfloat16>({.lens = std::vector<int32_t>(64, 1024), .nq = 1, .hq = 32, .hkv = 8, .d = 128, .page = 256,
+                              .kernel = kaio::ops::AttentionKernel::Mma, .spare_pages = 0});
 }
 
 TEST_CASE("attention_decode rejects bad arguments before launching, naming op and argument", "[gpu][ops][attention][decode]") {
