@@ -18,11 +18,17 @@
 //           tensor cores work on this one; then the words are dequantised into Bs[n][k]
 //           (16-byte stores, one word's 8 k in one row) and ldmatrix feeds mma as in the
 //           f16 engines (Bs is K-major: non-transposed ldmatrix gives B fragments).
-//   m <= 16 (stream): bound by the weight bytes. A block covers 32 columns: 8 threads along n
-//           read 16 bytes (4 columns' words) each, 4 word rows in flight, 32 groups of
-//           threads split k; each thread
-//           keeps BM x 4 f32 sums (x converted once per element, w once per element), then
-//           shuffles and shared memory add the k groups.
+//   m <= 16 (stream): bound by the weight bytes, so the few instructions per weight matter
+//           (a CUDA-core form with f32 FMAs per weight issued ~5 per weight: compute-bound at
+//           ~30-45% of copy). Tensor cores instead, with the m rows as the rows of an m16
+//           tile: a block covers 32 columns, 16 warps split k in steps of 32. A thread
+//           (t = lane % 4, g = lane / 4) reads one 16-byte vector per step: the words of
+//           columns 4g .. 4g + 3 at word row 4 step + t, dequantised into B fragments as
+//           they are; n-tile i holds columns 4c + i. mma j of a word takes its pairs 2j and
+//           2j + 1 as logical k (2t, 2t + 1) and (2t + 8, 2t + 9), and the A fragment takes
+//           the activations of the same k (one 16-byte load per row), so only the k order
+//           inside an mma is permuted. Four steps' loads are issued before any is used;
+//           shared memory adds the warps' sums.
 // QKV: blockIdx.z picks the part (its weights, scales, zeros, bias, output and n).
 #include <algorithm>
 #include <string>
@@ -46,6 +52,8 @@ constexpr uint32_t kStreamRows[] = {1, 4, 8, 16};  // the streaming path's BM
 constexpr uint32_t kBM = 64, kBN = 128, kBK = 64, kWM = 32, kWN = 32, kThreads = 256;
 constexpr uint32_t kRow = kBK / 2 + 4;  // u32 (pairs) per shared row: 64 halves + 16 bytes of padding
 constexpr uint32_t kStreamCols = 32;    // columns per streaming block
+constexpr uint32_t kStreamThreads = 512;  // 16 warps: with kStreamUnroll, 32 KB of weights in flight per block
+constexpr uint32_t kStreamUnroll = 4;
 
 struct Int4Config {
   uint32_t bm = 0;  // 0: the mma path; else the streaming path for m <= bm
@@ -220,78 +228,80 @@ ir::Kernel build_mma(const Int4Config& c, ir::KernelBuilder& b, Int4Signature& s
 
 ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature& sig, const Part& part) {
   const Scalar pair = c.dtype == Scalar::F16 ? Scalar::F16x2 : Scalar::BF16x2;
-  const uint32_t BM = c.bm, lanes_n = kStreamCols / 4, kgroups = kThreads / lanes_n, warps = kThreads / 32;
+  const ir::MmaKind kind = c.dtype == Scalar::F16 ? ir::MmaKind::F16 : ir::MmaKind::BF16;
+  const uint32_t BM = c.bm, warps = kStreamThreads / 32;
   const detail::QPartValues& pv = part.v;
   Value X = sig.x.ir, m = sig.m.ir, k = sig.k.ir;
-  Value tid = b.thread_idx_x(), lane = b.lane_id(), warp = b.warp_id();
+  Value lane = b.lane_id(), warp = b.warp_id();
   Value n0 = b.block_idx_x() * kStreamCols;
   b.if_(n0 >= pv.n, [&] { b.return_(); });
-  Value tn = tid % lanes_n, tk = tid / lanes_n;
-  Value col0 = n0 + tn * 4u;
-  Value active = col0 < pv.n;  // n is a multiple of 8, so 4 columns from col0 all exist
-  Value col_c = ir::select(active, col0, n0);  // clamped: inactive threads read column n0
-  Value kp = k / 2u, kr_n = k / 8u;
-  auto acc = b.array<float>(BM * 4, 0.0f);
-  // kUnroll word rows per thread and step, their loads issued before any is used (more
-  // bytes in flight per SM: a 4096-column matrix has only 128 blocks); rows past k are
+  // Fragment coordinates: t picks the word row of a step, g the 4 columns (and the A rows g
+  // and g + 8).
+  Value t = lane % 4u, g = lane / 4u;
+  Value col0 = n0 + g * 4u;
+  Value col_c = ir::select(col0 < pv.n, col0, n0);  // n and col0 are multiples of 4: all 4 columns exist, or none
+  Value kp = k / 2u, steps = k / 32u;               // k is a multiple of the group (>= 32)
+  const uint32_t row_halves = BM > 8 ? 2 : 1;       // rows g + 8 only when m can pass 8
+  Value zero = b.constant<uint32_t>(0u);
+  auto acc = b.array<float>(4 * 4, 0.0f);  // n-tile i (columns n0 + 4 c + i), fragment c0..c3
+  // A warp takes steps warp, warp + warps, ...; kStreamUnroll steps' loads are issued before
+  // any is used (the bytes in flight that one block per SM needs); steps past the end are
   // read clamped and not added.
-  constexpr uint32_t kUnroll = 4;
-  b.for_(tk, kr_n, kgroups * kUnroll, [&](Value kr0) {
-    std::vector<std::vector<Value>> qs;
-    std::vector<Value> oks, krs;
-    for (uint32_t u = 0; u < kUnroll; ++u) {
-      Value kr = kr0 + u * kgroups;
-      oks.push_back(kr < kr_n);
-      krs.push_back(ir::min(kr, kr_n - 1u));
-      qs.push_back(ir::load_vec(pv.w, ir::cast<uint64_t>(krs.back()) * ir::cast<uint64_t>(pv.n) + ir::cast<uint64_t>(col_c), 4));
-    }
-    for (uint32_t u = 0; u < kUnroll; ++u) b.if_(oks[u], [&] {
-      Value kr = krs[u];
-      // the 8 k of this word row, each column's weights as f32
-      std::vector<std::vector<Value>> wf(4);
-      // the 4 columns' scales (8 bytes) and zeros (4 bytes) in one load each
+  b.for_(warp, steps, warps * kStreamUnroll, [&](Value s0) {
+    std::vector<Value> oks;
+    std::vector<std::vector<Value>> qs, sv, zv, xs[2];
+    for (uint32_t u = 0; u < kStreamUnroll; ++u) {
+      Value st = s0 + u * warps;
+      oks.push_back(st < steps);
+      Value kr = ir::min(st, steps - 1u) * 4u + t;  // this thread's word row
+      qs.push_back(ir::load_vec(pv.w, ir::cast<uint64_t>(kr) * ir::cast<uint64_t>(pv.n) + ir::cast<uint64_t>(col_c), 4));
       Value gi = part.group_index(kr, col_c);
-      std::vector<Value> sv = ir::load_vec(pv.s, gi, 4), zv;
-      if (c.zeros) zv = ir::load_vec(pv.zeros, gi, 4);
-      for (uint32_t j = 0; j < 4; ++j) {
-        auto [s2, zm] = part.group_from(b, sv[j], c.zeros ? zv[j] : Value());
-        for (Value p : dequant_word(qs[u][j], zm, s2, pair)) {
-          wf[j].push_back(ir::cast<float>(ir::unpack_lo(p)));
-          wf[j].push_back(ir::cast<float>(ir::unpack_hi(p)));
-        }
+      sv.push_back(ir::load_vec(pv.s, gi, 4));
+      if (c.zeros) zv.push_back(ir::load_vec(pv.zeros, gi, 4));
+      for (uint32_t h = 0; h < row_halves; ++h) {
+        // A row g + 8h: its 8 activations of the word row, zero past m (rows past m add nothing).
+        Value row = g + 8u * h;
+        std::vector<ir::Var> xv;
+        for (uint32_t i = 0; i < 4; ++i) xv.push_back(b.var<uint32_t>(0u));
+        if (h * 8 < BM)
+          b.if_(row < m, [&] {
+            std::vector<Value> v = ir::load_vec(X, ir::cast<uint64_t>(row) * ir::cast<uint64_t>(kp) + ir::cast<uint64_t>(kr * 4u), 4);
+            for (uint32_t i = 0; i < 4; ++i) xv[i] = v[i];
+          });
+        std::vector<Value> xp;
+        for (ir::Var& v : xv) xp.push_back(ir::bitcast(v.get(), pair));
+        xs[h].push_back(xp);
       }
-      for (uint32_t r = 0; r < BM; ++r) {
-        Value row = ir::min(b.constant<uint32_t>(r), m - 1u);  // rows past m repeat the last (discarded)
-        std::vector<Value> xv = ir::load_vec(X, ir::cast<uint64_t>(row) * ir::cast<uint64_t>(kp) + ir::cast<uint64_t>(kr * 4u), 4);
-        std::vector<Value> xf;
-        for (Value p : xv) {
-          Value h = ir::bitcast(p, pair);
-          xf.push_back(ir::cast<float>(ir::unpack_lo(h)));
-          xf.push_back(ir::cast<float>(ir::unpack_hi(h)));
+    }
+    for (uint32_t u = 0; u < kStreamUnroll; ++u) b.if_(oks[u], [&] {
+      Value none = ir::bitcast(zero, pair);
+      for (uint32_t i = 0; i < 4; ++i) {
+        auto [s2, zm] = part.group_from(b, sv[u][i], c.zeros ? zv[u][i] : Value());
+        std::vector<Value> w = dequant_word(qs[u][i], zm, s2, pair);
+        // mma j takes the word's pairs 2j and 2j + 1 as logical k (2t, 2t + 1) and (2t + 8,
+        // 2t + 9); A takes the same activations, so the k order inside the mma is only
+        // permuted.
+        for (uint32_t j = 0; j < 2; ++j) {
+          Value hi0 = row_halves > 1 ? xs[1][u][2 * j] : none, hi1 = row_halves > 1 ? xs[1][u][2 * j + 1] : none;
+          b.mma_sync(kind, acc.slice(4 * i, 4), {xs[0][u][2 * j], hi0, xs[0][u][2 * j + 1], hi1}, {w[2 * j], w[2 * j + 1]});
         }
-        for (uint32_t j = 0; j < 4; ++j)
-          for (uint32_t i = 0; i < 8; ++i) acc[r * 4 + j] = ir::fma(xf[i], wf[j][i], Value(acc[r * 4 + j]));
       }
     });
   });
-  // The k groups: 4 per warp (lanes lanes_n apart) by shuffles, then the 8 warps in shared.
-  for (uint32_t i = 0; i < BM * 4; ++i) {
-    Value v = Value(acc[i]);
-    for (uint32_t d = lanes_n; d < 32; d *= 2) v = v + ir::shfl_xor(v, d);
-    acc[i] = v;
-  }
-  auto part_sums = b.shared(Scalar::F32, warps * BM * kStreamCols, 16);
-  b.if_(lane < lanes_n, [&] {
-    for (uint32_t r = 0; r < BM; ++r)
-      for (uint32_t j = 0; j < 4; ++j) part_sums[(warp * BM + r) * kStreamCols + tn * 4u + j] = Value(acc[r * 4 + j]);
-  });
+  // The warps' k ranges added in shared memory: part_sums[warp][row][column of the block].
+  auto part_sums = b.shared(Scalar::F32, warps * 16 * kStreamCols, 16);
+  for (uint32_t i = 0; i < 4; ++i)
+    for (uint32_t e = 0; e < 2 * row_halves; ++e) {
+      Value row = g + 8u * (e / 2), col = (t * 2u + (e % 2)) * 4u + i;
+      part_sums[(warp * 16u + row) * kStreamCols + col] = Value(acc[4 * i + e]);
+    }
   b.barrier();
-  for (uint32_t e = 0; e < (BM * kStreamCols + kThreads - 1) / kThreads; ++e) {
-    Value id = tid + e * kThreads, r = id / kStreamCols, cl = id % kStreamCols, col = n0 + cl;
+  for (uint32_t e = 0; e < (BM * kStreamCols + kStreamThreads - 1) / kStreamThreads; ++e) {
+    Value id = b.thread_idx_x() + e * kStreamThreads, r = id / kStreamCols, cl = id % kStreamCols, col = n0 + cl;
     b.if_(r < ir::min(m, BM) && col < pv.n, [&] {
-      ir::Var s = b.var<float>(0.0f);
-      for (uint32_t w = 0; w < warps; ++w) s = Value(s) + Value(part_sums[(w * BM + r) * kStreamCols + cl]);
-      Value f = s;
+      ir::Var sum = b.var<float>(0.0f);
+      for (uint32_t w = 0; w < warps; ++w) sum = Value(sum) + Value(part_sums[(w * 16u + r) * kStreamCols + cl]);
+      Value f = sum;
       if (c.bias) f = f + ir::cast<float>(Value(pv.bias[col]));
       pv.c[ir::cast<uint64_t>(r) * ir::cast<uint64_t>(pv.n) + ir::cast<uint64_t>(col)] = ir::cast(f, ir::Type::scalar(c.dtype));
     });
@@ -301,7 +311,7 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
 
 ir::Kernel build(const Int4Config& c) {
   ir::KernelBuilder b(c.str());
-  b.launch_bounds(kThreads);
+  b.launch_bounds(c.bm ? kStreamThreads : kThreads);
   Int4Signature sig(c);
   kernel::declare(b, sig);
   const Part part{detail::select_part(b, c.parts, sig.p0, sig.p1, sig.p2), sig.gshift.ir, c.dtype, c.zeros};
@@ -371,7 +381,7 @@ void run(const char* op, uint64_t x, const Int4Part* parts, uint32_t nparts, uin
     ps[i]->bias.host = parts[i].bias;
   }
   const kernel::PackedArgs args = kernel::pack(sig);
-  jit::LaunchConfig lc{.block = {kThreads}, .stream = stream};
+  jit::LaunchConfig lc{.block = {c.bm ? kStreamThreads : kThreads}, .stream = stream};
   lc.grid = c.bm ? jit::Dim3{(nmax + kStreamCols - 1) / kStreamCols, 1, nparts}
                  : jit::Dim3{(nmax + kBN - 1) / kBN, (m + kBM - 1) / kBM, nparts};
   family().get(c).launch_packed(lc, args.data(), args.size());

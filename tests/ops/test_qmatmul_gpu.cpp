@@ -276,6 +276,11 @@ TEST_CASE("matmul_int4: the matmul within the bound of float64 on the dequantise
   check_int4_matmul<bfloat16>({16, 72, 128, 32, Scalar::BF16, true}, true);
   check_int4_matmul<half>({65, 72, 128, 32, Scalar::F16, true}, true);
   check_int4_matmul<bfloat16>({65, 8, 256, 64, Scalar::BF16, false}, false);
+  // The streaming tensor-core path: rows past 8 (the m16 tile's second half), m = 4, and k
+  // long enough for every warp to take several unrolled rounds (and a last partial one).
+  check_int4_matmul<half>({9, 40, 160, 32, Scalar::F16, true}, true);
+  check_int4_matmul<bfloat16>({4, 24, 4096 + 96, 32, Scalar::BF16, true}, false);
+  check_int4_matmul<half>({16, 8, 2048, 128, Scalar::F16, false}, true);
 }
 
 TEST_CASE("matmul_int4_qkv: three parts in one launch equal three separate calls", "[gpu][ops][qmatmul]") {
