@@ -15,6 +15,8 @@
 //   floor ceil trunc rint (half to even) round (half away from zero): exact
 // fast_math: div.approx, sqrt.approx, rcp.approx, ex2 of x*log2(e) without correction,
 // sin/cos.approx without range reduction, tanh.approx (relative error <= 2^-10.9).
+// rcp_ftz, exp2_ftz: rcp.approx.ftz.f32, ex2.approx.ftz.f32 in every mode (subnormal operands
+// and results flushed to zero; no range fix-ups from ptxas).
 // f64 supports sqrt, rsqrt, rcp and the rounding functions.
 #include <cmath>
 
@@ -229,6 +231,8 @@ void emit_math(Emitter& e, const ir::Inst& i) {
     case Op::Exp2: r = m.op1("ex2.approx.f32", x); break;
     case Op::Log: r = m.log(x); break;
     case Op::Log2: r = m.op1("lg2.approx.f32", x); break;
+    case Op::RcpFtz: r = m.op1("rcp.approx.ftz.f32", x); break;
+    case Op::Exp2Ftz: r = m.op1("ex2.approx.ftz.f32", x); break;
     case Op::Tanh: r = m.tanh(x); break;
     case Op::Sin: r = m.sincos(x, true); break;
     case Op::Cos: r = m.sincos(x, false); break;

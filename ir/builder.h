@@ -570,6 +570,14 @@ KAIO_UNARY_FN(trunc, Trunc)
 KAIO_UNARY_FN(rint, Rint)    // half to even
 KAIO_UNARY_FN(isnan, IsNan)
 KAIO_UNARY_FN(isinf, IsInf)
+// Flush-to-zero approximations, whatever fast_math says: rcp_ftz is rcp.approx.ftz.f32
+// (<= 1 ulp), exp2_ftz ex2.approx.ftz.f32 (<= 2 ulp); an f32-subnormal operand
+// counts as a zero of its sign and a subnormal result becomes one (rcp_ftz(x) = +-inf for
+// |x| < 2^-126 and +-0 for |x| > 2^126; exp2_ftz(x) = 0 for x < -126). ptxas emits each as the
+// MUFU op alone, without the range fix-ups around the non-flushing forms. f16/bf16 operands
+// compute in f32 (a bf16 subnormal is an f32 subnormal, so it is flushed too).
+KAIO_UNARY_FN(rcp_ftz, RcpFtz)
+KAIO_UNARY_FN(exp2_ftz, Exp2Ftz)
 #undef KAIO_UNARY_FN
 
 template <Operand A, Operand B>

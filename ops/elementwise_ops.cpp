@@ -32,7 +32,7 @@ struct Act {
   Value (*f16)(Value);
   Value operator()(ir::KernelBuilder& b, Value x) const {
     if (detail::building_map_dtype() == ir::Scalar::F32) return f32(x);
-    b.fast_math();  // rcp -> rcp.approx; the 16-bit forms use no other .approx-able op
+    b.fast_math();  // changes none of the 16-bit forms (their .approx ops are explicit); kept: exp's keys stay
     return f16(x);
   }
 };

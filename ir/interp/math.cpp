@@ -9,7 +9,10 @@
 // with the sign of b) are exact; isnan / isinf give preds. f64: sqrt (correctly rounded),
 // rsqrt (1 / sqrt in double: within 1 ulp), rcp (correctly rounded), the rounding
 // functions, copysign, isnan, isinf. fast_math kernels are computed the same way (the GPU's
-// approximate forms are within their bounds of these results).
+// approximate forms are within their bounds of these results). rcp_ftz and exp2_ftz are rcp
+// and exp2 as above with the hardware's flush to zero around them: an f32-subnormal operand
+// (a bf16 subnormal too: widening keeps it subnormal) is a zero of its sign, and a result that
+// rounds to an f32 subnormal becomes a zero of its sign, before any rounding to f16/bf16.
 #include <cmath>
 #include <limits>
 
@@ -54,6 +57,21 @@ void math_fn(Warp& w, const PInst& p) {
     } else {
       d[l] = T::put(static_cast<float>(Op::f(static_cast<double>(T::get(a[l])))));
     }
+  });
+}
+
+// rcp.approx.ftz.f32 / ex2.approx.ftz.f32: the exact result rounded to f32, subnormal operands
+// and results flushed to sign-preserving zeros.
+float ftz(float v) { return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v; }
+
+template <Scalar S, class Op>
+void ftz_fn(Warp& w, const PInst& p) {
+  using T = V<S>;
+  uint64_t* d = w.slot(p.dst);
+  const uint64_t* a = w.slot(p.a);
+  for_active(w.active, [&](int l) {
+    const float x = ftz(T::get(a[l]));
+    d[l] = T::put(ftz(static_cast<float>(Op::f(static_cast<double>(x)))));
   });
 }
 
@@ -110,6 +128,16 @@ ExecFn pick(Scalar s) {
   }
 }
 
+template <class Op>
+ExecFn pick_ftz(Scalar s) {
+  switch (s) {
+    case Scalar::F16: return &ftz_fn<Scalar::F16, Op>;
+    case Scalar::BF16: return &ftz_fn<Scalar::BF16, Op>;
+    case Scalar::F32: return &ftz_fn<Scalar::F32, Op>;
+    default: return nullptr;
+  }
+}
+
 template <template <Scalar> class F>
 ExecFn pick_float(Scalar s, bool f64) {
   switch (s) {
@@ -142,6 +170,8 @@ ExecFn pick_math(const Kernel::Data& k, const Inst& i) {
     case Op::Rcp: return pick<Rcp>(t.elem);
     case Op::Exp2: return pick<Exp2>(t.elem);
     case Op::Log2: return pick<Log2>(t.elem);
+    case Op::RcpFtz: return pick_ftz<Rcp>(t.elem);
+    case Op::Exp2Ftz: return pick_ftz<Exp2>(t.elem);
     case Op::Erf: return pick<Erf>(t.elem);
     case Op::Floor: return pick<Floor>(t.elem);
     case Op::Ceil: return pick<Ceil>(t.elem);

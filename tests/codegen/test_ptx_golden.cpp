@@ -149,6 +149,8 @@ TEST_CASE("ptx: more math and saturating conversions", "[codegen][golden]") {
   CHECK_PTX(float, ir::floor(a), "cvt.rmi.f32.f32 %f4, %f0");
   CHECK_PTX(float, ir::rint(a), "cvt.rni.f32.f32 %f4, %f0");
   CHECK_PTX(float, ir::rcp(a), "rcp.rn.f32 %f4, %f0");
+  CHECK_PTX(float, ir::rcp_ftz(a), "rcp.approx.ftz.f32 %f4, %f0");
+  CHECK_PTX(float, ir::exp2_ftz(a), "ex2.approx.ftz.f32 %f4, %f0");
   CHECK_PTX(double, ir::ceil(a), "cvt.rpi.f64.f64 %fd3, %fd0");
   CHECK_PTX(float, ir::copysign(a, bb), "copysign.f32 %f4, %f1, %f0");
   CHECK_PTX(float, ir::select(ir::isnan(a), a, bb), "testp.notanumber.f32 %p0, %f0");

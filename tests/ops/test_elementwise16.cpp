@@ -2,14 +2,16 @@
 // and bf16 inputs through exp, silu, gelu, gelu_tanh and the gated forms, against float64,
 // as the largest error in ulps of the output type. One launch of 65,536 elements per op and
 // type. [gpu]: the device, or the interpreter (KAIO_INTERPRET=1), which computes exp2 and rcp
-// exactly and rounds to f32 (within 2 f32 ulp of ex2.approx / rcp.approx): the bound checked
-// is the device's. Run with -s to see the measured maxima.
+// exactly and rounds to f32 (within 2 f32 ulp of ex2.approx / rcp.approx), flushing around
+// exp2_ftz / rcp_ftz as the hardware does: the bound checked is the device's. Run with -s to
+// see the measured maxima.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <limits>
 #include <string>
 
+#include "kaio/codegen/ptx.h"
 #include "kaio/ops/elementwise.h"
 #include "ops_support.h"
 
@@ -119,4 +121,26 @@ TEMPLATE_TEST_CASE("16-bit activations over all 65,536 inputs: within 0.53 ulp o
     CHECK(r.wrong_special == 0);
     CHECK(r.max_ulps <= 0.53);
   }
+}
+
+// silu, gelu, gelu_tanh and the gated forms: the MUFU ops only in their flush-to-zero forms for
+// 16-bit data (no ptxas range fix-ups); their f32 kernels and exp keep the non-flushing ones.
+TEST_CASE("16-bit activations use the flush-to-zero ex2 and rcp; f32 kernels and exp do not", "[ops][elementwise]") {
+  auto ptx = [](const char* op, ir::Scalar d, uint32_t inputs) {
+    return codegen::emit_ptx(ops::elementwise_op(op).kernel({d, inputs, 0, d == ir::Scalar::F32 ? 4u : 8u, false}),
+                             {"sm_90", 9, 0});
+  };
+  for (const char* op : {"silu", "gelu", "gelu_tanh", "silu_gate", "gelu_gate", "gelu_gate_tanh"}) {
+    const uint32_t inputs = std::string(op).find("_gate") != std::string::npos ? 2 : 1;
+    for (ir::Scalar d : {ir::Scalar::F16, ir::Scalar::BF16}) {
+      INFO(op << " " << ir::scalar_name(d));
+      const std::string p = ptx(op, d, inputs);
+      CHECK_THAT(p, Catch::Contains("ex2.approx.ftz.f32"));
+      CHECK_THAT(p, Catch::Contains("rcp.approx.ftz.f32"));
+      CHECK_THAT(p, !Catch::Contains("ex2.approx.f32") && !Catch::Contains("rcp.approx.f32"));
+    }
+    INFO(op << " f32");
+    CHECK_THAT(ptx(op, ir::Scalar::F32, inputs), !Catch::Contains("approx.ftz"));
+  }
+  CHECK_THAT(ptx("exp", ir::Scalar::BF16, 1), Catch::Contains("ex2.approx.f32") && !Catch::Contains(".ftz"));
 }
