@@ -200,12 +200,14 @@ void bench_int4(const jit::Stream& s, bool quick) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, int8 = true, int4 = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") quick = true;
+    else if (a == "--int8") int4 = false;
+    else if (a == "--int4") int8 = false;
     else if (a == "--help" || a == "-h") {
-      std::printf("usage: quant [--quick]\n  int8 TOPS, int4 GB/s at m = 1 and 16 beside a device copy, int4 at m = 4096 beside cuBLAS f16\n");
+      std::printf("usage: quant [--quick] [--int8 | --int4]\n  int8 TOPS, int4 GB/s at m = 1 and 16 beside a device copy, int4 at m = 4096 beside cuBLAS f16\n  --int8 / --int4: that part only\n");
       return 0;
     } else {
       std::fprintf(stderr, "quant: unknown argument '%s' (--help)\n", argv[i]);
@@ -218,7 +220,7 @@ int main(int argc, char** argv) {
   }
   jit::Stream s;
   std::printf("device: %s\n", jit::device_info().name.c_str());
-  bench_int8(s, quick);
-  bench_int4(s, quick);
+  if (int8) bench_int8(s, quick);
+  if (int4) bench_int4(s, quick);
   return 0;
 }

@@ -23,12 +23,14 @@
 //           ~30-45% of copy). Tensor cores instead, with the m rows as the rows of an m16
 //           tile: a block covers 32 columns, 16 warps split k in steps of 32. A thread
 //           (t = lane % 4, g = lane / 4) reads one 16-byte vector per step: the words of
-//           columns 4g .. 4g + 3 at word row 4 step + t, dequantised into B fragments as
-//           they are; n-tile i holds columns 4c + i. mma j of a word takes its pairs 2j and
-//           2j + 1 as logical k (2t, 2t + 1) and (2t + 8, 2t + 9), and the A fragment takes
-//           the activations of the same k (one 16-byte load per row), so only the k order
-//           inside an mma is permuted. Four steps' loads are issued before any is used;
-//           shared memory adds the warps' sums.
+//           columns 4g .. 4g + 3 at word row 4 step + t, dequantised into A fragments as
+//           they are (the product is W^T x^T: 16 columns of W as the mma's rows, the m
+//           rows as its n). mma j of a word takes its pairs 2j and 2j + 1 as logical k
+//           (2t, 2t + 1) and (2t + 8, 2t + 9), and the B fragment the activations of the
+//           same k (one 16-byte load per row), so only the k order inside an mma is
+//           permuted. A thread's copies go through its own cp.async ring in
+//           shared memory (5-6 steps in flight without holding registers, no barrier: each
+//           thread reads only what it copied); shared memory then adds the warps' sums.
 // QKV: blockIdx.z picks the part (its weights, scales, zeros, bias, output and n).
 #include <algorithm>
 #include <string>
@@ -52,8 +54,7 @@ constexpr uint32_t kStreamRows[] = {1, 4, 8, 16};  // the streaming path's BM
 constexpr uint32_t kBM = 64, kBN = 128, kBK = 64, kWM = 32, kWN = 32, kThreads = 256;
 constexpr uint32_t kRow = kBK / 2 + 4;  // u32 (pairs) per shared row: 64 halves + 16 bytes of padding
 constexpr uint32_t kStreamCols = 32;    // columns per streaming block
-constexpr uint32_t kStreamThreads = 512;  // 16 warps: with kStreamUnroll, 32 KB of weights in flight per block
-constexpr uint32_t kStreamUnroll = 4;
+constexpr uint32_t kStreamThreads = 512;  // 16 warps: with the ring's 5 or 6 stages, 32-40 KB of weights in flight per block
 
 struct Int4Config {
   uint32_t bm = 0;  // 0: the mma path; else the streaming path for m <= bm
@@ -226,13 +227,25 @@ ir::Kernel build_mma(const Int4Config& c, ir::KernelBuilder& b, Int4Signature& s
   return b.build();
 }
 
+// The streaming path's per-thread stage: its words, activation rows, scales and zeros of one
+// step (u32 words), and the ring's depth (the dynamic shared memory it takes).
+struct StreamStage {
+  uint32_t rows, zeros;  // activation row halves (1: m <= 8, 2: up to 16); 1 with zeros
+  uint32_t words() const { return 4 + 4 * rows + 2 + zeros; }
+  uint32_t stages() const { return rows > 1 ? 5 : 6; }
+  uint32_t bytes() const { return stages() * kStreamThreads * words() * 4; }
+};
+StreamStage stream_stage(const Int4Config& c) { return {c.bm > 8 ? 2u : 1u, c.zeros ? 1u : 0u}; }
+
 ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature& sig, const Part& part) {
   const Scalar pair = c.dtype == Scalar::F16 ? Scalar::F16x2 : Scalar::BF16x2;
   const ir::MmaKind kind = c.dtype == Scalar::F16 ? ir::MmaKind::F16 : ir::MmaKind::BF16;
-  const uint32_t BM = c.bm, warps = kStreamThreads / 32;
+  const uint32_t BM = c.bm, warps = kStreamThreads / 32, T = kStreamThreads;
+  const StreamStage ss = stream_stage(c);
+  const uint32_t S = ss.stages(), W = ss.words();
   const detail::QPartValues& pv = part.v;
   Value X = sig.x.ir, m = sig.m.ir, k = sig.k.ir;
-  Value lane = b.lane_id(), warp = b.warp_id();
+  Value tid = b.thread_idx_x(), lane = b.lane_id(), warp = b.warp_id();
   Value n0 = b.block_idx_x() * kStreamCols;
   b.if_(n0 >= pv.n, [&] { b.return_(); });
   // Fragment coordinates: t picks the word row of a step, g the 4 columns (and the A rows g
@@ -241,66 +254,104 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   Value col0 = n0 + g * 4u;
   Value col_c = ir::select(col0 < pv.n, col0, n0);  // n and col0 are multiples of 4: all 4 columns exist, or none
   Value kp = k / 2u, steps = k / 32u;               // k is a multiple of the group (>= 32)
-  const uint32_t row_halves = BM > 8 ? 2 : 1;       // rows g + 8 only when m can pass 8
   Value zero = b.constant<uint32_t>(0u);
-  auto acc = b.array<float>(4 * 4, 0.0f);  // n-tile i (columns n0 + 4 c + i), fragment c0..c3
-  // A warp takes steps warp, warp + warps, ...; kStreamUnroll steps' loads are issued before
-  // any is used (the bytes in flight that one block per SM needs); steps past the end are
-  // read clamped and not added.
-  b.for_(warp, steps, warps * kStreamUnroll, [&](Value s0) {
-    std::vector<Value> oks;
-    std::vector<std::vector<Value>> qs, sv, zv, xs[2];
-    for (uint32_t u = 0; u < kStreamUnroll; ++u) {
-      Value st = s0 + u * warps;
-      oks.push_back(st < steps);
-      Value kr = ir::min(st, steps - 1u) * 4u + t;  // this thread's word row
-      qs.push_back(ir::load_vec(pv.w, ir::cast<uint64_t>(kr) * ir::cast<uint64_t>(pv.n) + ir::cast<uint64_t>(col_c), 4));
-      Value gi = part.group_index(kr, col_c);
-      sv.push_back(ir::load_vec(pv.s, gi, 4));
-      if (c.zeros) zv.push_back(ir::load_vec(pv.zeros, gi, 4));
-      for (uint32_t h = 0; h < row_halves; ++h) {
-        // A row g + 8h: its 8 activations of the word row, zero past m (rows past m add nothing).
-        Value row = g + 8u * h;
-        std::vector<ir::Var> xv;
-        for (uint32_t i = 0; i < 4; ++i) xv.push_back(b.var<uint32_t>(0u));
-        if (h * 8 < BM)
-          b.if_(row < m, [&] {
-            std::vector<Value> v = ir::load_vec(X, ir::cast<uint64_t>(row) * ir::cast<uint64_t>(kp) + ir::cast<uint64_t>(kr * 4u), 4);
-            for (uint32_t i = 0; i < 4; ++i) xv[i] = v[i];
-          });
-        std::vector<Value> xp;
-        for (ir::Var& v : xv) xp.push_back(ir::bitcast(v.get(), pair));
-        xs[h].push_back(xp);
-      }
-    }
-    for (uint32_t u = 0; u < kStreamUnroll; ++u) b.if_(oks[u], [&] {
-      Value none = ir::bitcast(zero, pair);
-      for (uint32_t i = 0; i < 4; ++i) {
-        auto [s2, zm] = part.group_from(b, sv[u][i], c.zeros ? zv[u][i] : Value());
-        std::vector<Value> w = dequant_word(qs[u][i], zm, s2, pair);
-        // mma j takes the word's pairs 2j and 2j + 1 as logical k (2t, 2t + 1) and (2t + 8,
-        // 2t + 9); A takes the same activations, so the k order inside the mma is only
-        // permuted.
-        for (uint32_t j = 0; j < 2; ++j) {
-          Value hi0 = row_halves > 1 ? xs[1][u][2 * j] : none, hi1 = row_halves > 1 ? xs[1][u][2 * j + 1] : none;
-          b.mma_sync(kind, acc.slice(4 * i, 4), {xs[0][u][2 * j], hi0, xs[0][u][2 * j + 1], hi1}, {w[2 * j], w[2 * j + 1]});
-        }
-      }
+  Value ring = b.dynamic_shared(Scalar::U32, 16), ring16 = b.dynamic_shared(c.dtype, 16), ring8 = b.dynamic_shared(Scalar::U8, 16);
+  // Slot offsets (u32 words) of this thread's parts in stage 0: [stage][part][thread].
+  auto at = [&](Value stage, uint32_t part_words, uint32_t width) { return stage * (T * W) + (part_words * T) + tid * width; };
+  const uint32_t q_at = 0, x_at = 4, s_at = 4 + 4 * ss.rows, z_at = s_at + 2;
+  // This warp's steps: warp, warp + warps, ...: count of them.
+  Value count = ir::select(warp < steps, (steps - warp + (warps - 1)) / warps, zero);
+  // The sources of this thread's next copy, advanced by one step of the warp (warps word
+  // rows of 4) after each: every offset is linear in the step (the group too: a step moves
+  // 32 warps k, a multiple of every group size), so no 64-bit product per copy.
+  auto u64 = [](Value v) { return ir::cast<uint64_t>(v); };
+  Value kr0 = warp * 4u + t;  // the first step's word row
+  ir::Var w_off = b.var<uint64_t>(u64(kr0) * u64(pv.n) + u64(col_c));
+  ir::Var g_off = b.var<uint64_t>(part.group_index(kr0, col_c));
+  std::vector<ir::Var> x_off;
+  std::vector<Value> x_bytes;
+  for (uint32_t h = 0; h < ss.rows; ++h) {
+    // A row g + 8h: its 8 activations of the word row; zeros past m (they add nothing).
+    Value row = g + 8u * h, ok = row < m;
+    x_off.push_back(b.var<uint64_t>(u64(ir::select(ok, row, zero)) * u64(kp) + u64(kr0 * 4u)));
+    x_bytes.push_back(ir::select(ok, b.constant<uint32_t>(16u), zero));
+  }
+  Value w_step = u64(pv.n) * uint64_t(4 * warps), g_step = u64((32u * warps) >> part.gshift) * u64(pv.n);
+  ir::Var issued = b.var<uint32_t>(0u);
+  // The next step of this warp's into `stage`: nothing past the last (an empty group).
+  auto copy = [&](Value stage) {
+    b.if_(Value(issued) < count, [&] {
+      b.cp_async(ring, at(stage, q_at, 4), pv.w, w_off.get(), 16, ir::CacheHint::Global);
+      for (uint32_t h = 0; h < ss.rows; ++h)
+        b.cp_async(ring, at(stage, x_at + 4 * h, 4), X, x_off[h].get(), 16, ir::CacheHint::Global, x_bytes[h]);
+      // (cp.async takes dst and src of one type: the ring's f16 / bf16 and u8 views)
+      b.cp_async(ring16, at(stage, s_at, 2) * 2u, pv.s, g_off.get(), 8);
+      if (c.zeros) b.cp_async(ring8, at(stage, z_at, 1) * 4u, pv.zeros, g_off.get(), 4);
     });
-  });
-  // The warps' k ranges added in shared memory: part_sums[warp][row][column of the block].
-  auto part_sums = b.shared(Scalar::F32, warps * 16 * kStreamCols, 16);
-  for (uint32_t i = 0; i < 4; ++i)
-    for (uint32_t e = 0; e < 2 * row_halves; ++e) {
-      Value row = g + 8u * (e / 2), col = (t * 2u + (e % 2)) * 4u + i;
-      part_sums[(warp * 16u + row) * kStreamCols + col] = Value(acc[4 * i + e]);
+    b.cp_async_commit_group();
+    issued = Value(issued) + 1u;
+    w_off = w_off.get() + w_step;
+    g_off = g_off.get() + g_step;
+    for (uint32_t h = 0; h < ss.rows; ++h) x_off[h] = x_off[h].get() + uint64_t(16 * warps);
+  };
+  // W^T . x^T: the weights are the A operand (rows: 16 columns of W, k), the activations B
+  // (k x the m rows as the mma's n = 8, twice for m > 8), so that A needs no zero registers.
+  // Tile i: A rows g and g + 8 are this thread's columns 2i and 2i + 1 (n0 + 4g + 2i + {0, 1});
+  // acc[(i * rows + h) * 4 + e]: column 4g + 2i + e / 2, activation row 8h + 2t + e % 2.
+  auto acc = b.array<float>(8 * ss.rows, 0.0f);
+  // A ring of S stages per thread in shared memory: each thread copies and reads only its
+  // own slots, so a step needs no barrier, only the wait for this thread's oldest group;
+  // S - 1 steps stay in flight without holding registers.
+  for (uint32_t p = 0; p + 1 < S; ++p) copy(b.constant<uint32_t>(p));
+  ir::Var stage = b.var<uint32_t>(0u);
+  b.for_(0u, count, [&](Value) {
+    b.cp_async_wait_group(S - 2);
+    Value st = stage;
+    std::vector<Value> q = ir::load_vec(ring, at(st, q_at, 4), 4);
+    std::vector<std::vector<Value>> xs;
+    for (uint32_t h = 0; h < ss.rows; ++h) {
+      std::vector<Value> xp;
+      for (Value v : ir::load_vec(ring, at(st, x_at + 4 * h, 4), 4)) xp.push_back(ir::bitcast(v, pair));
+      xs.push_back(xp);
     }
+    std::vector<Value> sw = ir::load_vec(ring, at(st, s_at, 2), 2);
+    Value zw = c.zeros ? Value(ring[at(st, z_at, 1)]) : Value();
+    // The refill of the stage read one step ago, now that this thread has read it.
+    Value next = ir::select(st == S - 1, zero, st + 1u);
+    Value refill = ir::select(st == 0u, b.constant<uint32_t>(S - 1), st - 1u);
+    copy(refill);
+    std::vector<std::vector<Value>> w;
+    for (uint32_t i = 0; i < 4; ++i) {
+      Value half = i % 2 ? sw[i / 2] >> 16u : sw[i / 2] & 0xffffu;  // column i's scale, as f16 / bf16 bits
+      Value s2 = ir::bitcast(half | (half << 16u), pair);
+      Value zu = c.zeros ? (zw >> (8u * i)) & 0xffu : b.constant<uint32_t>(8u);
+      w.push_back(dequant_word(q[i], zero_magic(zu, c.dtype), s2, pair));
+    }
+    // mma jj takes the words' pairs 2jj and 2jj + 1 as logical k (2t, 2t + 1) and (2t + 8,
+    // 2t + 9), and B the activations of the same k: only the k order inside an mma is permuted.
+    for (uint32_t i = 0; i < 2; ++i)
+      for (uint32_t jj = 0; jj < 2; ++jj)
+        for (uint32_t h = 0; h < ss.rows; ++h)
+          b.mma_sync(kind, acc.slice(4 * (i * ss.rows + h), 4), {w[2 * i][2 * jj], w[2 * i + 1][2 * jj], w[2 * i][2 * jj + 1], w[2 * i + 1][2 * jj + 1]},
+                     {xs[h][2 * jj], xs[h][2 * jj + 1]});
+    stage = next;
+  });
+  b.cp_async_wait_group(0);
+  b.barrier();  // every thread is done with the ring: its first words hold the warps' sums
+  // The warps' k ranges added in shared memory: sums[warp][activation row][column of the block].
+  Value sums = b.dynamic_shared(Scalar::F32, 16);
+  for (uint32_t i = 0; i < 2; ++i)
+    for (uint32_t h = 0; h < ss.rows; ++h)
+      for (uint32_t e = 0; e < 4; ++e) {
+        Value row = t * 2u + (8 * h + e % 2), col = g * 4u + (2 * i + e / 2);
+        sums[(warp * 16u + row) * kStreamCols + col] = Value(acc[4 * (i * ss.rows + h) + e]);
+      }
   b.barrier();
-  for (uint32_t e = 0; e < (BM * kStreamCols + kStreamThreads - 1) / kStreamThreads; ++e) {
-    Value id = b.thread_idx_x() + e * kStreamThreads, r = id / kStreamCols, cl = id % kStreamCols, col = n0 + cl;
+  for (uint32_t e = 0; e < (BM * kStreamCols + T - 1) / T; ++e) {
+    Value id = tid + e * T, r = id / kStreamCols, cl = id % kStreamCols, col = n0 + cl;
     b.if_(r < ir::min(m, BM) && col < pv.n, [&] {
       ir::Var sum = b.var<float>(0.0f);
-      for (uint32_t w = 0; w < warps; ++w) sum = Value(sum) + Value(part_sums[(w * 16u + r) * kStreamCols + cl]);
+      for (uint32_t w = 0; w < warps; ++w) sum = Value(sum) + Value(sums[(w * 16u + r) * kStreamCols + cl]);
       Value f = sum;
       if (c.bias) f = f + ir::cast<float>(Value(pv.bias[col]));
       pv.c[ir::cast<uint64_t>(r) * ir::cast<uint64_t>(pv.n) + ir::cast<uint64_t>(col)] = ir::cast(f, ir::Type::scalar(c.dtype));
@@ -381,7 +432,8 @@ void run(const char* op, uint64_t x, const Int4Part* parts, uint32_t nparts, uin
     ps[i]->bias.host = parts[i].bias;
   }
   const kernel::PackedArgs args = kernel::pack(sig);
-  jit::LaunchConfig lc{.block = {c.bm ? kStreamThreads : kThreads}, .stream = stream};
+  jit::LaunchConfig lc{.block = {c.bm ? kStreamThreads : kThreads}, .shared_bytes = c.bm ? stream_stage(c).bytes() : 0u,
+                       .stream = stream};
   lc.grid = c.bm ? jit::Dim3{(nmax + kStreamCols - 1) / kStreamCols, 1, nparts}
                  : jit::Dim3{(nmax + kBN - 1) / kBN, (m + kBM - 1) / kBM, nparts};
   family().get(c).launch_packed(lc, args.data(), args.size());
