@@ -7,8 +7,9 @@
 //      in the same run (read half, write half, as bench/ops counts it).
 //   3. W4A16 at m = 4096: TFLOPS beside cuBLAS f16 (cublasGemmEx, f32 compute) on the
 //      dequantised weights.
-// Timing: CUDA events around each call after warm-up, the median of 20; weight sets rotate
-// so that L2 (50 MB) does not hold them.
+// Timing: CUDA events around each call after warm-up, the median of 20 (the W4A16 m = 1, 16
+// rows and their copy: around 10 back-to-back calls); weight sets rotate so that L2 (50 MB)
+// does not hold them.
 //
 //   build/bench/quant [--quick]
 #include <dlfcn.h>
@@ -34,32 +35,43 @@ using bench::median;
 
 namespace {
 
-// Median ms of f(i) over 20 timed calls (i rotates over `sets`), after two warm-up calls.
+// Median ms per call of f(i) over 20 timed rounds of `calls` back-to-back calls (i rotates
+// over `sets`), after two warm-up calls. calls = 1 times one launch between two events, so
+// the host's launch path shows as idle device time; the memory-bound rows use 10, as a
+// model's layers run (enqueued back to back) and as bench/ops times its ops.
 template <class F>
-double time_ms(const jit::Stream& s, int sets, F&& f) {
+double time_ms(const jit::Stream& s, int sets, F&& f, int calls = 1) {
   f(0);
   f(sets > 1 ? 1 : 0);
   std::vector<double> t;
+  int next = 0;
   for (int i = 0; i < 20; ++i) {
     jit::Event a, b;
     a.record(&s);
-    f(i % sets);
+    for (int c = 0; c < calls; ++c) f(next++ % sets);
     b.record(&s);
-    t.push_back(jit::elapsed_ms(a, b));
+    t.push_back(jit::elapsed_ms(a, b) / calls);
   }
   return median(t);
 }
 
-// GB/s of a copy that reads bytes / 2 and writes bytes / 2 (bench/ops's copy rate).
+// GB/s of a copy that reads bytes / 2 and writes bytes / 2 (bench/ops's copy rate), timed as
+// the W4A16 rows are: 10 back-to-back copies per round over buffer pairs that L2 cannot hold.
 double copy_gbps(const jit::Stream& s, double bytes) {
   if (!copy_fn()) return 0;
   const size_t half_bytes = static_cast<size_t>(bytes / 2);
-  DeviceBuffer<uint8_t> src(half_bytes), dst(half_bytes);
-  src.fill_bytes(1);
-  const double ms = time_ms(s, 1, [&](int) {
-    jit::driver::check(copy_fn()(dst.device_address(), src.device_address(), half_bytes, static_cast<CUstream>(s.handle())),
+  const int sets = std::clamp(int((256u << 20) / bytes) + 1, 1, 8);
+  std::vector<DeviceBuffer<uint8_t>> src, dst;
+  for (int i = 0; i < sets; ++i) {
+    src.emplace_back(half_bytes);
+    dst.emplace_back(half_bytes);
+    src.back().fill_bytes(1);
+  }
+  const double ms = time_ms(s, sets, [&](int i) {
+    jit::driver::check(copy_fn()(dst[size_t(i)].device_address(), src[size_t(i)].device_address(), half_bytes,
+                                 static_cast<CUstream>(s.handle())),
                        "cuMemcpyDtoDAsync");
-  });
+  }, 10);
   return bytes / (ms * 1e6);
 }
 
@@ -161,7 +173,7 @@ void bench_int4(const jit::Stream& s, bool quick) {
   if (quick) shapes.resize(2);
   Cublas cublas;
   const bool have_cublas = cublas.load(s.handle());
-  std::printf("\nW4A16 int4, group 128 with zeros, f16 (GB/s = weight bytes / median time; copy = cuMemcpyDtoDAsync of the same bytes)\n");
+  std::printf("\nW4A16 int4, group 128 with zeros, f16 (GB/s = weight bytes / median time per call, 10 calls back to back; copy = cuMemcpyDtoDAsync of the same bytes, timed alike)\n");
   std::printf("%-14s %6s %10s %10s %10s %9s\n", "k x n", "m", "MB", "us", "GB/s", "of copy");
   std::vector<std::string> large;
   for (const Shape& sh : shapes) {
@@ -173,7 +185,8 @@ void bench_int4(const jit::Stream& s, bool quick) {
     for (uint32_t m : {1u, 16u}) {
       DeviceBuffer<half> x(std::vector<half>(size_t(m) * sh.k, half(0.01f)));
       DeviceBuffer<half> y(size_t(m) * sh.n);
-      const double ms = time_ms(s, sets, [&](int i) { ops::matmul_int4(x.device_address(), w.w[i], y.device_address(), m, Scalar::F16, 0, &s); });
+      const double ms =
+          time_ms(s, sets, [&](int i) { ops::matmul_int4(x.device_address(), w.w[i], y.device_address(), m, Scalar::F16, 0, &s); }, 10);
       const double gbps = w.bytes / (ms * 1e6);
       std::printf("%-14s %6u %10.1f %10.1f %10.0f %8.0f%%\n", shape, m, w.bytes / 1e6, ms * 1e3, gbps, copy > 0 ? 100 * gbps / copy : 0.0);
     }

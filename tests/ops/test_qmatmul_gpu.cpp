@@ -284,9 +284,10 @@ TEST_CASE("matmul_int4: the matmul within the bound of float64 on the dequantise
 }
 
 TEST_CASE("matmul_int4_qkv: three parts in one launch equal three separate calls", "[gpu][ops][qmatmul]") {
-  for (uint32_t m : {3u, 65u}) {
-    INFO("m " << m);
-    const uint32_t k = 128, ns[3] = {72, 16, 8};
+  // k = 1024 with m = 3: each of the streaming path's warps takes several steps of every part.
+  for (auto [m, k] : {std::pair{3u, 128u}, std::pair{65u, 128u}, std::pair{3u, 1024u}}) {
+    INFO("m " << m << " k " << k);
+    const uint32_t ns[3] = {72, 16, 8};
     std::vector<half> x;
     for (float v : random_f32(size_t(m) * k, -1.0f, 1.0f)) x.push_back(half(v));
     jit::DeviceBuffer<half> dx(x);
