@@ -3,6 +3,7 @@
 #include "kaio/ops/attention.h"
 #include "kaio/ops/attention_backward.h"
 #include "kaio/ops/elementwise.h"
+#include "kaio/ops/qmatmul.h"
 #include "kaio/ops/quant_matvec.h"
 #include "kaio/ops/reduction.h"
 #include "kaio/ops/row_catalog.h"
@@ -24,6 +25,8 @@ std::vector<jit::FamilyBase*> families() {
   v.push_back(&attention_backward_mma_family());
   v.push_back(&quant_act_family());
   v.push_back(&quant_matvec_family());
+  v.push_back(&matmul_int8_family());  // its wgmma tiles are sm_90a only, as attention_wgmma
+  v.push_back(&matmul_int4_family());
   return v;
 }
 
