@@ -42,11 +42,22 @@ std::string remote_key(std::string_view ns, char kind, std::string_view key) {
 
 std::string default_remote_namespace() { return "kaio:v" + std::to_string(kRecordSchema); }
 
+void init_crypto() {
+  // OpenSSL cleans itself up from an atexit handler registered at its first use, which is
+  // later than the cache's own exit flush (registered at the first compile): at exit it
+  // would run first, and the publisher thread's HMAC during the flush would then fail.
+  // Without that handler the library stays usable until the process ends.
+  static const int ok = OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
+  (void)ok;
+}
+
 std::string hmac_sha256(std::string_view secret, std::string_view data) {
+  init_crypto();
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
-  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), reinterpret_cast<const unsigned char*>(data.data()),
-       data.size(), out, &n);
+  if (!HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), reinterpret_cast<const unsigned char*>(data.data()),
+            data.size(), out, &n))
+    return {};
   return std::string(reinterpret_cast<const char*>(out), n);
 }
 
@@ -61,7 +72,11 @@ std::string seal(char kind, std::string_view key, std::string_view payload, std:
   put_le(out, payload.size(), 8);
   out.append(key);
   out.append(payload);
-  if (!secret.empty()) out += hmac_sha256(secret, out);
+  if (!secret.empty()) {
+    const std::string mac = hmac_sha256(secret, out);
+    if (mac.size() != kHmacBytes) return {};  // never an envelope that says signed without its signature
+    out += mac;
+  }
   return out;
 }
 

@@ -29,7 +29,8 @@ std::string remote_key(std::string_view ns, char kind, std::string_view key);
 // The default namespace: "kaio:v<record schema>".
 std::string default_remote_namespace();
 
-// An empty `secret` makes an unsigned envelope.
+// An empty `secret` makes an unsigned envelope. Empty when the signature could not be
+// computed (OpenSSL failing): such an envelope is not published.
 std::string seal(char kind, std::string_view key, std::string_view payload, std::string_view secret);
 
 struct OpenPolicy {
@@ -40,7 +41,10 @@ struct OpenPolicy {
 std::optional<std::string_view> open_sealed(std::string_view bytes, char kind, std::string_view key,
                                             const OpenPolicy& policy, std::string* why = nullptr);
 
-// HMAC-SHA256(secret, data).
+// HMAC-SHA256(secret, data); empty if OpenSSL fails.
 std::string hmac_sha256(std::string_view secret, std::string_view data);
+// Initialises OpenSSL without its exit-time cleanup (once; idempotent): the remote tier
+// signs records from its publisher thread during the process's exit flush.
+void init_crypto();
 
 }  // namespace kaio::cache

@@ -263,6 +263,10 @@ PutOutcome Tier::put(char kind, const std::string& key, const std::string& paylo
     return out;
   }
   std::string sealed = cache::seal(kind, key, payload, s_.secret);
+  if (sealed.empty()) {
+    out.error = "signing failed (OpenSSL): not published";
+    return out;
+  }
   if (sealed.size() > s_.max_bytes) {
     out.error = "oversize: " + std::to_string(sealed.size()) + " bytes, limit " + std::to_string(s_.max_bytes);
     return out;
@@ -397,6 +401,7 @@ std::shared_ptr<Tier> tier_for(const std::string& url_in) {
     log().info("remote cache {}: read-only (no KAIO_REMOTE_CACHE_KEY_FILE); records read are checked, not "
                "authenticated",
                s->endpoint.describe());
+  cache::init_crypto();  // before the first record is signed, on this (the caller's) thread
   auto tier = std::make_shared<Tier>(std::move(*s));
   t.by_url.emplace(id, tier);
   return tier;
