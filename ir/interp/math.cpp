@@ -61,19 +61,13 @@ void math_fn(Warp& w, const PInst& p) {
 }
 
 // rcp.approx.ftz.f32 / ex2.approx.ftz.f32: the exact result rounded to f32, subnormal operands
-// and results flushed to sign-preserving zeros.
+// and results flushed to sign-preserving zeros. An Op of math_fn's kind (its f32 cast of the
+// already-f32 result is exact); never f64 (pick_math refuses it).
 float ftz(float v) { return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v; }
-
-template <Scalar S, class Op>
-void ftz_fn(Warp& w, const PInst& p) {
-  using T = V<S>;
-  uint64_t* d = w.slot(p.dst);
-  const uint64_t* a = w.slot(p.a);
-  for_active(w.active, [&](int l) {
-    const float x = ftz(T::get(a[l]));
-    d[l] = T::put(ftz(static_cast<float>(Op::f(static_cast<double>(x)))));
-  });
-}
+template <class Op>
+struct Ftz {
+  static double f(double x) { return ftz(static_cast<float>(Op::f(ftz(static_cast<float>(x))))); }
+};
 
 // The codegen's pow on f32 values (see the top of this file), in double.
 double pow_gpu(float x, float y) {
@@ -128,16 +122,6 @@ ExecFn pick(Scalar s) {
   }
 }
 
-template <class Op>
-ExecFn pick_ftz(Scalar s) {
-  switch (s) {
-    case Scalar::F16: return &ftz_fn<Scalar::F16, Op>;
-    case Scalar::BF16: return &ftz_fn<Scalar::BF16, Op>;
-    case Scalar::F32: return &ftz_fn<Scalar::F32, Op>;
-    default: return nullptr;
-  }
-}
-
 template <template <Scalar> class F>
 ExecFn pick_float(Scalar s, bool f64) {
   switch (s) {
@@ -170,8 +154,8 @@ ExecFn pick_math(const Kernel::Data& k, const Inst& i) {
     case Op::Rcp: return pick<Rcp>(t.elem);
     case Op::Exp2: return pick<Exp2>(t.elem);
     case Op::Log2: return pick<Log2>(t.elem);
-    case Op::RcpFtz: return pick_ftz<Rcp>(t.elem);
-    case Op::Exp2Ftz: return pick_ftz<Exp2>(t.elem);
+    case Op::RcpFtz: return pick<Ftz<Rcp>>(t.elem);  // no f64 form (kF64 is false)
+    case Op::Exp2Ftz: return pick<Ftz<Exp2>>(t.elem);
     case Op::Erf: return pick<Erf>(t.elem);
     case Op::Floor: return pick<Floor>(t.elem);
     case Op::Ceil: return pick<Ceil>(t.elem);
