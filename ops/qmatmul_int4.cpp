@@ -33,6 +33,7 @@
 //           thread reads only what it copied); shared memory then adds the warps' sums.
 // QKV: blockIdx.z picks the part (its weights, scales, zeros, bias, output and n).
 #include <algorithm>
+#include <functional>
 #include <string>
 
 #include "kaio/ir/builder.h"
@@ -40,6 +41,7 @@
 #include "kaio/ir/layouts.h"
 #include "kaio/jit/device.h"
 #include "kaio/ops/kernel/signature.h"
+#include "kaio/ops/kernel/stage_ring.h"
 #include "kaio/ops/qmatmul.h"
 #include "kaio/ops/qmatmul_common.h"
 
@@ -299,14 +301,10 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   // Tile i: A rows g and g + 8 are this thread's columns 2i and 2i + 1 (n0 + 4g + 2i + {0, 1});
   // acc[(i * rows + h) * 4 + e]: column 4g + 2i + e / 2, activation row 8h + 2t + e % 2.
   auto acc = b.array<float>(8 * ss.rows, 0.0f);
-  // A ring of S stages per thread in shared memory: each thread copies and reads only its
-  // own slots, so a step needs no barrier, only the wait for this thread's oldest group;
-  // S - 1 steps stay in flight without holding registers.
-  for (uint32_t p = 0; p + 1 < S; ++p) copy(b.constant<uint32_t>(p));
-  ir::Var stage = b.var<uint32_t>(0u);
-  b.for_(0u, count, [&](Value) {
-    b.cp_async_wait_group(S - 2);
-    Value st = stage;
+  // Each thread's own ring of S stages (kernel::ThreadRing): no barrier per step, S - 1
+  // steps in flight without holding registers.
+  kernel::ThreadRing ring_of_thread(b, S, zero);
+  ring_of_thread.pipeline(count, copy, [&](Value st, const std::function<void()>& refill) {
     std::vector<Value> q = ir::load_vec(ring, at(st, q_at, 4), 4);
     std::vector<std::vector<Value>> xs;
     for (uint32_t h = 0; h < ss.rows; ++h) {
@@ -316,10 +314,7 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
     }
     std::vector<Value> sw = ir::load_vec(ring, at(st, s_at, 2), 2);
     Value zw = c.zeros ? Value(ring[at(st, z_at, 1)]) : Value();
-    // The refill of the stage read one step ago, now that this thread has read it.
-    Value next = ir::select(st == S - 1, zero, st + 1u);
-    Value refill = ir::select(st == 0u, b.constant<uint32_t>(S - 1), st - 1u);
-    copy(refill);
+    refill();  // this thread has read its stage
     std::vector<std::vector<Value>> w;
     for (uint32_t i = 0; i < 4; ++i) {
       Value half = i % 2 ? sw[i / 2] >> 16u : sw[i / 2] & 0xffffu;  // column i's scale, as f16 / bf16 bits
@@ -334,9 +329,7 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
         for (uint32_t h = 0; h < ss.rows; ++h)
           b.mma_sync(kind, acc.slice(4 * (i * ss.rows + h), 4), {w[2 * i][2 * jj], w[2 * i + 1][2 * jj], w[2 * i][2 * jj + 1], w[2 * i + 1][2 * jj + 1]},
                      {xs[h][2 * jj], xs[h][2 * jj + 1]});
-    stage = next;
   });
-  b.cp_async_wait_group(0);
   b.barrier();  // every thread is done with the ring: its first words hold the warps' sums
   // The warps' k ranges added in shared memory: sums[warp][activation row][column of the block].
   Value sums = b.dynamic_shared(Scalar::F32, 16);

@@ -134,4 +134,38 @@ class CpAsyncRing {
   ir::Var load_, read_;
 };
 
+// A ring of S stages that each thread fills and reads alone: its cp.async copies go into its
+// own slots and only it reads them, so a step waits for this thread's oldest group and no
+// barrier (the W4A16 streaming kernel: S - 1 steps in flight without holding registers).
+//   for t < S - 1: load(stage t)
+//   for each of `steps`: wait; step(stage, refill), where the step calls refill() once it
+//   has read its stage: the stage read one step earlier is loaded then
+//   wait for every copy (the slots may be reused after a barrier)
+// load(stage) issues one step's copies (or none past the last) and closes its group.
+class ThreadRing {
+ public:
+  ThreadRing(ir::KernelBuilder& b, uint32_t stages, ir::Value zero) : b_(b), S_(stages), zero_(zero) {}
+
+  void pipeline(ir::Value steps, const std::function<void(ir::Value stage)>& load,
+                const std::function<void(ir::Value stage, const std::function<void()>& refill)>& step) {
+    for (uint32_t p = 0; p + 1 < S_; ++p) load(b_.constant<uint32_t>(p));
+    ir::Var stage = b_.var<uint32_t>(0u);
+    b_.for_(0u, steps, [&](ir::Value) {
+      b_.cp_async_wait_group(S_ - 2);
+      ir::Value st = stage, next;
+      step(st, [&] {
+        next = ir::select(st == S_ - 1, zero_, st + 1u);
+        load(ir::select(st == 0u, b_.constant<uint32_t>(S_ - 1), st - 1u));
+      });
+      stage = next;
+    });
+    b_.cp_async_wait_group(0);
+  }
+
+ private:
+  ir::KernelBuilder& b_;
+  uint32_t S_;
+  ir::Value zero_;
+};
+
 }  // namespace kaio::ops::kernel

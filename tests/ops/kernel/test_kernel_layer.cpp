@@ -2,6 +2,7 @@
 // and assembled by nvJitLink for the archs that have their instructions:
 //   MbarrierRing   a producer and two consumer warps through rings of 2..8 stages
 //   CpAsyncRing    a copy through rings of 2..4 cp.async stages, read by other threads
+//   ThreadRing     per-thread cp.async rings of 3..6 stages, no barrier
 //   AccTile        row max / row sum across the m16n8 fragments of a warp vs float64
 //   SharedTile     a store / load round trip through every layout and swizzle
 //   signature      one struct declares the parameters and packs the arguments
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <set>
 #include <vector>
@@ -122,6 +124,54 @@ TEST_CASE("kernel layer: a cp.async ring of 2..4 stages carries every step, read
         for (uint32_t j = 0; j < 4; ++j)
           REQUIRE(y[(t * 32 + tid) * 4 + j] == 2.0f * x[(t * 32 + (tid ^ 1)) * 4 + j]);
     assembles(k, {"sm_80", "sm_90", "sm_90a"});
+  }
+}
+
+// ThreadRing: each thread copies its own 16 bytes per step and reads them back, with a
+// per-thread step count (threads 0..steps - 1 of a warp run different counts) and no barrier.
+// A stage refilled before it was read, or read before its copy landed, is a wrong value (or
+// the interpreter's report of a read of busy bytes).
+TEST_CASE("kernel layer: a per-thread cp.async ring of 3..6 stages carries every step, no barrier", "[kernel_layer][interp]") {
+  for (uint32_t S : {3u, 4u, 6u}) {
+    const uint32_t most = 9;
+    INFO("stages " << S);
+    ir::KernelBuilder b("thread_ring_" + std::to_string(S));
+    auto in = b.param<const float*>("in");
+    auto out = b.param<float*>("out");
+    auto smem = b.dynamic_shared<float>(16);
+    ir::Value tid = b.thread_idx_x(), zero = b.constant<uint32_t>(0u);
+    ir::Value count = most - tid % 4u;  // 6..9 steps
+    ir::Var issued = b.var<uint32_t>(0u);
+    kn::ThreadRing ring(b, S, zero);
+    ring.pipeline(
+        count,
+        [&](ir::Value stage) {
+          b.if_(ir::Value(issued) < count, [&] {
+            b.cp_async(smem, stage * 128u + tid * 4u, in, ir::cast<uint64_t>((ir::Value(issued) * 32u + tid) * 4u), 16);
+          });
+          b.cp_async_commit_group();
+          issued = ir::Value(issued) + 1u;
+        },
+        [&](ir::Value stage, const std::function<void()>& refill) {
+          std::vector<ir::Value> v;
+          for (uint32_t j = 0; j < 4; ++j) v.push_back(smem[stage * 128u + tid * 4u + j]);
+          refill();
+          for (uint32_t j = 0; j < 4; ++j) {
+            ir::Value at = tid * 4u + j;
+            out[at] = ir::Value(out[at]) + v[j];
+          }
+        });
+    const ir::Kernel k = b.build();
+    std::vector<float> x(most * 128), y(128, 0.0f);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 97) * 0.25f;
+    ir::interpret(k, {.grid = {1}, .block = {32}, .shared_bytes = S * 128 * 4}, x, y);
+    for (uint32_t tid = 0; tid < 32; ++tid)
+      for (uint32_t j = 0; j < 4; ++j) {
+        double want = 0;
+        for (uint32_t t = 0; t < most - tid % 4; ++t) want += x[(t * 32 + tid) * 4 + j];
+        REQUIRE(y[tid * 4 + j] == float(want));
+      }
+    assembles(k, {"sm_80", "sm_90"});
   }
 }
 
