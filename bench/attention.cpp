@@ -14,8 +14,10 @@
 // (PyTorch's SDPA on the same shapes). Without a GPU (KAIO_INTERPRET=1) it runs tiny
 // shapes as a smoke test.
 // --backward: ops::attention_backward instead (bench/attention_backward.h).
-// Usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows] [--backward]
+// Usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows]
+//                  [--decode-rows LABEL] [--decode-shape BxLxPAGE]... [--sync-each] [--backward]
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -35,7 +37,9 @@ namespace {
 
 struct Options {
   int rounds = 20;
-  std::string csv, only;
+  std::string csv, only, decode_rows;  // decode_rows: a substring of the row label, e.g. "B64 L1024 page 256"
+  bool sync_each = false;              // synchronise after every decode call (to find which call faults)
+  std::vector<std::array<uint32_t, 3>> decode_shapes;  // --decode-shape BxLxPAGE: these decode rows instead
   uint32_t splits = 0;  // decode: 0 automatic
   ops::AttentionKernel decode_kernel = ops::AttentionKernel::Auto;
   bool backward = false;
@@ -116,8 +120,13 @@ double copy_gbps(const jit::Stream& s, size_t bytes, int rounds) {
   return double(bytes) / (ms * 1e6);
 }
 
+std::string dec_label(const Dec& c) {
+  return "B" + std::to_string(c.b) + " L" + std::to_string(c.len) + " " + (c.page ? "page " + std::to_string(c.page) : "contiguous");
+}
+
 template <class T>
 void decode(const Options& o, const Dec& c, double copy, FILE* csv) {
+  if (!o.decode_rows.empty() && dec_label(c).find(o.decode_rows) == std::string::npos) return;
   const ir::Scalar dt = ir::ScalarOf<T>::value;
   const uint64_t tok = uint64_t(c.hkv) * c.d, kv = uint64_t(c.b) * c.len * tok;
   // Copies of the cache (and its table) to rotate through, so that the K and V bytes come
@@ -152,6 +161,13 @@ void decode(const Options& o, const Dec& c, double copy, FILE* csv) {
   auto call = [&] {
     ops::attention_decode(ops::bshd(q.device_address(), dt, 1, c.hq, c.d), caches[next++ % copies],
                           ops::bshd(out.device_address(), dt, 1, c.hq, c.d), sh, {.splits = o.splits, .kernel = o.decode_kernel}, &s);
+    if (!o.sync_each) return;
+    try {
+      s.synchronize();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "decode %s %s: call %u failed: %s\n", dname(dt), dec_label(c).c_str(), next, e.what());
+      throw;
+    }
   };
   const double ms = bench::ms_per_call(s, o.rounds, 10, call);
   const double bytes = 2.0 * kv * sizeof(T), gbps = bytes / ms / 1e6;
@@ -165,20 +181,27 @@ void decode(const Options& o, const Dec& c, double copy, FILE* csv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows printed before a fault stay printed
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows] [--backward]\n"
+      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows] [--decode-rows LABEL] [--decode-shape BxLxPAGE]... [--sync-each] [--backward]\n"
                 "  forward TFLOP/s and decode us / KV GB/s of ops::attention and ops::attention_decode;\n"
                 "  --csv FILE: rows for bench/attention_torch.py --kaio FILE; --only: cases whose name contains it\n"
                 "  (forward, decode); --splits: the decode key splits (0: chosen from the shape); --decode-kernel:\n"
-                "  force the tensor-core decode kernel or the rows kernel;\n"
+                "  force the tensor-core decode kernel or the rows kernel; --decode-rows: only the decode rows whose\n"
+                "  label (e.g. \"B64 L1024 page 256\") contains it; --decode-shape BxLxPAGE: that decode row (Hq 32, Hkv 8,\n"
+                "  D 128; PAGE 0 contiguous; repeatable) instead of the table; --sync-each: synchronise after every decode call;\n"
                 "  --backward: ops::attention_backward TFLOP/s (2.5x the forward's FLOPs), fast and deterministic");
       return 0;
     }
     if (a == "--backward") {
       o.backward = true;
+      continue;
+    }
+    if (a == "--sync-each") {
+      o.sync_each = true;
       continue;
     }
     if (i + 1 >= argc) {
@@ -188,6 +211,15 @@ int main(int argc, char** argv) {
     if (a == "--rounds") o.rounds = std::max(1, std::atoi(argv[++i]));
     else if (a == "--csv") o.csv = argv[++i];
     else if (a == "--only") o.only = argv[++i];
+    else if (a == "--decode-rows") o.decode_rows = argv[++i];
+    else if (a == "--decode-shape") {
+      std::array<uint32_t, 3> d{};
+      if (std::sscanf(argv[++i], "%ux%ux%u", &d[0], &d[1], &d[2]) != 3 || !d[0] || !d[1]) {
+        std::fprintf(stderr, "attention: --decode-shape takes BxLxPAGE (PAGE 0: contiguous), not %s\n", argv[i]);
+        return 2;
+      }
+      o.decode_shapes.push_back(d);
+    }
     else if (a == "--splits") o.splits = uint32_t(std::max(0, std::atoi(argv[++i])));
     else if (a == "--decode-kernel") {
       const std::string k = argv[++i];
@@ -214,7 +246,8 @@ int main(int argc, char** argv) {
                                                  {4, 8, 8, 2048, 256, false},   {4, 8, 8, 2048, 256, true},
                                                  {4, 16, 16, 4096, 96, true}};
   std::vector<Dec> dec = tiny ? std::vector<Dec>{{1, 2, 1, 300, 64, 0}, {1, 2, 1, 320, 64, 16}} : std::vector<Dec>{};
-  if (!tiny)
+  for (const auto& d : o.decode_shapes) dec.push_back({d[0], 32, 8, d[1], 128, d[2]});
+  if (!tiny && o.decode_shapes.empty())
     for (uint32_t b : {1u, 8u, 64u})
       for (uint32_t len : {1024u, 8192u, 32768u})
         for (uint32_t page : {0u, 16u, 256u}) dec.push_back({b, 32, 8, len, 128, page});

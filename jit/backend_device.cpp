@@ -27,6 +27,12 @@ class DeviceBackend final : public Backend {
   void copy_to_device(uint64_t dst, const void* src, size_t bytes) override {
     driver::ensure_context();
     driver::check(driver::api().memcpy_htod(dst, src, bytes), "cuMemcpyHtoD");
+    // From pageable memory, cuMemcpyHtoD returns once the bytes are staged, before the DMA
+    // into device memory is done, and kaio's streams (non-blocking) do not wait for the
+    // default stream: finish here, so that work on any stream sees the uploaded bytes. (A
+    // block table uploaded just before a launch on a kaio stream was read while the old
+    // contents of recycled memory were still there: page numbers out of the pool.)
+    driver::check(driver::api().stream_synchronize(nullptr), "cuStreamSynchronize");
   }
   void copy_to_host(void* dst, uint64_t src, size_t bytes) override {
     driver::ensure_context();

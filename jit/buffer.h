@@ -57,12 +57,15 @@ class DeviceBuffer {
   uint64_t device_address() const { return ptr_; }
   DevicePtr<T> ptr() const { return {ptr_}; }
 
-  // Copies host data in; the sizes must match.
+  // Copies host data in; the sizes must match. Done when it returns, so work on any stream
+  // sees it.
   void upload(const std::vector<T>& host) {
     if (host.size() != n_)
       throw UsageError("", "upload", "host vector has " + std::to_string(host.size()) + " elements, the buffer " + std::to_string(n_));
     detail::copy_to_device(ptr_, host.data(), bytes());
   }
+  // Copies the buffer out. It waits for the default stream only: synchronize a Stream whose
+  // kernels wrote the buffer first.
   std::vector<T> to_host() const {
     std::vector<T> out(n_);
     detail::copy_to_host(out.data(), ptr_, bytes());

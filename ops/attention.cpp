@@ -330,11 +330,6 @@ void attention_decode(const AttentionTensor& q, const KvCache& cache, const Atte
     if (opt.kernel == AttentionKernel::Mma && !why.empty())
       fail(op, "kernel", "the tensor-core decode kernel does not apply: " + why);
     if (!why.empty()) dv = nullptr;
-    // Auto takes the tensor-core kernel where a device run has verified it: contiguous caches
-    // and at most 16 query rows per KV head. Paged caches (an illegal address at 64
-    // sequences of 1024 keys in pages of 256, unsplit) and 16-token blocks of 4 m16 tiles
-    // (a launch that did not finish) fault on an H200 and stay on the rows kernel until fixed.
-    if (dv && opt.kernel != AttentionKernel::Mma && (cache.block_table || rows > 16)) dv = nullptr;
   }
   const DecodePlan plan = dv ? decode_plan_mma(shape, rows, attention_decode_config(q.dtype, *dv), opt.splits)
                              : DecodePlan{decode_splits(shape, opt.splits), 0};

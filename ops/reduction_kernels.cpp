@@ -126,17 +126,33 @@ void stream_vectors(ir::KernelBuilder& b, const ArrayAccess& x, Acc& acc, Value 
     };
     if (acc.op == Reduce::ArgMax) {
       // The exact argmax step costs ~8 instructions per element, which makes 16-bit rows
-      // compute-bound. Two per element decide whether this chunk can change the result: its
-      // max (max.f32 ignores NaN) and fma(v, 0, s), NaN when a value is NaN or +-inf. A chunk
-      // with neither a NaN nor an inf and a max not above the running value has no element
-      // that wins (ties keep the earlier index), so only other chunks take the exact step.
+      // compute-bound. Two per element decide what this chunk does: its max (max.f32 ignores
+      // NaN) and fma(v, 0, s), NaN when a value is NaN or +-inf. A chunk with a NaN or an inf
+      // takes the exact step. Any other chunk wins only if its max is above the running value
+      // (ties keep the earlier index), or is the thread's first: then its max is the value
+      // and the index is that of its first element equal to the max (a scan from the last
+      // element down, two instructions per element), so no chunk of finite values takes the
+      // exact step, not even the first.
       Value m, z;
       for (const std::vector<Value>& vk : vals)
         for (Value x : vk) {
           m = m.valid() ? ir::max(m, x) : x;
           z = z.valid() ? ir::fma(x, 0.0f, z) : x * 0.0f;
         }
-      b.if_(ir::isnan(z) || m > acc.val.get() || acc.idx.get() == 0xffffffffu, add_all);
+      b.if_(ir::isnan(z), add_all).else_([&] {
+        b.if_(m > acc.val.get() || acc.idx.get() == 0xffffffffu, [&] {
+          Value i;
+          for (uint32_t k = kUnroll; k-- > 0;) {
+            Value i0 = index_of(k == 0 ? v0 : v0 + stride * uint64_t(k));
+            for (size_t w = vals[k].size(); w-- > 0;) {
+              Value iw = w == 0 ? i0 : i0 + static_cast<uint32_t>(w);
+              i = i.valid() ? ir::select(vals[k][w] == m, iw, i) : iw;  // the last element: where no earlier one equals m
+            }
+          }
+          acc.val = m;
+          acc.idx = i;
+        });
+      });
     } else {
       add_all();
     }

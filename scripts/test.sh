@@ -17,7 +17,7 @@ if python3 -m venv "$BUILD/gguf-venv" &&
 else
   echo "test.sh: no gguf package: the GGUF interop test will skip"
 fi
-(cd "$BUILD" && ctest --output-on-failure)
+(cd "$BUILD" && ctest --output-on-failure -j "$(nproc)")
 
 PREFIX="$(mktemp -d /tmp/kaio-install-XXXXXX)"
 cmake --install "$BUILD" --prefix "$PREFIX"

@@ -5,6 +5,7 @@
 #include "kaio/codegen/ptx.h"
 #include "kaio/jit/linker.h"
 #include "../kernels.h"
+#include "../link_memo.h"
 
 using namespace kaio;
 
@@ -18,7 +19,7 @@ TEST_CASE("every test kernel assembles for sm_80 and sm_90", "[codegen][nvjitlin
       std::string ptx = codegen::emit_ptx(k, {arch, 9, 0});
       jit::LinkResult r;
       try {
-        r = jit::link_ptx(ptx, arch, k.name());
+        r = test::link_ptx(ptx, arch, k.name());
       } catch (const ToolError& e) {
         FAIL(e.what() << "\n" << ptx);
       }
@@ -31,7 +32,7 @@ TEST_CASE("every test kernel assembles for sm_80 and sm_90", "[codegen][nvjitlin
 TEST_CASE("nvJitLink failures carry the code name and the log", "[codegen][nvjitlink]") {
   std::string bad = ".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry broken() { add.s32 %r0, 1; }\n";
   try {
-    jit::link_ptx(bad, "sm_90", "broken");
+    test::link_ptx(bad, "sm_90", "broken");
     FAIL("expected ToolError");
   } catch (const ToolError& e) {
     CHECK(e.tool() == "nvJitLink");

@@ -8,6 +8,7 @@
 #include "kaio/jit/resources.h"
 #include "kaio/kaio.h"
 #include "../support.h"
+#include "../link_memo.h"
 
 using namespace kaio;
 using Catch::Matchers::Contains;
@@ -70,8 +71,8 @@ TEST_CASE("max_registers: nvJitLink obeys the cap for sm_80 and sm_90", "[codege
   for (const char* arch : {"sm_80", "sm_90"}) {
     INFO(arch);
     const ir::Kernel free = pressure(0), capped = pressure(32);
-    jit::Resources rf = jit::parse_resources(jit::link_ptx(codegen::emit_ptx(free, {arch, 9, 0}), arch, "pressure").info_log, 0);
-    jit::Resources rc = jit::parse_resources(jit::link_ptx(codegen::emit_ptx(capped, {arch, 9, 0}), arch, "pressure").info_log, 0);
+    jit::Resources rf = jit::parse_resources(test::link_ptx(codegen::emit_ptx(free, {arch, 9, 0}), arch, "pressure").info_log, 0);
+    jit::Resources rc = jit::parse_resources(test::link_ptx(codegen::emit_ptx(capped, {arch, 9, 0}), arch, "pressure").info_log, 0);
     CHECK(rf.registers > 32);   // the uncapped kernel wants more ...
     CHECK(rc.registers <= 32);  // ... and the capped one stays within its cap
   }

@@ -8,6 +8,7 @@
 #include "kaio/ir/interp/interp.h"
 #include "kaio/jit/linker.h"
 #include "kaio/kaio.h"
+#include "../link_memo.h"
 
 using namespace kaio;
 using Catch::Matchers::Contains;
@@ -33,7 +34,7 @@ TEST_CASE("bitcast: u32 <-> f16x2 / bf16x2 is one mov.b32; other types are refus
   const std::string ptx = codegen::emit_ptx(k, {"sm_80", 9, 0});
   CHECK_THAT(ptx, Contains("mov.b32"));
   CHECK_THAT(ptx, Contains("sub.rn.f16x2"));
-  for (const char* arch : {"sm_80", "sm_90"}) jit::link_ptx(codegen::emit_ptx(k, {arch, 9, 0}), arch, k.name());
+  for (const char* arch : {"sm_80", "sm_90"}) test::link_ptx(codegen::emit_ptx(k, {arch, 9, 0}), arch, k.name());
 }
 
 TEST_CASE("bitcast: the interpreter keeps the 32 bits; the magic pair is 1024 + v (f16), 128 + v (bf16)", "[codegen][ir][interp]") {
@@ -73,5 +74,5 @@ TEST_CASE("select of two pointers selects 64 bits (a QKV part's weights)", "[cod
   r[0u] = 1.0f;
   const std::string ptx = codegen::emit_ptx(b.build(), {"sm_80", 9, 0});
   CHECK_THAT(ptx, Contains("selp.b64"));
-  jit::link_ptx(ptx, "sm_80", "select_pointer");  // throws if ptxas refuses it
+  test::link_ptx(ptx, "sm_80", "select_pointer");  // throws if ptxas refuses it
 }

@@ -14,6 +14,7 @@
 #include "../support.h"
 #include "wgmma_8bit_check.h"
 #include "ptx_check.h"
+#include "../link_memo.h"
 
 using namespace kaio;
 using Catch::Matchers::Contains;
@@ -96,7 +97,7 @@ TEST_CASE("fp8: conversions assemble for sm_89 and sm_90, loads and stores every
     const std::string ptx = codegen::emit_ptx(k, {arch, 9, 0});
     CHECK_THAT(ptx, Contains("ld.shared.u8") && Contains("st.shared.u8") && Contains("ld.global.v4.u8") &&
                         Contains("st.global.v4.u8"));
-    CHECK(jit::link_ptx(ptx, arch, k.name()).cubin.size() > 4);
+    CHECK(test::link_ptx(ptx, arch, k.name()).cubin.size() > 4);
   }
   UsageError e = test::usage_error_of([&] { (void)codegen::emit_ptx(k, {"sm_80", 9, 0}); });
   CHECK(e.op() == "cast");
@@ -106,7 +107,7 @@ TEST_CASE("fp8: conversions assemble for sm_89 and sm_90, loads and stores every
     INFO(arch);
     const std::string ptx = codegen::emit_ptx(m, {arch, 9, 0});
     CHECK_THAT(ptx, Contains("ld.global.v2.u8") && Contains("st.global.u8"));
-    CHECK(jit::link_ptx(ptx, arch, m.name()).cubin.size() > 4);
+    CHECK(test::link_ptx(ptx, arch, m.name()).cubin.size() > 4);
   }
 }
 

@@ -11,6 +11,7 @@
 #include "kaio/jit/linker.h"
 #include "kaio/kaio.h"
 #include "../support.h"
+#include "../link_memo.h"
 
 using namespace kaio;
 using Catch::Matchers::Contains;
@@ -64,7 +65,7 @@ TEST_CASE("hopper golden: TMA loads of every rank complete an mbarrier", "[codeg
                               "d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r"));
     CHECK(std::count(l[0].begin(), l[0].end(), ',') == int(rank) + 2);  // dst], [map, {c0, ..}], [bar
     CHECK_THAT(ptx, Contains(".param .align 64 .b8"));
-    CHECK(jit::link_ptx(ptx, "sm_90", k.name()).cubin.size() > 4);
+    CHECK(test::link_ptx(ptx, "sm_90", k.name()).cubin.size() > 4);
     UsageError e = test::usage_error_of([&] { (void)codegen::emit_ptx(k, {"sm_80", 9, 0}); });
     CHECK_THAT(e.what(), Contains("needs sm_90") && Contains("the target is sm_80"));
     INFO(l[0]);
@@ -131,7 +132,7 @@ TEST_CASE("hopper golden: wgmma transposes and tf32; sm_90a is chosen, plain sm_
     CHECK_THAT(l[0], Contains(std::string("wgmma.mma_async.sync.aligned.") + cases[c].tail));
     CHECK(l[0].size() > 12);
     CHECK(l[0].substr(l[0].rfind('%')).find(flags[c]) != std::string::npos);
-    CHECK(jit::link_ptx(ptx, "sm_90a", k.name()).cubin.size() > 4);
+    CHECK(test::link_ptx(ptx, "sm_90a", k.name()).cubin.size() > 4);
     CHECK_THAT(test::usage_error_of([&] { (void)jit::compile(k, {.arch = "sm_90", .use_cache = false}); }).what(),
                Contains("sm_90a only, not sm_90"));
     CHECK_THAT(test::usage_error_of([&] { (void)jit::compile(k, {.arch = "sm_100a", .use_cache = false}); }).what(),
@@ -193,7 +194,7 @@ TEST_CASE("hopper golden: cluster barrier, mbarrier init fence, remote arrive, m
   const auto m = lines_with(ptx, "mapa.shared::cluster.u32 %r");
   REQUIRE(m.size() == 1);
   CHECK(lines_with(ptx, "mbarrier.arrive.shared::cluster.b64 _, [%r").size() == 1);
-  CHECK(jit::link_ptx(ptx, "sm_90", k.name()).cubin.size() > 4);
+  CHECK(test::link_ptx(ptx, "sm_90", k.name()).cubin.size() > 4);
   CHECK_THAT(test::usage_error_of([&] { (void)codegen::emit_ptx(k, {"sm_80", 9, 0}); }).what(), Contains("sm_90"));
   ir::KernelBuilder bad("bad_mask");
   auto map2 = bad.tensor_map_param("map");
@@ -303,7 +304,7 @@ TEST_CASE("hopper golden: TMA stores of every rank, their bulk groups and waits"
     CHECK(lines_with(ptx, "cp.async.bulk.commit_group;").size() == 1);
     CHECK(lines_with(ptx, "cp.async.bulk.wait_group.read 0;").size() == 1);
     CHECK(lines_with(ptx, "cp.async.bulk.wait_group 0;").size() == 1);
-    CHECK(jit::link_ptx(ptx, "sm_90", k.name()).cubin.size() > 4);
+    CHECK(test::link_ptx(ptx, "sm_90", k.name()).cubin.size() > 4);
     CHECK_THAT(test::usage_error_of([&] { (void)codegen::emit_ptx(k, {"sm_80", 9, 0}); }).what(), Contains("needs sm_90"));
   }
   // printed with its rank and the wait's scope

@@ -10,6 +10,7 @@
 #include "kaio/jit/linker.h"
 #include "kaio/kaio.h"
 #include "ptx_check.h"
+#include "../link_memo.h"
 
 using namespace kaio;
 
@@ -101,7 +102,7 @@ void assembles(const ir::Kernel& k) {
     std::string ptx = codegen::emit_ptx(k, {arch, 9, 0});
     jit::LinkResult r;
     try {
-      r = jit::link_ptx(ptx, arch, k.name());
+      r = test::link_ptx(ptx, arch, k.name());
     } catch (const ToolError& e) {
       FAIL(e.what() << "\n" << e.log() << "\n" << ptx);
     }

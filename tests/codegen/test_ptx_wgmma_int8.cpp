@@ -18,6 +18,7 @@
 #include "../ir/mma_kernels.h"
 #include "../support.h"
 #include "wgmma_8bit_check.h"
+#include "../link_memo.h"
 
 using namespace kaio;
 using Catch::Matchers::Contains;
@@ -113,14 +114,14 @@ TEST_CASE("wgmma int8 golden: m64nNk32 s32 forms of s8 / u8, mixed too, assemble
   for (uint32_t n : {8u, 16u, 24u, 32u, 64u, 96u, 160u, 208u, 240u}) {
     ir::Kernel k = test::wgmma_8bit_kernel(Scalar::S8, Scalar::S8, n);
     INFO(k.name());
-    CHECK(jit::link_ptx(codegen::emit_ptx(k, {"sm_90a", 9, 0}), "sm_90a", k.name()).cubin.size() > 4);
+    CHECK(test::link_ptx(codegen::emit_ptx(k, {"sm_90a", 9, 0}), "sm_90a", k.name()).cubin.size() > 4);
   }
   CHECK(test::wgmma_8bit_kernel(Scalar::S8, Scalar::U8, 16).hash() != test::wgmma_8bit_kernel(Scalar::S8, Scalar::S8, 16).hash());
   // the device test's tile kernel (unswizzled descriptors, 8-bit shared stores) assembles
   for (auto [ta, tb] : {std::pair{Scalar::S8, Scalar::S8}, std::pair{Scalar::U8, Scalar::S8}}) {
     ir::Kernel k = wgmma_int8_tile(ta, tb);
     INFO(k.name());
-    CHECK(jit::link_ptx(codegen::emit_ptx(k, {"sm_90a", 9, 0}), "sm_90a", k.name()).cubin.size() > 4);
+    CHECK(test::link_ptx(codegen::emit_ptx(k, {"sm_90a", 9, 0}), "sm_90a", k.name()).cubin.size() > 4);
   }
 }
 

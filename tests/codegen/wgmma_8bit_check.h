@@ -12,6 +12,7 @@
 #include "kaio/kaio.h"
 #include "../ir/mma_kernels.h"
 #include "../support.h"
+#include "../link_memo.h"
 
 namespace kaio::test {
 
@@ -30,7 +31,7 @@ inline void check_wgmma_8bit_form(ir::Scalar ta, ir::Scalar tb, uint32_t n, cons
   CHECK_THAT(line, Contains("wgmma.mma_async.sync.aligned." + form));
   CHECK(line.substr(line.rfind('}')) == tail);
   CHECK_THAT(k.print(), Contains("m64n" + std::to_string(n) + "k32 " + ir::scalar_name(ta)));
-  jit::LinkResult r = jit::link_ptx(ptx, "sm_90a", k.name());
+  jit::LinkResult r = test::link_ptx(ptx, "sm_90a", k.name());
   CHECK(r.cubin.size() > 4);
   const std::string sass = sass_of(r.cubin);
   if (!sass.empty()) CHECK_THAT(sass, Contains(sass_op));

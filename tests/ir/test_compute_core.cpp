@@ -15,6 +15,7 @@
 #include "kaio/jit/resources.h"
 #include "kaio/kaio.h"
 #include "../support.h"
+#include "../link_memo.h"
 
 using namespace kaio;
 using Catch::Matchers::Contains;
@@ -98,7 +99,7 @@ TEST_CASE("core: 128-register accumulator, named barrier, by-value parameter, wa
   CHECK(ptx.find(".local") == std::string::npos);
   for (const char* arch : {"sm_80", "sm_90"}) {
     INFO(arch);
-    jit::LinkResult r = jit::link_ptx(codegen::emit_ptx(k, {arch, 9, 0}), arch, k.name());
+    jit::LinkResult r = test::link_ptx(codegen::emit_ptx(k, {arch, 9, 0}), arch, k.name());
     jit::Resources res = jit::parse_resources(r.info_log, 0);
     CHECK(res.local_bytes == 0);
     CHECK(res.spill_stores == 0);
@@ -153,7 +154,7 @@ TEST_CASE("core: divergence levels: warp roles may use named barriers, threads m
     std::string ptx = codegen::emit_ptx(k, {"sm_90a", 9, 0});
     CHECK_THAT(ptx, Contains("setmaxnreg.dec.sync.aligned.u32 40;"));
     CHECK_THAT(ptx, Contains("setmaxnreg.inc.sync.aligned.u32 232;"));
-    CHECK(jit::link_ptx(ptx, "sm_90a", k.name()).cubin.size() > 4);
+    CHECK(test::link_ptx(ptx, "sm_90a", k.name()).cubin.size() > 4);
     // setmaxnreg exists on sm_90a only
     UsageError e = usage_error_of([&] { (void)codegen::emit_ptx(k, {"sm_90", 9, 0}); });
     CHECK(e.op() == "setmaxnreg");
@@ -244,7 +245,7 @@ TEST_CASE("core: PTX of the new instruction forms, assembled for their targets",
   CHECK_THAT(ptx, Contains("\tmbarrier.init.shared::cta.b64 ["));
   CHECK_THAT(ptx, Contains("\tmbarrier.arrive.expect_tx.shared::cta.b64 _, ["));
   CHECK_THAT(ptx, Contains("\tmbarrier.try_wait.parity.shared::cta.b64 %p"));
-  CHECK(jit::link_ptx(ptx, "sm_90", k.name()).cubin.size() > 4);
+  CHECK(test::link_ptx(ptx, "sm_90", k.name()).cubin.size() > 4);
   // expect_tx and fence.proxy.async are sm_90 instructions
   CHECK(usage_error_of([&] { (void)codegen::emit_ptx(k, {"sm_80", 9, 0}); }).op() == "fence_proxy_async");
 
@@ -260,7 +261,7 @@ TEST_CASE("core: PTX of the new instruction forms, assembled for their targets",
   std::string p80 = codegen::emit_ptx(k80, {"sm_80", 9, 0});
   CHECK_THAT(p80, Contains("mbarrier.test_wait.parity.shared::cta.b64"));
   CHECK_THAT(p80, Contains("mbarrier.arrive.shared::cta.b64 _, ["));
-  CHECK(jit::link_ptx(p80, "sm_80", k80.name()).cubin.size() > 4);
+  CHECK(test::link_ptx(p80, "sm_80", k80.name()).cubin.size() > 4);
 }
 
 TEST_CASE("core: the op table defines every op once", "[ir][core]") {
@@ -312,7 +313,7 @@ TEST_CASE("core: wgmma writes a register array asynchronously; the verifier guar
   CHECK_THAT(ptx, Contains("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%f"));
   CHECK_THAT(ptx, Contains("wgmma.wait_group.sync.aligned 1;"));
   CHECK(ptx.find(".local") == std::string::npos);
-  jit::LinkResult r = jit::link_ptx(ptx, "sm_90a", ok.name());
+  jit::LinkResult r = test::link_ptx(ptx, "sm_90a", ok.name());
   CHECK(r.cubin.size() > 4);
   CHECK(jit::parse_resources(r.info_log, 0).local_bytes == 0);
   for (int v = 1; v <= 4; ++v) {
@@ -351,7 +352,7 @@ TEST_CASE("core: wgmma with A from registers (16-bit fragments, B from shared me
   const std::string ptx = codegen::emit_ptx(k, {"sm_90a", 9, 0});
   CHECK_THAT(ptx, Contains("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%f") && Contains("}, {%r") &&
                       Contains(", 1, 1, 1;"));
-  const jit::LinkResult r = jit::link_ptx(ptx, "sm_90a", k.name());
+  const jit::LinkResult r = test::link_ptx(ptx, "sm_90a", k.name());
   CHECK(jit::parse_resources(r.info_log, 0).local_bytes == 0);
   // Misuse names the op: A registers of the wrong type or count, a non-16-bit type.
   ir::KernelBuilder bad("wgmma_rs_bad");

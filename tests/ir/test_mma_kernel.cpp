@@ -16,6 +16,7 @@
 #include "kaio/kaio.h"
 #include "../support.h"
 #include "mma_kernels.h"
+#include "../link_memo.h"
 
 using namespace kaio;
 using Catch::Matchers::Contains;
@@ -81,7 +82,7 @@ void check_cubins(const ir::Kernel& k, const char* op, int min_registers = 0) {
   CHECK(ptx.find(".local") == std::string::npos);
   for (const char* arch : {"sm_80", "sm_90"}) {
     INFO(k.name() << " for " << arch);
-    jit::LinkResult r = jit::link_ptx(codegen::emit_ptx(k, {arch, 9, 0}), arch, k.name());
+    jit::LinkResult r = test::link_ptx(codegen::emit_ptx(k, {arch, 9, 0}), arch, k.name());
     jit::Resources res = jit::parse_resources(r.info_log, 0);
     CHECK(res.local_bytes == 0);
     CHECK(res.spill_stores == 0);

@@ -187,6 +187,27 @@ TEST_CASE("launches on a stream", "[gpu]") {
                   [&](size_t i, double) { return 2 * kEps * (std::fabs(3.0 * x[i]) + std::fabs(y[i])); }) == 0);
 }
 
+// An upload is done when it returns: a kernel launched straight after it on a kaio stream
+// (non-blocking: it does not wait for the default stream) reads the uploaded bytes, not
+// what recycled memory held before. cuMemcpyHtoD from pageable memory returns once the
+// bytes are staged; without the wait behind it, a block table uploaded into memory a
+// previous buffer had filled was read as that buffer's bytes.
+TEST_CASE("an upload is seen by the next launch on a kaio stream", "[gpu]") {
+  jit::CompiledKernel ck = jit::compile(ops::saxpy_kernel());
+  const uint32_t n = 32768;
+  Stream s;
+  for (int round = 0; round < 20; ++round) {
+    INFO("round " << round);
+    { DeviceBuffer<float> old(n); old.fill_bytes(0x7f); }  // freed: the next allocation may reuse it
+    const std::vector<float> x(n, 1.0f), y = random_floats(n);
+    DeviceBuffer<float> dx(x), dy(y);
+    ck.launch({.grid = {(n + 127) / 128}, .block = {128}, .stream = &s}, 2.0f, dx, dy, n);
+    s.synchronize();
+    std::vector<float> out = dy.to_host();
+    CHECK(count_bad(out, [&](size_t i) { return 2.0 + double(y[i]); }, [&](size_t i, double) { return 2 * kEps * (2.0 + std::fabs(y[i])); }) == 0);
+  }
+}
+
 // ---------------- the interpreter against the device ----------------
 
 namespace {

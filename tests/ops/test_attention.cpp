@@ -24,6 +24,7 @@
 #include "../support.h"
 #include "attention_case.h"
 #include "attention_support.h"
+#include "../link_memo.h"
 
 using namespace kaio;
 using namespace kaio::test::attn;
@@ -188,7 +189,7 @@ TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory
     CHECK_THAT(ptx, Contains("setp.ne.b32") && Contains(", 1, 1, 1;"));  // P V: B MN-major (transposing form)
     CHECK(ptx.find("k16.f32." + std::string(k.name().find("bf16") != std::string::npos ? "bf16.bf16" : "f16.f16") + " {%f") !=
           std::string::npos);
-    const jit::LinkResult r = jit::link_ptx(ptx, "sm_90a", k.name());
+    const jit::LinkResult r = test::link_ptx(ptx, "sm_90a", k.name());
     const jit::Resources res = jit::parse_resources(r.info_log, 384);
     INFO(res.str());
     CHECK(res.local_bytes == 0);

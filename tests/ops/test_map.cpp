@@ -10,6 +10,7 @@
 #include "kaio/jit/linker.h"
 #include "kaio/ops/map.h"
 #include "ops_support.h"
+#include "../link_memo.h"
 
 using namespace kaio;
 using namespace kaio::test::ops;
@@ -182,7 +183,7 @@ TEST_CASE("ops::map kernels assemble for sm_80 and sm_90 at every vector width",
   for (const ir::Kernel& k : ks)
     for (const char* arch : {"sm_80", "sm_90"}) {
       INFO(k.name() << " for " << arch);
-      jit::LinkResult r = jit::link_ptx(codegen::emit_ptx(k, {arch, 9, 0}), arch, k.name());
+      jit::LinkResult r = test::link_ptx(codegen::emit_ptx(k, {arch, 9, 0}), arch, k.name());
       CHECK(r.cubin.compare(0, 4, "\x7f" "ELF") == 0);
     }
 }

@@ -17,6 +17,7 @@
 #include "../ir/mma_kernels.h"
 #include "../support.h"
 #include "matmul_support.h"
+#include "../link_memo.h"
 
 using namespace kaio;
 using Catch::Matchers::Contains;
@@ -247,7 +248,7 @@ TEST_CASE("matmul: every declared config assembles for sm_80 and sm_90 without l
         CHECK(ptx.find("ld.shared.v4.f32") != std::string::npos);  // 16-byte reads of the thread's A and B values
       if (k.name().find("mma_cp") != std::string::npos) CHECK(ptx.find("cp.async.cg.shared.global") != std::string::npos);
       if (k.name().find("simt_db") != std::string::npos) CHECK(ptx.find("ld.global.v4.f32") != std::string::npos);
-      jit::LinkResult r = jit::link_ptx(ptx, arch, k.name());
+      jit::LinkResult r = test::link_ptx(ptx, arch, k.name());
       jit::Resources res = jit::parse_resources(r.info_log, 0);
       CHECK(res.local_bytes == 0);
       CHECK(res.spill_stores == 0);
@@ -276,7 +277,7 @@ TEST_CASE("matmul: a variant's register cap reaches its kernel (.maxnreg) and pt
           INFO(k.name() << " for " << arch);
           std::string ptx = codegen::emit_ptx(k, {arch, 9, 0});
           CHECK(ptx.find(".maxnreg " + std::to_string(v.max_registers) + "\n") != std::string::npos);
-          jit::Resources res = jit::parse_resources(jit::link_ptx(ptx, arch, k.name()).info_log, 0);
+          jit::Resources res = jit::parse_resources(test::link_ptx(ptx, arch, k.name()).info_log, 0);
           CHECK(res.registers <= static_cast<int>(v.max_registers));
           CHECK(res.spill_stores == 0);
           CHECK(res.local_bytes == 0);

@@ -19,6 +19,7 @@
 #include "kaio/ops/matmul.h"
 #include "../support.h"
 #include "matmul_support.h"
+#include "../link_memo.h"
 
 using namespace kaio;
 using Catch::Matchers::Contains;
@@ -110,7 +111,7 @@ TEST_CASE("matmul epilogue: kernels name the epilogue, take the bias last, and a
     CHECK(k.params().back().name == "bias");
     CHECK(k.params().size() == ops::matmul_kernel({index_of(v), in, out}).params().size() + 1);
     for (const char* arch : {"sm_80", "sm_90"}) {
-      jit::LinkResult r = jit::link_ptx(codegen::emit_ptx(k, {arch, 9, 0}), arch, k.name());
+      jit::LinkResult r = test::link_ptx(codegen::emit_ptx(k, {arch, 9, 0}), arch, k.name());
       jit::Resources res = jit::parse_resources(r.info_log, 0);
       CHECK(res.local_bytes == 0);
       CHECK(res.spill_stores == 0);
@@ -123,7 +124,7 @@ TEST_CASE("matmul epilogue: kernels name the epilogue, take the bias last, and a
       INFO(cfg.str());
       CHECK_THAT(k.name(), Contains("_bias_silu"));
       CHECK(k.params().back().name == "bias");
-      jit::LinkResult r = jit::link_ptx(codegen::emit_ptx(k, {"sm_90a", 9, 0}), "sm_90a", k.name());
+      jit::LinkResult r = test::link_ptx(codegen::emit_ptx(k, {"sm_90a", 9, 0}), "sm_90a", k.name());
       jit::Resources res = jit::parse_resources(r.info_log, 0);
       CHECK(res.local_bytes == 0);
       CHECK(res.spill_stores == 0);

@@ -22,6 +22,7 @@
 #include "../ir/mma_kernels.h"
 #include "../support.h"
 #include "matmul_support.h"
+#include "../link_memo.h"
 
 using namespace kaio;
 using Catch::Matchers::Contains;
@@ -49,7 +50,7 @@ TEST_CASE("matmul fp8: every fp8 kernel assembles for sm_90a with k32 wgmma and 
       const std::string t = ir::scalar_name(c.in);
       CHECK_THAT(ptx, Contains("k32.f32." + t + "." + t + " {"));
       CHECK(ptx.find(".local") == std::string::npos);
-      jit::LinkResult r = jit::link_ptx(ptx, "sm_90a", k.name());
+      jit::LinkResult r = test::link_ptx(ptx, "sm_90a", k.name());
       jit::Resources res = jit::parse_resources(r.info_log, 0);
       CHECK(res.local_bytes == 0);
       CHECK(res.spill_stores == 0);

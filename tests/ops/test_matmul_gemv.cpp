@@ -19,6 +19,7 @@
 #include "kaio/ops/matmul_engine.h"
 #include "../support.h"
 #include "matmul_support.h"
+#include "../link_memo.h"
 
 using namespace kaio;
 using Catch::Matchers::Contains;
@@ -229,7 +230,7 @@ TEST_CASE("matmul gemv: every kernel assembles for sm_80 and sm_90 with 16-byte 
             const std::string ptx = codegen::emit_ptx(k, {arch, 9, 0});
             CHECK(ptx.find(".local") == std::string::npos);
             CHECK_THAT(ptx, Contains(t.in == ir::Scalar::F32 ? "ld.global.nc.v4.f32" : "ld.global.nc.v4.b32"));
-            const jit::LinkResult r = jit::link_ptx(ptx, arch, k.name());
+            const jit::LinkResult r = test::link_ptx(ptx, arch, k.name());
             const jit::Resources res = jit::parse_resources(r.info_log, 0);
             CHECK(res.local_bytes == 0);
             CHECK(res.spill_stores == 0);

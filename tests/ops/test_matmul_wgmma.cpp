@@ -19,6 +19,7 @@
 #include "../ir/mma_kernels.h"
 #include "../support.h"
 #include "matmul_support.h"
+#include "../link_memo.h"
 
 using namespace kaio;
 using Catch::Matchers::Contains;
@@ -50,7 +51,7 @@ TEST_CASE("matmul wgmma: every config emits TMA, mbarriers and wgmma, and assemb
     CHECK_THAT(ptx, Contains("wgmma.wait_group.sync.aligned 1;"));
     CHECK_THAT(ptx, Contains(".extern .shared .align 1024 .b8 kaio_dynamic_smem[];"));
     CHECK(ptx.find(".local") == std::string::npos);
-    jit::LinkResult r = jit::link_ptx(ptx, "sm_90a", k.name());
+    jit::LinkResult r = test::link_ptx(ptx, "sm_90a", k.name());
     jit::Resources res = jit::parse_resources(r.info_log, 0);
     CHECK(res.local_bytes == 0);
     CHECK(res.spill_stores == 0);

@@ -15,6 +15,7 @@
 #include "kaio/ops/qmatmul.h"
 #include "../ir/mma_kernels.h"
 #include "../support.h"
+#include "../link_memo.h"
 
 using namespace kaio;
 using Catch::Matchers::Contains;
@@ -156,7 +157,7 @@ TEST_CASE("qmatmul: every declared kernel assembles (sm_80, sm_90, sm_90a in tur
         op = "HMMA";
         ++int4_mma;
       }
-      jit::LinkResult r = jit::link_ptx(ptx, arch, n);
+      jit::LinkResult r = test::link_ptx(ptx, arch, n);
       jit::Resources res = jit::parse_resources(r.info_log, 0);
       CHECK(res.local_bytes == 0);
       CHECK(res.spill_stores == 0);

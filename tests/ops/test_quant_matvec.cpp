@@ -20,6 +20,7 @@
 #include "../quant/gguf_writer.h"
 #include "../support.h"
 #include "ops_support.h"
+#include "../link_memo.h"
 
 using namespace kaio;
 using quant::GgmlType;
@@ -240,7 +241,7 @@ TEST_CASE("quant_matmul: every declared kernel assembles for sm_80, sm_90 and sm
       INFO(k.name() << " " << arch);
       const std::string ptx = codegen::emit_ptx(k, {arch, 9, 0});
       if (k.name().find("matvec") != std::string::npos) CHECK(ptx.find("dp4a.s32.s32") != std::string::npos);
-      const jit::LinkResult r = jit::link_ptx(ptx, arch, k.name());
+      const jit::LinkResult r = test::link_ptx(ptx, arch, k.name());
       const jit::Resources res = jit::parse_resources(r.info_log, 0);
       CHECK(res.local_bytes == 0);
       CHECK(res.spill_stores == 0);

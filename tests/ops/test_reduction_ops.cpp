@@ -15,6 +15,7 @@
 #include "kaio/jit/linker.h"
 #include "kaio/ops/reduction.h"
 #include "ops_support.h"
+#include "../link_memo.h"
 
 using namespace kaio;
 using namespace kaio::test::ops;
@@ -152,7 +153,7 @@ TEMPLATE_TEST_CASE("argmax_rows on long rows: the winner, ties, NaN and inf in l
   // 16384 columns: every thread walks several unrolled chunks, most of which cannot change
   // the result; the special values sit in chunks after the first.
   using T = TestType;
-  const uint32_t cols = 16384, rows = 6;
+  const uint32_t cols = 16384, rows = 7;
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<T> h(size_t(rows) * cols, T(1.0f));
   h[0 * cols + 9000] = T(2.0f);
@@ -168,11 +169,14 @@ TEMPLATE_TEST_CASE("argmax_rows on long rows: the winner, ties, NaN and inf in l
   h[4 * cols + 10000] = T(0.0f);  // -0 == +0: 3
   for (uint32_t c = 0; c < cols; ++c) h[5 * cols + c] = T(float(c % 1000) / 1000);
   h[5 * cols + 16383] = T(1.5f);  // the last element
+  h[6 * cols + 4101] = T(2.0f);
+  h[6 * cols + 4098] = T(2.0f);
+  h[6 * cols + 4097] = T(2.0f);  // a tie inside one 16-byte vector (one chunk): 4097
   DeviceBuffer<T> x(h);
   DeviceBuffer<int64_t> out(rows);
   out.fill_bytes(0xFF);
   ops::argmax_rows<T>(out, x, rows, cols);
-  CHECK(out.to_host() == std::vector<int64_t>{9000, 15000, 0, 5000, 3, 16383});
+  CHECK(out.to_host() == std::vector<int64_t>{9000, 15000, 0, 5000, 3, 16383, 4097});
 }
 
 TEMPLATE_TEST_CASE("whole-array reductions against float64, bit-identical across runs", "[gpu][ops][reduction]", float,
@@ -275,7 +279,7 @@ TEST_CASE("reduction kernels outside the declared table assemble for sm_80 and s
   for (const ir::Kernel& k : ks)
     for (const char* arch : {"sm_80", "sm_90"}) {
       INFO(k.name() << " for " << arch);
-      jit::LinkResult r = jit::link_ptx(codegen::emit_ptx(k, {arch, 9, 0}), arch, k.name());
+      jit::LinkResult r = test::link_ptx(codegen::emit_ptx(k, {arch, 9, 0}), arch, k.name());
       CHECK(r.cubin.compare(0, 4, "\x7f" "ELF") == 0);
     }
 }
