@@ -18,7 +18,7 @@ uint32_t div_up(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 
 
 }  // namespace
 
-RowPlan plan_rows(uint32_t rows, uint32_t cols, uint32_t vec, uint32_t sms) {
+RowPlan plan_rows(uint32_t rows, uint32_t cols, uint32_t vec, uint32_t sms, bool four) {
   if (sms == 0) sms = 132;
   RowPlan p;
   p.vec = vec;
@@ -29,6 +29,11 @@ RowPlan plan_rows(uint32_t rows, uint32_t cols, uint32_t vec, uint32_t sms) {
   uint32_t team = 32;
   while (team < kMaxTeam && nv > team * most) team = team == 32 ? 128 : team * 2;  // 32, 128, 256, ...
   uint32_t items = pow2_ceil(div_up(nv, team));
+  if (four && vec >= 8 && nv > 512 && nv <= 1024) {  // see rows.h
+    p.team = 256;
+    p.items = 4;
+    return p;
+  }
   if (items <= most) {
     p.team = team;
     p.items = items;
@@ -158,9 +163,9 @@ void set_plan_override(const RowPlan* plan) {
   if (plan) override_plan = *plan;
 }
 
-RowPlan choose_plan(uint32_t rows, uint32_t cols, uint32_t vec) {
+RowPlan choose_plan(uint32_t rows, uint32_t cols, uint32_t vec, bool four) {
   if (has_override && override_plan.vec == vec) return override_plan;
-  return plan_rows(rows, cols, vec, sm_count());
+  return plan_rows(rows, cols, vec, sm_count(), four);
 }
 
 void set_sm_count(uint32_t n) { sm_override.store(n, std::memory_order_relaxed); }

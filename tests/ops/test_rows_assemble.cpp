@@ -43,6 +43,13 @@ TEST_CASE("row strategy: warp, block, streamed and split rows from the shape", "
   p = plan_rows(8192, 8192, 8);                          // bf16 8192: 512 threads x 2 x 8 halves
   CHECK(p.team == 512);
   CHECK(p.items == 2);
+  CHECK(p.persist);
+  p = plan_rows(8192, 8192, 8, 132, true);               // softmax, rms_norm: 256 threads x 4, one-shot
+  CHECK(p.team == 256);
+  CHECK(p.items == 4);
+  CHECK_FALSE(p.persist);
+  CHECK(plan_rows(8192, 4096, 8, 132, true).items == 2);  // only 4097-8192 columns
+  CHECK(plan_rows(8192, 8192, 4, 132, true).team == 512); // only 16-bit rows
   CHECK(plan_rows(1, 4096, 8).team == 256);              // decode: one block of 256
   p = plan_rows(8192, 1u << 20, 4);                      // long rows, many of them: streamed
   CHECK(p.items == 0);
