@@ -38,6 +38,15 @@ void assembles(const ir::Kernel& k, std::initializer_list<const char*> archs) {
   }
 }
 
+// The start of the cp.async ring tests' kernels: a float input, a float output and 16-byte
+// aligned dynamic shared floats (one 32-thread block: 128 floats a stage).
+struct CopyRingKernel {
+  ir::KernelBuilder b;
+  ir::Value in, out, smem;
+  explicit CopyRingKernel(const std::string& name)
+      : b(name), in(b.param<const float*>("in")), out(b.param<float*>("out")), smem(b.dynamic_shared<float>(16)) {}
+};
+
 // Warp 0 (one thread) produces N steps of 32 values into a ring of S stages; warps 1 and 2
 // each copy every step out. A stage reused before both consumers released it, or read
 // before it was filled, shows up as a wrong value (or as the interpreter's race report).
@@ -97,10 +106,9 @@ TEST_CASE("kernel layer: a cp.async ring of 2..4 stages carries every step, read
   for (uint32_t S : {2u, 3u, 4u}) {
     const uint32_t steps = 7;
     INFO("stages " << S);
-    ir::KernelBuilder b("cp_ring_" + std::to_string(S));
-    auto in = b.param<const float*>("in");
-    auto out = b.param<float*>("out");
-    auto smem = b.dynamic_shared<float>(16);
+    CopyRingKernel ck("cp_ring_" + std::to_string(S));
+    ir::KernelBuilder& b = ck.b;
+    ir::Value in = ck.in, out = ck.out, smem = ck.smem;
     ir::Value tid = b.thread_idx_x();
     kn::CpAsyncRing ring(b, S, b.constant<uint32_t>(0u));
     ring.pipeline(
@@ -135,10 +143,9 @@ TEST_CASE("kernel layer: a per-thread cp.async ring of 3..6 stages carries every
   for (uint32_t S : {3u, 4u, 6u}) {
     const uint32_t most = 9;
     INFO("stages " << S);
-    ir::KernelBuilder b("thread_ring_" + std::to_string(S));
-    auto in = b.param<const float*>("in");
-    auto out = b.param<float*>("out");
-    auto smem = b.dynamic_shared<float>(16);
+    CopyRingKernel ck("thread_ring_" + std::to_string(S));
+    ir::KernelBuilder& b = ck.b;
+    ir::Value in = ck.in, out = ck.out, smem = ck.smem;
     ir::Value tid = b.thread_idx_x(), zero = b.constant<uint32_t>(0u);
     ir::Value count = most - tid % 4u;  // 6..9 steps
     ir::Var issued = b.var<uint32_t>(0u);
