@@ -40,7 +40,8 @@ enum {
   KAIO_ERR_TOOL = 2,      /* kaio::ToolError: nvJitLink, the CUDA driver, LMDB, files */
   KAIO_ERR_INTERNAL = 3,  /* kaio::InternalError: a broken invariant */
   KAIO_ERR_OTHER = 4,     /* any other C++ exception (e.g. out of memory) */
-  KAIO_ERR_CALLBACK = 5   /* a caller's callback returned non-zero; its own error is the caller's */
+  KAIO_ERR_CALLBACK = 5,  /* a caller's callback returned non-zero; its own error is the caller's */
+  KAIO_MISMATCH = 6       /* kaio_plan_launch_objects: the objects are not the plan's; nothing ran */
 };
 
 /* ---- DLPack ---- */
@@ -404,6 +405,20 @@ KAIO_API int kaio_plan_launch(const kaio_plan* plan, const uint64_t* data, size_
  * data[0..n_data), values[0..n_values) as IEEE-754 double bits}. For callers whose foreign
  * calls cost per argument (Python's ctypes): one pointer crosses. */
 KAIO_API int kaio_plan_launch_packed(const uint64_t* words);
+/* The packed launch on a framework's tensor objects (e.g. the PyObject* of torch tensors),
+ * read through the DLPack exchange table the framework publishes (DLPack 1.2+: the pointer
+ * in its tensor type's __dlpack_c_exchange_api__ capsule). words: {plan, exchange_api,
+ * learn, n_objects, n_values, objects[0..n_objects) (kaio_plan_launch's order),
+ * values[0..n_values) as double bits}. It launches on the producer's current work stream of
+ * the first array's device. Call it with the objects' interpreter lock held: the table's
+ * functions run Python's C API.
+ * learn != 0: the caller has checked that these objects have the metadata the plan was
+ * made for; the plan keeps their metadata as the table reports it and launches. learn = 0:
+ * the objects' metadata is compared with what was learned. KAIO_MISMATCH (nothing
+ * launched, no error set): it differs, nothing was learned yet, or the table is not a
+ * usable version. KAIO_ERR_CALLBACK: a function of the table failed; its error is set in
+ * the caller's interpreter. */
+KAIO_API int kaio_plan_launch_objects(const uint64_t* words);
 KAIO_API size_t kaio_plan_arrays(const kaio_plan* plan); /* how many addresses a launch takes */
 KAIO_API size_t kaio_plan_values(const kaio_plan* plan); /* how many numbers */
 KAIO_API const char* kaio_plan_op(const kaio_plan* plan);

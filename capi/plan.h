@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kaio/capi/exchange.h"
 #include "kaio/capi/internal.h"
 #include "kaio/ops/map.h"
 
@@ -98,6 +99,7 @@ Plan plan_attention_decode(const kaio_tensor* q, const kaio_tensor* k_cache, con
 
 struct kaio_plan {
   kaio::capi::Plan plan;
+  mutable kaio::capi::ObjectSignature objects;  // learned by kaio_plan_launch_objects
 };
 
 namespace kaio::capi {

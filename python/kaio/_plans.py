@@ -39,10 +39,27 @@ _INTERPRET = interpret_mode()
 _launch_packed = _lib.lib["kaio_plan_launch_packed"]
 _launch_packed.restype = ctypes.c_int
 _free = _lib.lib.kaio_plan_free
+# The launch on tensor objects (capi/kaio.h's kaio_plan_launch_objects): the library reads
+# each tensor (by its address, id()) through its producer's DLPack exchange table, so a hit
+# reads no field in Python. Called as a Python-API function: the interpreter lock stays held
+# (the table's functions need it) and an error the producer sets is raised. One bytes
+# argument, like _launch_packed: ctypes converts each argument at a cost.
+_launch_objects = ctypes.PyDLL(_lib.lib._name)["kaio_plan_launch_objects"]
+_launch_objects.restype = ctypes.c_int
+_MISMATCH = 6  # KAIO_MISMATCH: the objects are not the plan's; nothing ran
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 _torch_types: tuple[type, ...] = ()  # torch.Tensor and nn.Parameter once torch is imported
 _raw_stream: Any = None
 _ndarray: Any = None
+_api: Optional[int] = None  # torch's DLPack exchange table, where torch has one (2.10 and later)
+# The plan each op's last call on torch tensors ran, by op_key: out given, and out made.
+# A call first offers its tensors to that plan (the library compares their metadata with
+# the plan's); only a mismatch reads the fields in Python.
+_last: dict[Any, "Plan"] = {}
+_last_made: dict[Any, "Plan"] = {}
 
 
 def _seen_modules() -> None:
@@ -50,17 +67,31 @@ def _seen_modules() -> None:
     global _torch_types, _raw_stream, _ndarray
     torch = sys.modules.get("torch")
     if torch is not None and not _torch_types and hasattr(torch, "Tensor"):
-        _torch_types = (torch.Tensor, torch.nn.Parameter)
         _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        use_exchange_table(getattr(torch.Tensor, "__dlpack_c_exchange_api__", None))
+        _torch_types = (torch.Tensor, torch.nn.Parameter)
     np = sys.modules.get("numpy")
     if np is not None and _ndarray is None:
         _ndarray = np.ndarray
+
+
+def use_exchange_table(capsule: Any) -> None:
+    """Launches hits on torch tensors through the DLPack exchange table in `capsule` (a
+    "dlpack_exchange_api" capsule, as torch.Tensor.__dlpack_c_exchange_api__); None: reads
+    the tensors' fields in Python."""
+    global _api
+    with _lock:
+        _last.clear()
+        _last_made.clear()
+        _api = _capsule_pointer(capsule, b"dlpack_exchange_api") if capsule is not None else None
 
 
 def clear() -> None:
     """Drops every cached plan (plans in use finish their calls)."""
     with _lock:
         _cache.clear()
+        _last.clear()
+        _last_made.clear()
 
 
 def size() -> int:
@@ -72,12 +103,13 @@ class Plan:
     """A C plan and what a hit needs besides it: how to make the outputs and read their
     addresses, which arrays to return, and the default stream."""
 
-    __slots__ = ("handle", "pack", "counts", "outs", "ret", "like", "stream_of", "check", "__weakref__")
+    __slots__ = ("handle", "pack", "opack", "counts", "outs", "ret", "like", "stream_of", "check", "__weakref__")
 
     def __init__(self, handle: int, n_arrays: int, n_values: int, outs: tuple, ret: Any, like: int,
                  stream_of: Callable[[], int], check: Callable[[int], None]) -> None:
         self.handle = handle
         self.pack = struct.Struct(f"<{4 + n_arrays}Q{n_values}d").pack
+        self.opack = struct.Struct(f"<{5 + n_arrays}Q{n_values}d").pack  # a launch on objects
         self.counts = (n_arrays, n_values)
         self.outs = outs  # ((slot, like's slot, make(like) -> array, address(array) -> int), ...)
         self.ret = ret  # the slot returned, or a pair of slots
@@ -173,12 +205,40 @@ def _make_fast(n: int, o: int) -> Callable[..., Any]:
     def torch_all(made: int) -> str:
         return " and ".join([f"{x}.__class__ in tt" for i, x in enumerate(xs) if i != made] or ["True"])
 
-    def launch(indent: str) -> list[str]:
-        return [f"{indent}st = _launch_packed(plan.pack(plan.handle, plan.stream_of(), {n}, len(values), "
-                f"{', '.join(x + '.data_ptr()' for x in xs)}, *values))",
-                f"{indent}if st:", f"{indent}    plan.check(st)",
-                f"{indent}r = plan.ret", f"{indent}a = {xt}",
+    def returned(indent: str) -> list[str]:
+        return [f"{indent}r = plan.ret", f"{indent}a = {xt}",
                 f"{indent}return a[r] if r.__class__ is int else tuple([a[i] for i in r])"]
+
+    def on_objects(indent: str, learn: int) -> list[str]:
+        # The launch on the tensors themselves; the caller goes on when it returns. A tensor
+        # the table cannot describe (torch raises) goes on to the path that reads its fields,
+        # and from there to the general path's errors.
+        return [f"{indent}try:",
+                f"{indent}    st = _launch_objects(plan.opack(plan.handle, api, {learn}, {n}, len(values), "
+                f"{', '.join(f'id({x})' for x in xs)}, *values))",
+                f"{indent}except Exception:  # noqa: BLE001",
+                f"{indent}    st = _MISMATCH",
+                f"{indent}if not st:",
+                *([f"{indent}    last[op_key] = plan"] if learn else []),
+                *returned(indent + "    "),
+                f"{indent}if st != _MISMATCH:", f"{indent}    plan.check(st)"]
+
+    def launch(indent: str, last: str) -> list[str]:
+        return [f"{indent}if api is not None:", f"{indent}    last = {last}", *on_objects(indent + "    ", 1),
+                f"{indent}st = _launch_packed(plan.pack(plan.handle, plan.stream_of(), {n}, len(values), "
+                f"{', '.join(x + '.data_ptr()' for x in xs)}, *values))",
+                f"{indent}if st:", f"{indent}    plan.check(st)", *returned(indent)]
+
+    def offer(indent: str, last: str, made: bool) -> list[str]:
+        # The op's last plan, offered the tensors first (no field read in Python).
+        mk = [f"{indent}        _, like, make, _ = plan.outs[0]", f"{indent}        {xs[o]} = make({xt}[like])"]
+        return [f"{indent}api = _api",
+                f"{indent}if api is not None:",
+                f"{indent}    plan = {last}.get(op_key)",
+                f"{indent}    if plan is not None and plan.counts[1] == len(values):",
+                *(mk if made else []),
+                *on_objects(indent + "        ", 0),
+                *([f"{indent}        {xs[o]} = None"] if made else [])]
 
     src = [f"def call_{n}_{o + 1}(op_key, {', '.join(xs)}, values, stream, miss, extra):",
            "    tt = _torch_types",
@@ -187,16 +247,18 @@ def _make_fast(n: int, o: int) -> Callable[..., Any]:
     if o >= 0:
         src += [f"        if {xs[o]} is None:",
                 f"            if {torch_all(o)}:",
+                *offer("                ", "_last_made", True),
                 f"                plan = _cache.get((op_key, len(values), {key(o)}))",
                 "                if plan is not None and len(plan.outs) == 1:",
                 "                    _, like, make, _ = plan.outs[0]",
                 f"                    {xs[o]} = make({xt}[like])",
-                *launch("                    ")]
+                *launch("                    ", "_last_made")]
         cond = "elif"
     src += [f"        {cond} {torch_all(-1)}:",
+            *offer("            ", "_last", False),
             f"            plan = _cache.get((op_key, len(values), {key(-1)}))",
             "            if plan is not None and not plan.outs:",
-            *launch("                ")]
+            *launch("                ", "_last")]
     src += [f"    return call(op_key, [{', '.join(xs)}], values, stream, miss, extra)"]
     ns: dict[str, Any] = {}
     exec("\n".join(src), globals(), ns)  # noqa: S102  (our own template: the arity's names only)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -32,3 +33,24 @@ def silu(x: np.ndarray) -> np.ndarray:
 
 def rng(seed: int = 0) -> np.random.Generator:
     return np.random.default_rng(seed)
+
+
+class TorchLike:
+    """A numpy array behind torch.Tensor's reading interface (dtype, shape, stride(), device,
+    data_ptr()), read as a torch tensor once registered: the per-arity fast paths of the plan
+    cache (kaio._plans.fast) then serve it without torch installed."""
+
+    def __init__(self, arr: np.ndarray) -> None:
+        self.arr, self.dtype, self.shape, self.device = arr, arr.dtype, arr.shape, "cpu"
+
+    def stride(self) -> tuple:
+        return tuple(s // self.arr.itemsize for s in self.arr.strides)
+
+    def data_ptr(self) -> int:
+        return self.arr.__array_interface__["data"][0]
+
+    def __dlpack__(self, **kw: Any) -> Any:
+        return self.arr.__dlpack__()
+
+    def __dlpack_device__(self) -> Any:
+        return self.arr.__dlpack_device__()

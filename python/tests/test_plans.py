@@ -18,7 +18,7 @@ import pytest
 import kaio
 from kaio import _lib, _plans, ops
 
-from support import close, rng, silu
+from support import TorchLike, close, rng, silu
 
 pytestmark = pytest.mark.interpret
 
@@ -270,30 +270,10 @@ def test_dry_interpret_checks_and_drops_launches() -> None:
     assert out.split() == ["ZEROS", "CHECKED", "add"]
 
 
-class TorchLike:
-    """A numpy array behind torch.Tensor's reading interface (dtype, shape, stride(), device,
-    data_ptr()), read as a torch tensor once registered: the per-arity fast paths of the plan
-    cache (kaio._plans.fast) then serve it without torch installed."""
-
-    def __init__(self, arr: np.ndarray) -> None:
-        self.arr, self.dtype, self.shape, self.device = arr, arr.dtype, arr.shape, "cpu"
-
-    def stride(self) -> tuple:
-        return tuple(s // self.arr.itemsize for s in self.arr.strides)
-
-    def data_ptr(self) -> int:
-        return self.arr.__array_interface__["data"][0]
-
-    def __dlpack__(self, **kw: Any) -> Any:
-        return self.arr.__dlpack__()
-
-    def __dlpack_device__(self) -> Any:
-        return self.arr.__dlpack_device__()
-
-
 def test_fast_paths_hit_without_the_general_call(monkeypatch: pytest.MonkeyPatch) -> None:
     _plans._seen_modules()
     monkeypatch.setattr(_plans, "_torch_types", (TorchLike,))
+    monkeypatch.setattr(_plans, "_api", None)  # the path that reads the fields (no exchange table)
     general_calls = []
     real_call = _plans.call
     monkeypatch.setattr(_plans, "call", lambda *a: general_calls.append(a[0]) or real_call(*a))

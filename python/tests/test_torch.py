@@ -154,6 +154,34 @@ def test_plans_with_torch_tensors(dev: str) -> None:
         kaio.ops.relu(a.double())
 
 
+@pytest.mark.cpu_ok
+def test_hits_through_torchs_exchange_table(dev: str) -> None:
+    # torch 2.10 and later publish a DLPack exchange table: a hit hands the tensors to the
+    # library, which reads them through it. Shapes alternate so that each call's plan is
+    # first offered the other shape's tensors; outputs are views into guarded buffers (a
+    # launch for the longer shape would write past them), made or given.
+    from kaio import _plans
+
+    _plans.clear()
+    if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        pytest.skip("this torch publishes no DLPack exchange table")
+    assert _plans._api
+    for k in range(8):
+        n = 96 if k % 2 else 97
+        a, b = _r(dev, 4, n, seed=60 + k), _r(dev, 4, n, seed=70 + k)
+        buf = torch.full((4 * n + 64,), float("nan"), device=dev)
+        out = buf[: 4 * n].view(4, n)
+        assert kaio.ops.add(a, b, out=out) is out
+        torch.testing.assert_close(out, a + b)
+        assert torch.isnan(buf[4 * n:]).all()
+        torch.testing.assert_close(kaio.ops.softmax(a), torch.softmax(a, -1), rtol=1e-5, atol=1e-6)
+        eps = 10.0 ** -(k % 4 + 2)  # the numbers of each call cross
+        w = _r(dev, n, seed=80 + k)
+        torch.testing.assert_close(kaio.ops.rms_norm(a, w, eps), torch.nn.functional.rms_norm(a, (n,), w, eps),
+                                   rtol=1e-5, atol=1e-5)
+    assert set(_plans._last) and set(_plans._last_made)  # learned: hits went through the table
+
+
 def test_plans_read_cuda_array_interface() -> None:
     from kaio import _plans
 
@@ -185,10 +213,10 @@ def test_plans_read_cuda_array_interface() -> None:
 
 def test_non_default_stream() -> None:
     # On a side stream, the input is written after a long sleep: a kaio op that ran on any
-    # other stream would read it before it is written. Twice: the second pass is served by
+    # other stream would read it before it is written. Three times: later passes are served by
     # cached plans, which must read the current stream on every call.
     s = torch.cuda.Stream()
-    for _ in range(2):
+    for _ in range(3):  # a miss, then hits (the third through torch's exchange table, where it has one)
         a = torch.zeros(1 << 20, device="cuda")
         b = torch.ones(1 << 20, device="cuda")
         torch.cuda.synchronize()
