@@ -91,6 +91,8 @@ void KernelBuilder::ensure_open(const char* op) const {
 Block* KernelBuilder::current() { return s_->blocks.back(); }
 Kernel::Data& KernelBuilder::data() { return *s_->k; }
 
+bool KernelBuilder::fast_math_on() const { return s_->k->fast_math; }
+
 uint32_t KernelBuilder::new_value(Type t, bool is_var) {
   auto& vals = s_->k->values;
   vals.push_back(ValueInfo{t, s_->scopes.back(), is_var});

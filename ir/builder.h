@@ -419,6 +419,7 @@ class KernelBuilder {
   void max_registers(uint32_t regs);
   // Selects .approx forms (div, sqrt, rcp, exp, log, sin, cos, tanh) for this kernel.
   void fast_math(bool on = true);
+  bool fast_math_on() const;
   // A comment in the PTX (not part of the cache key).
   void comment(const std::string& text);
 

@@ -9,6 +9,7 @@
 #include "kaio/ops/elementwise.h"
 #include "kaio/ops/map_dtype.h"
 #include "kaio/ops/math16.h"
+#include "kaio/ops/math32.h"
 
 namespace kaio::ops {
 
@@ -18,26 +19,29 @@ using ir::Value;
 using In1 = std::span<Value>;
 
 Value silu_of(Value x) { return x / (1.0f + ir::exp(-x)); }
-// erf form: erf is the IR's own (absolute error <= 4e-7 on the GPU, see README).
+// The IR's erf and tanh forms: what f32 kernels built with fast math use (a matmul epilogue
+// asked for tanh.approx gets it).
 Value gelu_erf_of(Value x) { return 0.5f * x * (1.0f + ir::erf(x * 0.70710678118654752f)); }
 Value gelu_tanh_of(Value x) {
   Value inner = 0.79788456080286536f * ir::fma(0.044715f * x, x * x, x);  // sqrt(2/pi) (x + 0.044715 x^3)
   return 0.5f * x * (1.0f + ir::tanh(inner));
 }
 
-// An activation with an f32 form (the IR's precise math) and a form for 16-bit outputs
-// (ops/math16.h: short forms with .approx steps, within 0.53 ulp of the output type).
+// An activation with an f32 form (the IR's precise math, or ops/math32.h's short forms for
+// gelu and gelu_tanh, whose fast-math kernels keep the IR's forms) and a form for 16-bit
+// outputs (ops/math16.h: short forms with .approx steps, within 0.53 ulp of the output type).
 struct Act {
   Value (*f32)(Value);
   Value (*f16)(Value);
+  Value (*f32_fast)(Value) = nullptr;
   Value operator()(ir::KernelBuilder& b, Value x) const {
-    if (detail::building_map_dtype() == ir::Scalar::F32) return f32(x);
+    if (detail::building_map_dtype() == ir::Scalar::F32) return f32_fast && b.fast_math_on() ? f32_fast(x) : f32(x);
     b.fast_math();  // changes none of the 16-bit forms (their .approx ops are explicit); kept: exp's keys stay
     return f16(x);
   }
 };
-constexpr Act kSilu{silu_of, detail::silu16}, kGelu{gelu_erf_of, detail::gelu16},
-    kGeluTanh{gelu_tanh_of, detail::gelu_tanh16},
+constexpr Act kSilu{silu_of, detail::silu16}, kGelu{detail::gelu32, detail::gelu16, gelu_erf_of},
+    kGeluTanh{detail::gelu_tanh32, detail::gelu_tanh16, gelu_tanh_of},
     kExp{[](Value x) { return ir::exp(x); }, detail::exp16};
 
 struct OpDef {
