@@ -1,6 +1,10 @@
 // Activations for 16-bit outputs; the forms and their measured errors are in ops/math16.h.
 #include "kaio/ops/math16.h"
 
+#include <vector>
+
+#include "kaio/ops/map_dtype.h"
+
 namespace kaio::ops::detail {
 
 using ir::Value;
@@ -47,20 +51,28 @@ Value gelu_tanh16(Value x) {
 }
 
 // gelu(x) = x Phi(x), Phi(x) = erfc(-x / sqrt 2) / 2. With z = |x| / sqrt 2 and
-// q = erfc(z) / 2 = t 2^(P(t) - 1 - z^2 log2 e), t = 1 / (1 + 0.45 z): Phi = q for x < 0, 1 - q
-// otherwise. P is a degree-6 near-minimax fit of log2(erfc(z) / t) + z^2 log2 e over t in
-// (0, 1] (all z >= 0), coefficients rounded to f32: largest error 1.6e-5 (relative error of
-// erfc 2^-16.4). For z -> inf, t -> 0 and P stays bounded, so q -> 0 without overflow.
-// The constant term also carries kShift (see above): q = t 2^(... + kShift) 2^-kShift.
-// rcp_ftz flushes t only for |x| > 2^127.6, where q is 0 anyway.
+// q = erfc(z) / 2 = t 2^(P(t) - 1 - z^2 log2 e), t = 1 / (1 + a z): Phi = q for x < 0, 1 - q
+// otherwise. P is a near-minimax fit of log2(erfc(z) / t) + z^2 log2 e over z in [0, 10]
+// (beyond, q < 2^-147: below every 16-bit output), coefficients rounded to f32, of the degree
+// the output needs: f16 degree 5 (a = 0.5, largest error 2^-16.5: relative error of erfc
+// 2^-17), bf16 degree 4 (a = 0.7, 2^-13.5: 2^-14, 0.016 bf16 ulp). For z -> inf, t -> 0 and P
+// stays bounded, so q -> 0 without overflow. The constant term also carries kShift (see
+// above): q = t 2^(... + kShift) 2^-kShift. rcp_ftz flushes t only for |x| > 2^127, where q is
+// 0 anyway.
 Value gelu16(Value x) {
-  static constexpr float p[] = {21.02223277f /* -1.97776723 - 1 (the 1/2) + kShift */, 1.44364262f, 0.567692101f,
-                                0.189620972f,  0.0955204889f,  -0.558802545f, 0.240109712f};
-  constexpr float a = 0.45f * 0.70710678118654752f;  // 0.45 / sqrt 2, applied to |x|
-  constexpr float half_log2e = -0.5f * kLog2e;       // -z^2 log2 e = x * (-log2 e / 2) * x
+  struct Fit {
+    float a;
+    std::vector<float> p;  // p[0] carries -1 (the 1/2) and kShift
+  };
+  static const Fit f16{0.5f, {21.1727657f, 1.46868336f, 0.367082834f, 0.68455106f, -1.02314794f, 0.330075234f}};
+  static const Fit bf16{0.7f, {21.6633167f, 1.38244867f, 0.721923411f, -1.12948585f, 0.361737758f}};
+  const Fit& f = building_map_dtype() == ir::Scalar::BF16 ? bf16 : f16;
+  const float a = f.a * 0.70710678118654752f;    // a / sqrt 2, applied to |x|
+  constexpr float half_log2e = -0.5f * kLog2e;  // -z^2 log2 e = x * (-log2 e / 2) * x
   Value t = ir::rcp_ftz(ir::fma(ir::abs(x), a, 1.0f));
-  Value poly = ir::fma(p[6], t, p[5]);
-  for (int k = 4; k >= 0; --k) poly = ir::fma(poly, t, p[k]);
+  const size_t d = f.p.size() - 1;
+  Value poly = ir::fma(f.p[d], t, f.p[d - 1]);
+  for (size_t k = d - 1; k-- > 0;) poly = ir::fma(poly, t, f.p[k]);
   Value q = t * ir::exp2_ftz(ir::fma(x * half_log2e, x, poly)) * kUnshift;
   return x * ir::select(x < 0.0f, q, 1.0f - q);
 }
