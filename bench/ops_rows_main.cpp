@@ -134,8 +134,7 @@ int main(int argc, char** argv) {
     plans.push_back(ops::RowPlan{vec, 1024, 0, 1, false});  // streamed (two reads)
     for (bench::OpCase& c : bench::row_op_cases(dt, big, big)) {
       if (c.op == "rope") continue;  // not a row strategy
-      const bool four = c.op == "softmax" || c.op == "log_softmax" || c.op == "rms_norm";  // as the ops ask (rows.h)
-      ops::RowPlan chosen = ops::plan_rows(big, big, vec, ops::detail::sm_count(), four);
+      ops::RowPlan chosen = ops::plan_rows(big, big, vec, ops::detail::sm_count(), ops::row_holds(c.op));
       if (c.op == "add_rms_norm") chosen.persist = false;  // its one-shot blocks (norm.cpp)
       for (const ops::RowPlan& p : plans) {
         ops::detail::set_plan_override(&p);

@@ -88,10 +88,7 @@ int kaio_plan_launch_objects(const uint64_t* words) {
     const ExchangeTable* api = usable(reinterpret_cast<const void*>(head[1]));
     const bool learn = head[2] != 0;
     const size_t n = head[3], n_values = head[4];
-    if (n != plan->plan.arrays() || n_values != plan->plan.values())
-      throw UsageError("", plan->plan.op(), "argument 'words': the plan takes " + std::to_string(plan->plan.arrays()) +
-                                                " arrays and " + std::to_string(plan->plan.values()) + " numbers, got " +
-                                                std::to_string(n) + " and " + std::to_string(n_values));
+    capi::check_word_counts(plan->plan, n, n_values);
     if (!api || n > capi::kMaxPlanArrays) return;  // KAIO_MISMATCH: the caller's own path
     // Copied out: the caller's buffer need not be 8-byte aligned.
     uint64_t objects[capi::kMaxPlanArrays];

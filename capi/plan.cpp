@@ -113,11 +113,7 @@ int kaio_plan_launch_packed(const uint64_t* words) {
     const auto* plan = reinterpret_cast<const kaio_plan*>(head[0]);
     void* stream = reinterpret_cast<void*>(head[1]);
     const size_t n_data = head[2], n_values = head[3];
-    // Checked against the plan before any word past the counts is read.
-    if (n_data != plan->plan.arrays() || n_values != plan->plan.values())
-      throw UsageError("", plan->plan.op(), "argument 'words': the plan takes " + std::to_string(plan->plan.arrays()) +
-                                                " arrays and " + std::to_string(plan->plan.values()) + " numbers, got " +
-                                                std::to_string(n_data) + " and " + std::to_string(n_values));
+    capi::check_word_counts(plan->plan, n_data, n_values);
     // Copied out: the caller's buffer need not be 8-byte aligned (a Python bytes object's is
     // by CPython's layout, not by contract).
     static_assert(sizeof(double) == sizeof(uint64_t));

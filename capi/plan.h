@@ -69,6 +69,15 @@ class Plan {
   Run run_;
 };
 
+// The counts a packed launch gives (kaio_plan_launch_packed, kaio_plan_launch_objects), checked
+// against the plan before any word past them is read.
+inline void check_word_counts(const Plan& p, size_t n_data, size_t n_values) {
+  if (n_data != p.arrays() || n_values != p.values())
+    throw UsageError("", p.op(), "argument 'words': the plan takes " + std::to_string(p.arrays()) + " arrays and " +
+                                     std::to_string(p.values()) + " numbers, got " + std::to_string(n_data) + " and " +
+                                     std::to_string(n_values));
+}
+
 // The element-0 address of a tensor (data + byte_offset); 0 for none.
 inline uint64_t address_of(const kaio_tensor* t) {
   return t ? reinterpret_cast<uint64_t>(t->data) + t->byte_offset : 0;

@@ -242,7 +242,7 @@ void run(Norm kind, const NormTensors& t, float eps, const jit::Stream* stream) 
   uint32_t vec = 16 / static_cast<uint32_t>(ir::scalar_bytes(x.dtype));
   for (const RowTensor* u : {&t.x, t.residual, &t.w, t.b, t.sum, &t.y})
     if (u) vec = std::min(vec, vector_width(x.dtype, x.cols, {u}));
-  RowPlan plan = detail::choose_plan(x.rows, x.cols, vec, kind == Norm::Rms);
+  RowPlan plan = detail::choose_plan(x.rows, x.cols, vec, row_holds(op_name(kind)));
   if (!persists(kind)) plan.persist = false;
   detail::SplitSpan sp{x.cols, 1};
   detail::Workspace wsp;  // held (locked) until both kernels of a split row are enqueued

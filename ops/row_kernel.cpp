@@ -34,7 +34,7 @@ std::vector<RowKernelConfig> common_row_configs(bool with_split) {
     // 16-byte accesses: the buckets of 128 .. 16384 columns (many rows), a streamed row
     // (vocabulary-sized softmax) and a split one (few long rows).
     for (uint32_t cols = 128; cols <= 16384; cols *= 2) add(row_kernel_config(s, plan_rows(4096, cols, wide)));
-    add(row_kernel_config(s, plan_rows(4096, 8192, wide, 0, true)));  // softmax, log_softmax, rms_norm (rows.h)
+    add(row_kernel_config(s, plan_rows(4096, 8192, wide, 0, RowHolds::AtMostOneVector)));  // softmax, rms_norm
     add(row_kernel_config(s, plan_rows(4096, 32768, wide)));    // staged (vocabulary-sized softmax)
     add(row_kernel_config(s, plan_rows(4096, 1u << 18, wide)));  // streamed
     // Scalar accesses (misaligned or odd rows): a short, a model-sized, a staged and a

@@ -18,7 +18,11 @@ uint32_t div_up(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 
 
 }  // namespace
 
-RowPlan plan_rows(uint32_t rows, uint32_t cols, uint32_t vec, uint32_t sms, bool four) {
+RowHolds row_holds(const std::string& op) {
+  return op == "softmax" || op == "log_softmax" || op == "rms_norm" ? RowHolds::AtMostOneVector : RowHolds::More;
+}
+
+RowPlan plan_rows(uint32_t rows, uint32_t cols, uint32_t vec, uint32_t sms, RowHolds holds) {
   if (sms == 0) sms = 132;
   RowPlan p;
   p.vec = vec;
@@ -29,7 +33,7 @@ RowPlan plan_rows(uint32_t rows, uint32_t cols, uint32_t vec, uint32_t sms, bool
   uint32_t team = 32;
   while (team < kMaxTeam && nv > team * most) team = team == 32 ? 128 : team * 2;  // 32, 128, 256, ...
   uint32_t items = pow2_ceil(div_up(nv, team));
-  if (four && vec >= 8 && nv > 512 && nv <= 1024) {  // see rows.h
+  if (holds == RowHolds::AtMostOneVector && vec >= 8 && nv > 512 && nv <= 1024) {  // see rows.h
     p.team = 256;
     p.items = 4;
     return p;
@@ -163,9 +167,9 @@ void set_plan_override(const RowPlan* plan) {
   if (plan) override_plan = *plan;
 }
 
-RowPlan choose_plan(uint32_t rows, uint32_t cols, uint32_t vec, bool four) {
+RowPlan choose_plan(uint32_t rows, uint32_t cols, uint32_t vec, RowHolds holds) {
   if (has_override && override_plan.vec == vec) return override_plan;
-  return plan_rows(rows, cols, vec, sm_count(), four);
+  return plan_rows(rows, cols, vec, sm_count(), holds);
 }
 
 void set_sm_count(uint32_t n) { sm_override.store(n, std::memory_order_relaxed); }

@@ -106,12 +106,16 @@ constexpr uint32_t row_items(uint32_t vec) { return vec == 1 ? 8 : vec >= 16 ? 1
 
 // The strategy for `rows` rows of `cols` elements accessed `vec` at a time (vec = 1 or
 // 16 / element size). `sms` is the number of multiprocessors to fill (0: 132).
-// `four`: the op holds nothing per row but the row and at most one weight vector (softmax,
-// log_softmax, rms_norm), so 16-bit rows of 513-1024 accesses (4097-8192 columns) take 256
+// `holds`: what the op reads per row beside the row (row_holds). One that holds at most one
+// weight vector takes, for 16-bit rows of 513-1024 accesses (4097-8192 columns), 256
 // threads x 4 accesses in one-shot blocks instead of 512 x 2 persistent teams: at 8192
 // columns bf16, 3.5-4.6% faster on an H200 and 7-11% on an H100 for softmax and
 // log_softmax (bench/ops_rows' sweep); layer_norm (w and b) is slower that way.
-RowPlan plan_rows(uint32_t rows, uint32_t cols, uint32_t vec, uint32_t sms = 0, bool four = false);
+enum class RowHolds { AtMostOneVector, More };
+RowPlan plan_rows(uint32_t rows, uint32_t cols, uint32_t vec, uint32_t sms = 0, RowHolds holds = RowHolds::More);
+// What the row op `op` holds per row: softmax, log_softmax and rms_norm at most one vector;
+// layer_norm (w and b), add_rms_norm (residual and sum) and any other name more.
+RowHolds row_holds(const std::string& op);
 // 16 / element size when every address is 16-byte aligned and every stride and `cols` a
 // multiple of that, else 1. Vectors (rows = 1) only need the address aligned.
 uint32_t vector_width(ir::Scalar dtype, uint32_t cols, std::initializer_list<const RowTensor*> tensors);
@@ -153,7 +157,7 @@ SplitSpan split_span(uint32_t cols, uint32_t split, uint32_t vec);
 uint32_t sm_count();
 // The plan the ops use: plan_rows(rows, cols, vec, sm_count()), or the override of this
 // thread when one is set for this access width (benchmarks sweep plans with it).
-RowPlan choose_plan(uint32_t rows, uint32_t cols, uint32_t vec, bool four = false);
+RowPlan choose_plan(uint32_t rows, uint32_t cols, uint32_t vec, RowHolds holds = RowHolds::More);
 void set_plan_override(const RowPlan* plan);  // null: none
 // Overrides sm_count() (0: the device's again). Tests use it to reach the streamed and the
 // split strategies at small shapes.

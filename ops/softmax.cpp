@@ -151,7 +151,7 @@ void run(const jit::Family<RowKernelConfig>& fam, const char* op, const RowTenso
   detail::check_rows(op, "x", x);
   detail::check_same(op, "y", y, "x", x);
   const uint32_t vec = vector_width(x.dtype, x.cols, {&x, &y});
-  const RowPlan plan = detail::choose_plan(x.rows, x.cols, vec, true);
+  const RowPlan plan = detail::choose_plan(x.rows, x.cols, vec, row_holds("softmax"));
   detail::SplitSpan sp{x.cols, 1};
   detail::Workspace wsp;  // held (locked) until both kernels of a split row are enqueued
   if (plan.split > 1) {

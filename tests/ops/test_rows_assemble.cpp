@@ -35,6 +35,8 @@ TEST_CASE("the declared row configs cover every strategy of every dtype", "[ops]
 
 TEST_CASE("row strategy: warp, block, streamed and split rows from the shape", "[ops][rows]") {
   using ops::plan_rows;
+  using ops::row_holds;
+  using ops::RowHolds;
   CHECK(plan_rows(8192, 128, 4).team == 32);            // short rows: a warp each
   CHECK(plan_rows(8192, 128, 4).items == 1);
   ops::RowPlan p = plan_rows(8192, 8192, 4);             // f32 8192: 512 threads x 4 float4
@@ -44,12 +46,15 @@ TEST_CASE("row strategy: warp, block, streamed and split rows from the shape", "
   CHECK(p.team == 512);
   CHECK(p.items == 2);
   CHECK(p.persist);
-  p = plan_rows(8192, 8192, 8, 132, true);               // softmax, rms_norm: 256 threads x 4, one-shot
+  p = plan_rows(8192, 8192, 8, 132, RowHolds::AtMostOneVector);  // softmax, rms_norm: 256 x 4, one-shot
   CHECK(p.team == 256);
   CHECK(p.items == 4);
   CHECK_FALSE(p.persist);
-  CHECK(plan_rows(8192, 4096, 8, 132, true).items == 2);  // only 4097-8192 columns
-  CHECK(plan_rows(8192, 8192, 4, 132, true).team == 512); // only 16-bit rows
+  CHECK(plan_rows(8192, 4096, 8, 132, RowHolds::AtMostOneVector).items == 2);  // only 4097-8192 columns
+  CHECK(plan_rows(8192, 8192, 4, 132, RowHolds::AtMostOneVector).team == 512);  // only 16-bit rows
+  // Which ops hold at most one vector per row (what the ops and bench/ops_rows pass).
+  for (const char* op : {"softmax", "log_softmax", "rms_norm"}) CHECK(row_holds(op) == RowHolds::AtMostOneVector);
+  for (const char* op : {"layer_norm", "add_rms_norm", "row_sum"}) CHECK(row_holds(op) == RowHolds::More);
   CHECK(plan_rows(1, 4096, 8).team == 256);              // decode: one block of 256
   p = plan_rows(8192, 1u << 20, 4);                      // long rows, many of them: streamed
   CHECK(p.items == 0);
