@@ -80,10 +80,14 @@ def use_exchange_table(capsule: Any) -> None:
     "dlpack_exchange_api" capsule, as torch.Tensor.__dlpack_c_exchange_api__); None: reads
     the tensors' fields in Python."""
     global _api
+    try:
+        api = _capsule_pointer(capsule, b"dlpack_exchange_api") if capsule is not None else None
+    except (ValueError, TypeError):  # not a capsule of that name: read the fields instead
+        api = None
     with _lock:
         _last.clear()
         _last_made.clear()
-        _api = _capsule_pointer(capsule, b"dlpack_exchange_api") if capsule is not None else None
+        _api = api or None
 
 
 def clear() -> None:

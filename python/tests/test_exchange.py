@@ -199,6 +199,14 @@ def test_threads_with_two_shapes(producer: Producer) -> None:
     assert producer.reads > 0
 
 
+def test_a_capsule_of_another_name_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_plans, "_api", _plans._api)
+    _plans.use_exchange_table(_capsule_new(ctypes.addressof(Producer().table), b"something_else", None))
+    assert _plans._api is None
+    _plans.use_exchange_table(object())
+    assert _plans._api is None
+
+
 def test_the_c_function_checks_its_words() -> None:
     x = np.zeros(8, np.float32)
     handle = ctypes.c_void_p()
