@@ -11,6 +11,11 @@ outputs made as before, the plan made by the C ABI (which checks everything and 
 errors the op's function raises) and launched; it is cached only when every array can be
 read directly, so that a hit is only ever possible for metadata identical to what was
 checked. Addresses are read on every call, never cached.
+
+Where torch publishes a DLPack exchange table (torch.Tensor.__dlpack_c_exchange_api__), a hit
+on torch tensors reads nothing in Python: each op's last plan is offered the tensors
+themselves (kaio_plan_launch_objects), and the library reads them through the table and
+compares their metadata with what the plan learned; a mismatch falls back to the lookup above.
 """
 
 from __future__ import annotations
