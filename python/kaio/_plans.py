@@ -244,7 +244,7 @@ def _make_fast(n: int, o: int) -> Callable[..., Any]:
         return [f"{indent}api = _api",
                 f"{indent}if api is not None:",
                 f"{indent}    plan = {last}.get(op_key)",
-                f"{indent}    if plan is not None and plan.counts[1] == len(values):",
+                f"{indent}    if plan is not None and plan.counts[0] == {n} and plan.counts[1] == len(values):",
                 *(mk if made else []),
                 *on_objects(indent + "        ", 0),
                 *([f"{indent}        {xs[o]} = None"] if made else [])]
