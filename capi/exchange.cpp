@@ -51,26 +51,6 @@ void append_words(const kaio_tensor& t, std::vector<int64_t>& w) {
     for (int32_t d = 0; d < t.ndim; ++d) w.push_back(t.strides[d]);
 }
 
-// Whether t's words equal w[at...], advancing at past them.
-bool matches(const kaio_tensor& t, const std::vector<int64_t>& w, size_t& at) {
-  const size_t need = 3 + size_t(t.ndim > 0 ? t.ndim : 0) * (t.strides ? 2 : 1);
-  if (t.ndim < 0 || at + need > w.size()) return false;
-  const int64_t* p = w.data() + at;
-  if (p[0] != ((int64_t(t.device.device_type) << 32) | uint32_t(t.device.device_id)) ||
-      p[1] != (int64_t(t.dtype.code) | int64_t(t.dtype.bits) << 8 | int64_t(t.dtype.lanes) << 16 |
-               int64_t(t.ndim) << 32))
-    return false;
-  p += 2;
-  for (int32_t d = 0; d < t.ndim; ++d)
-    if (*p++ != t.shape[d]) return false;
-  if (*p++ != (t.strides != nullptr)) return false;
-  if (t.strides)
-    for (int32_t d = 0; d < t.ndim; ++d)
-      if (*p++ != t.strides[d]) return false;
-  at += need;
-  return true;
-}
-
 }  // namespace
 
 using namespace kaio;
@@ -101,17 +81,11 @@ int kaio_plan_launch_objects(const uint64_t* words) {
         status = KAIO_ERR_CALLBACK;  // the producer's error is set in the caller's interpreter
         return;
       }
-    if (learn) {
-      std::vector<int64_t> w;
-      for (size_t k = 0; k < n; ++k) append_words(t[k], w);
-      if (!plan->objects.learn(std::move(w))) return;
-    } else {
-      if (!plan->objects.known()) return;
-      size_t at = 0;
-      for (size_t k = 0; k < n; ++k)
-        if (!matches(t[k], plan->objects.words(), at)) return;
-      if (at != plan->objects.words().size()) return;
-    }
+    // The objects' metadata as words, in a buffer each thread reuses (no allocation per call).
+    thread_local std::vector<int64_t> w;
+    w.clear();
+    for (size_t k = 0; k < n; ++k) append_words(t[k], w);
+    if (learn ? !plan->objects.learn(w) : !plan->objects.known() || w != plan->objects.words()) return;
     uint64_t addr[capi::kMaxPlanArrays];
     for (size_t k = 0; k < n; ++k) addr[k] = capi::address_of(&t[k]);
     void* stream = nullptr;

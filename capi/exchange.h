@@ -24,10 +24,10 @@ class ObjectSignature {
   const std::vector<int64_t>& words() const { return words_; }
   // The first learner's words win (a second learner brings the same words: the caller's key
   // guarantees it); returns false if words differs from what is known.
-  bool learn(std::vector<int64_t> words) {
+  bool learn(const std::vector<int64_t>& words) {
     std::lock_guard<std::mutex> hold(learning_);
     if (known_.load(std::memory_order_relaxed)) return words == words_;
-    words_ = std::move(words);
+    words_ = words;
     known_.store(true, std::memory_order_release);
     return true;
   }

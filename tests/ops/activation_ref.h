@@ -2,10 +2,14 @@
 // as a sigmoid), and one call per op name: for the 16-bit and f32 accuracy tests.
 #pragma once
 
+#include <catch2/catch.hpp>
+
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "kaio/ops/elementwise.h"
+#include "ops_support.h"
 
 namespace kaio::test::ops {
 
@@ -31,6 +35,21 @@ void call_act(const std::string& op, uint64_t out, uint64_t x, uint64_t g, size_
   else if (op == "silu_gate") kaio::ops::silu_gate<T>(out, x, g, n);
   else if (op == "gelu_gate") kaio::ops::gelu_gate<T>(out, x, g, n);
   else kaio::ops::gelu_gate_tanh<T>(out, x, g, n);
+}
+
+// op on device copies of x and gate (gate read by the gated ops only) into a poisoned output
+// with guards: the output read back.
+template <class T>
+std::vector<T> run_act(const std::string& op, const std::vector<T>& x, const std::vector<T>& gate) {
+  const size_t n = x.size();
+  Slice<T> dx(n, 0), dg(n, 0), out(n, 0);
+  dx.upload(x);
+  dg.upload(gate);
+  out.poison();
+  call_act<T>(op, out.address(), dx.address(), dg.address(), n);
+  std::vector<T> got = out.download();
+  CHECK(out.guards_intact());
+  return got;
 }
 
 }  // namespace kaio::test::ops
