@@ -15,7 +15,11 @@
 // shapes as a smoke test.
 // --backward: ops::attention_backward instead (bench/attention_backward.h).
 // Usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows]
-//                  [--decode-rows LABEL] [--decode-shape BxLxPAGE]... [--sync-each] [--backward]
+//                  [--decode-rows LABEL] [--decode-shape BxLxPAGE]... [--decode-config BNxSTAGESxWARPS]...
+//                  [--sync-each] [--backward]
+// --decode-config: the decode table once per tensor-core config (bn keys per chunk, ring
+// stages, warps) instead of the table's rows (ops::detail::set_decode_override); the CSV
+// names each row's config in its kernel column.
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -28,6 +32,7 @@
 #include "kaio/kaio.h"
 #include "kaio/jit/device.h"
 #include "kaio/ops/attention.h"
+#include "kaio/ops/attention_kernels.h"
 #include "timing.h"
 #include "attention_backward.h"
 
@@ -40,6 +45,7 @@ struct Options {
   std::string csv, only, decode_rows;  // decode_rows: a substring of the row label, e.g. "B64 L1024 page 256"
   bool sync_each = false;              // synchronise after every decode call (to find which call faults)
   std::vector<std::array<uint32_t, 3>> decode_shapes;  // --decode-shape BxLxPAGE: these decode rows instead
+  std::vector<std::array<uint32_t, 3>> decode_configs;  // --decode-config BNxSTAGESxWARPS: a sweep
   uint32_t splits = 0;  // decode: 0 automatic
   ops::AttentionKernel decode_kernel = ops::AttentionKernel::Auto;
   bool backward = false;
@@ -125,7 +131,7 @@ std::string dec_label(const Dec& c) {
 }
 
 template <class T>
-void decode(const Options& o, const Dec& c, double copy, FILE* csv) {
+void decode(const Options& o, const Dec& c, double copy, FILE* csv, const std::string& config = "auto") {
   if (!o.decode_rows.empty() && dec_label(c).find(o.decode_rows) == std::string::npos) return;
   const ir::Scalar dt = ir::ScalarOf<T>::value;
   const uint64_t tok = uint64_t(c.hkv) * c.d, kv = uint64_t(c.b) * c.len * tok;
@@ -171,11 +177,12 @@ void decode(const Options& o, const Dec& c, double copy, FILE* csv) {
   };
   const double ms = bench::ms_per_call(s, o.rounds, 10, call);
   const double bytes = 2.0 * kv * sizeof(T), gbps = bytes / ms / 1e6;
-  std::printf("decode %-5s B%-3u H%2u:%-2u len %-6u D%-4u %-10s %10.1f us %8.1f GB/s %6.1f%% of copy\n", dname(dt), c.b, c.hq,
-              c.hkv, c.len, c.d, c.page ? ("page " + std::to_string(c.page)).c_str() : "contiguous", ms * 1e3, gbps,
-              copy > 0 ? 100 * gbps / copy : 0.0);
+  std::printf("decode %-5s B%-3u H%2u:%-2u len %-6u D%-4u %-10s %-10s %10.1f us %8.1f GB/s %6.1f%% of copy\n", dname(dt), c.b,
+              c.hq, c.hkv, c.len, c.d, c.page ? ("page " + std::to_string(c.page)).c_str() : "contiguous", config.c_str(),
+              ms * 1e3, gbps, copy > 0 ? 100 * gbps / copy : 0.0);
   if (csv)
-    std::fprintf(csv, "decode,auto,%s,%u,%u,%u,%u,%u,0,%u,%.6f,%.3f\n", dname(dt), c.b, c.hq, c.hkv, c.len, c.d, c.page, ms, gbps);
+    std::fprintf(csv, "decode,%s,%s,%u,%u,%u,%u,%u,0,%u,%.6f,%.3f\n", config.c_str(), dname(dt), c.b, c.hq, c.hkv, c.len, c.d, c.page, ms,
+                 gbps);
 }
 
 }  // namespace
@@ -186,13 +193,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows] [--decode-rows LABEL] [--decode-shape BxLxPAGE]... [--sync-each] [--backward]\n"
+      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows] [--decode-rows LABEL] [--decode-shape BxLxPAGE]... [--decode-config BNxSTAGESxWARPS]... [--sync-each] [--backward]\n"
                 "  forward TFLOP/s and decode us / KV GB/s of ops::attention and ops::attention_decode;\n"
                 "  --csv FILE: rows for bench/attention_torch.py --kaio FILE; --only: cases whose name contains it\n"
                 "  (forward, decode); --splits: the decode key splits (0: chosen from the shape); --decode-kernel:\n"
                 "  force the tensor-core decode kernel or the rows kernel; --decode-rows: only the decode rows whose\n"
                 "  label (e.g. \"B64 L1024 page 256\") contains it; --decode-shape BxLxPAGE: that decode row (Hq 32, Hkv 8,\n"
-                "  D 128; PAGE 0 contiguous; repeatable) instead of the table; --sync-each: synchronise after every decode call;\n"
+                "  D 128; PAGE 0 contiguous; repeatable) instead of the table; --decode-config BNxSTAGESxWARPS: the decode\n"
+                "  rows (bf16) once per tensor-core config (repeatable); --sync-each: synchronise after every decode call;\n"
                 "  --backward: ops::attention_backward TFLOP/s (2.5x the forward's FLOPs), fast and deterministic");
       return 0;
     }
@@ -220,7 +228,14 @@ int main(int argc, char** argv) {
       }
       o.decode_shapes.push_back(d);
     }
-    else if (a == "--splits") o.splits = uint32_t(std::max(0, std::atoi(argv[++i])));
+    else if (a == "--decode-config") {
+      unsigned bn = 0, st = 0, w = 0;
+      if (std::sscanf(argv[++i], "%ux%ux%u", &bn, &st, &w) != 3) {
+        std::fprintf(stderr, "attention: --decode-config takes BNxSTAGESxWARPS, not %s\n", argv[i]);
+        return 2;
+      }
+      o.decode_configs.push_back({bn, st, w});
+    } else if (a == "--splits") o.splits = uint32_t(std::max(0, std::atoi(argv[++i])));
     else if (a == "--decode-kernel") {
       const std::string k = argv[++i];
       if (k == "mma") o.decode_kernel = ops::AttentionKernel::Mma;
@@ -276,9 +291,25 @@ int main(int argc, char** argv) {
     const double copy = copy_gbps(jit::Stream(), size_t(1) << 30, o.rounds);
     std::printf("decode, one token per sequence; KV GB/s = K and V bytes / time; copy (1 GB, same run) %.1f GB/s\n", copy);
     if (csv) std::fprintf(csv, "copy,driver,u8,0,0,0,0,0,0,0,0,%.3f\n", copy);
-    for (const Dec& c : dec) {
-      decode<bfloat16>(o, c, copy, csv);
-      decode<half>(o, c, copy, csv);
+    if (o.decode_configs.empty())
+      for (const Dec& c : dec) {
+        decode<bfloat16>(o, c, copy, csv);
+        decode<half>(o, c, copy, csv);
+      }
+    for (const auto& [bn, stages, warps] : o.decode_configs) {
+      ops::AttentionDecodeConfig cfg;
+      cfg.bn = bn, cfg.stages = stages, cfg.warps = warps;
+      ops::detail::set_decode_override(&cfg);
+      const std::string name = "n" + std::to_string(bn) + "s" + std::to_string(stages) + "w" + std::to_string(warps);
+      for (const Dec& c : dec) {
+        try {
+          decode<bfloat16>(o, c, copy, csv, name);
+        } catch (const UsageError& e) {
+          std::printf("decode %s: %s\n", name.c_str(), e.what());
+          break;
+        }
+      }
+      ops::detail::set_decode_override(nullptr);
     }
   }
   if (csv) std::fclose(csv);

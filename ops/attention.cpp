@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -242,6 +243,8 @@ std::string decode_mma_refusal(const AttentionTensor& q, const KvCache& cache, c
   return "";
 }
 
+thread_local std::optional<AttentionDecodeConfig> decode_override;  // detail::set_decode_override
+
 // The key splits of the tensor-core kernel: whole chunks per split, as many splits as
 // minimise the estimated time in chunk steps: waves of blocks (batch x KV heads x row
 // blocks x splits over the blocks the GPU holds at once) x (chunks per split + the fixed
@@ -288,6 +291,11 @@ void validate_cache(const char* op, const KvCache& c, const AttentionShape& s) {
 
 }  // namespace
 
+void detail::set_decode_override(const AttentionDecodeConfig* c) {
+  decode_override.reset();
+  if (c) decode_override = *c;
+}
+
 void attention_decode(const AttentionTensor& q, const KvCache& cache, const AttentionTensor& o, const AttentionShape& shape,
                       const DecodeOptions& opt, const jit::Stream* stream) {
   const char* op = "attention_decode";
@@ -331,8 +339,12 @@ void attention_decode(const AttentionTensor& q, const KvCache& cache, const Atte
       fail(op, "kernel", "the tensor-core decode kernel does not apply: " + why);
     if (!why.empty()) dv = nullptr;
   }
-  const DecodePlan plan = dv ? decode_plan_mma(shape, rows, attention_decode_config(q.dtype, *dv), opt.splits)
-                             : DecodePlan{decode_splits(shape, opt.splits), 0};
+  AttentionDecodeConfig dc{};
+  if (dv) {
+    dc = attention_decode_config(q.dtype, *dv);
+    if (decode_override) dc.bn = decode_override->bn, dc.stages = decode_override->stages, dc.warps = decode_override->warps;
+  }
+  const DecodePlan plan = dv ? decode_plan_mma(shape, rows, dc, opt.splits) : DecodePlan{decode_splits(shape, opt.splits), 0};
   const uint32_t splits = plan.splits;
   const uint64_t batch_splits = uint64_t(shape.batch) * splits;
   if (batch_splits > 65535) fail(op, "batch", "batch x splits is more than 65535");
@@ -363,7 +375,6 @@ void attention_decode(const AttentionTensor& q, const KvCache& cache, const Atte
                  (opt.alibi_slopes ? detail::kRowsAlibi : 0u);
   auto launch_main = [&](const kernel::PackedArgs& args) {
     if (dv) {
-      const AttentionDecodeConfig dc = attention_decode_config(q.dtype, *dv);
       attention_decode_family().get(dc).launch_packed(
           {.grid = {(rows + 16 * dc.mt - 1) / (16 * dc.mt), shape.heads_kv, static_cast<uint32_t>(batch_splits)},
            .block = {32 * dc.warps}, .shared_bytes = dc.shared_bytes(), .stream = stream},

@@ -38,6 +38,9 @@ void attention_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, 
                             const jit::Stream* stream);
 
 namespace detail {
+// For bench/attention's sweep: the tensor-core decode kernel runs with this config's bn,
+// stages and warps instead of its table row's (null: the table's). This thread's calls only.
+void set_decode_override(const AttentionDecodeConfig* c);
 // Why `row` of the forward's tile table does not run the problem (empty: it does).
 std::string attention_variant_refusal(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
                                       const AttentionTensor& o, const AttentionShape& s, const AttentionOptions& opt,
