@@ -16,7 +16,7 @@
 // --backward: ops::attention_backward instead (bench/attention_backward.h).
 // Usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows]
 //                  [--decode-rows LABEL] [--decode-shape BxLxPAGE]... [--decode-config BNxSTAGESxWARPS]...
-//                  [--sync-each] [--backward]
+//                  [--sync-each] [--wgmma-only] [--backward]
 // --decode-config: the decode table once per tensor-core config (bn keys per chunk, ring
 // stages, warps) instead of the table's rows (ops::detail::set_decode_override); the CSV
 // names each row's config in its kernel column.
@@ -49,6 +49,7 @@ struct Options {
   uint32_t splits = 0;  // decode: 0 automatic
   ops::AttentionKernel decode_kernel = ops::AttentionKernel::Auto;
   bool backward = false;
+  bool wgmma_only = false;  // --wgmma-only: the forward table's Hopper kernel rows only
 };
 
 double median(std::vector<double> v) {
@@ -193,7 +194,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows] [--decode-rows LABEL] [--decode-shape BxLxPAGE]... [--decode-config BNxSTAGESxWARPS]... [--sync-each] [--backward]\n"
+      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows] [--decode-rows LABEL] [--decode-shape BxLxPAGE]... [--decode-config BNxSTAGESxWARPS]... [--sync-each] [--wgmma-only] [--backward]\n"
                 "  forward TFLOP/s and decode us / KV GB/s of ops::attention and ops::attention_decode;\n"
                 "  --csv FILE: rows for bench/attention_torch.py --kaio FILE; --only: cases whose name contains it\n"
                 "  (forward, decode); --splits: the decode key splits (0: chosen from the shape); --decode-kernel:\n"
@@ -201,11 +202,16 @@ int main(int argc, char** argv) {
                 "  label (e.g. \"B64 L1024 page 256\") contains it; --decode-shape BxLxPAGE: that decode row (Hq 32, Hkv 8,\n"
                 "  D 128; PAGE 0 contiguous; repeatable) instead of the table; --decode-config BNxSTAGESxWARPS: the decode\n"
                 "  rows (bf16) once per tensor-core config (repeatable); --sync-each: synchronise after every decode call;\n"
+                "  --wgmma-only: the forward rows of the Hopper kernel only;\n"
                 "  --backward: ops::attention_backward TFLOP/s (2.5x the forward's FLOPs), fast and deterministic");
       return 0;
     }
     if (a == "--backward") {
       o.backward = true;
+      continue;
+    }
+    if (a == "--wgmma-only") {
+      o.wgmma_only = true;
       continue;
     }
     if (a == "--sync-each") {
@@ -281,12 +287,13 @@ int main(int argc, char** argv) {
     if (!wanted("forward")) break;
     // Tuned: the tuner's row for the bucket (its first call times the candidates, outside the timing).
     for (ops::AttentionKernel kernel : {ops::AttentionKernel::Wgmma, ops::AttentionKernel::Mma, ops::AttentionKernel::Tuned}) {
+      if (o.wgmma_only && kernel != ops::AttentionKernel::Wgmma) continue;
       forward<bfloat16>(o, f, kernel, csv);
       forward<half>(o, f, kernel, csv);
     }
   }
   // The fallback at a shorter length (it is tens of times slower).
-  if (wanted("forward")) forward<bfloat16>(o, tiny ? fwd[0] : Fwd{1, 16, 16, 1024, 128, true}, ops::AttentionKernel::Rows, csv);
+  if (wanted("forward") && !o.wgmma_only) forward<bfloat16>(o, tiny ? fwd[0] : Fwd{1, 16, 16, 1024, 128, true}, ops::AttentionKernel::Rows, csv);
   if (wanted("decode")) {
     const double copy = copy_gbps(jit::Stream(), size_t(1) << 30, o.rounds);
     std::printf("decode, one token per sequence; KV GB/s = K and V bytes / time; copy (1 GB, same run) %.1f GB/s\n", copy);

@@ -208,7 +208,7 @@ class BwdKernel {
           ir::Var x = S.at(0, 0, ni, r), dp = dP.at(0, 0, ni, r);
           Value l = lse(ni, r), d = delta(ni, r);
           if (plain) {
-            Value p = ir::exp2(ir::fma(x.get(), s_.scale.ir * kLog2e, -(l * kLog2e)));
+            Value p = ir::exp2_ftz(ir::fma(x.get(), s_.scale.ir * kLog2e, -(l * kLog2e)));
             x = p;
             dp = p * (dp.get() - d);
             continue;
@@ -220,7 +220,7 @@ class BwdKernel {
           Value i = query(ni, r), j = key(ni, r);
           Value center = i + i32(seq_.sk) - i32(seq_.sq);
           sv = sv - slope * ir::cast<float>(ir::abs(center - j));
-          Value p = ir::select(visible(i, j), ir::exp2((sv - l) * kLog2e), 0.0f);
+          Value p = ir::select(visible(i, j), ir::exp2_ftz((sv - l) * kLog2e), 0.0f);
           x = p;
           dp = p * (dp.get() - d) * deriv;
         }

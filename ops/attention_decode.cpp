@@ -251,13 +251,13 @@ class DecodeKernel {
     for (uint32_t h = 0; h < 2; ++h) {
       Value m_new = ir::max(m_[h].get(), mx[h]);
       ms[h] = ir::select(m_new == -INFINITY, 0.0f, m_new);  // no key yet: exp(-inf) = 0, not NaN
-      corr[h] = ir::exp2((m_[h].get() - ms[h]) * kLog2e);
+      corr[h] = ir::exp2_ftz((m_[h].get() - ms[h]) * kLog2e);
       m_[h] = m_new;
     }
     for (uint32_t ni = 0; ni < g_.kw / 8; ++ni)
       for (uint32_t r = 0; r < 4; ++r) {
         ir::Var x = S.at(0, 0, ni, r);
-        x = ir::exp2((x.get() - ms[r / 2]) * kLog2e);
+        x = ir::exp2_ftz((x.get() - ms[r / 2]) * kLog2e);
       }
     std::vector<Value> sum = S.row_reduce(0, AccTile::Reduce::Sum);
     for (uint32_t h = 0; h < 2; ++h) l_[h] = l_[h].get() * corr[h] + sum[h];
@@ -325,7 +325,7 @@ class DecodeKernel {
         Value sum = b_.constant<float>(0.0f), acc = b_.constant<float>(0.0f);
         for (uint32_t j = 0; j < g_.kg; ++j) {
           Value wj = mt + j * c_.mt;
-          w[j] = ir::exp2((m[j] - ms) * kLog2e);
+          w[j] = ir::exp2_ftz((m[j] - ms) * kLog2e);
           sum = ir::fma(l[j], w[j], sum);
           Value x = fsm_[wj * (16u * os) + row * os + d];
           acc = ir::fma(x, w[j], acc);

@@ -6,12 +6,7 @@
 //                      of BN keys by TMA into two rings of `stages` stages (MbarrierRing: the
 //                      K and V of a step have their own full barriers, so Q K^T starts while V
 //                      is still landing)
-//   warpgroups 1, 2    the consumers, 64 query rows each, in ping-pong order: each issues
-//                      its Q K^T, then its P V, only after the other has issued its own
-//                      of the step before (named barriers, kernel::WarpSpecialized), so one
-//                      consumer's softmax runs while the other's MMAs hold the tensor cores
-//                      (without the order both reach their softmax together and the tensor
-//                      cores wait). Per KV tile:
+//   warpgroups 1, 2    the consumers, 64 query rows each. Per KV tile:
 //                        S = Q K^T      wgmma m64nBNk16, Q (A) and K (B) K-major from shared memory
 //                        mask           only on tiles that cross a row's last key (the causal
 //                                       diagonal, the end of the keys)
@@ -141,7 +136,7 @@ class Fa3Kernel {
     b_.barrier();
     const kernel::WarpSpecialized ws(b_, kConsumers);
     ws.run(warp_, [&] { b_.if_(tid == 0u, [&] { produce(ring_k, ring_v, tiles); }); },
-           [&](Value wg) { consume(ws, ring_k, ring_v, tiles, wg); });
+           [&](Value wg) { consume(ring_k, ring_v, tiles, wg); });
   }
 
  private:
@@ -186,8 +181,7 @@ class Fa3Kernel {
     });
   }
 
-  void consume(const kernel::WarpSpecialized& ws, const kernel::MbarrierRing& ring_k, const kernel::MbarrierRing& ring_v,
-               Value tiles, Value wg) {
+  void consume(const kernel::MbarrierRing& ring_k, const kernel::MbarrierRing& ring_v, Value tiles, Value wg) {
     const uint32_t D = c_.head_dim, BN = c_.bn, kd = D / kBlock, kv = BN / kBlock;
     const ir::Type t16 = ir::Type::scalar(c_.dtype);
     Value row_w = wg * kConsumerRows;  // this consumer's first row in the block
@@ -209,19 +203,12 @@ class Fa3Kernel {
     Value hi_min = hi_of(m0_ + row_w);  // every row of this consumer sees the keys below it
     Value scale = s_.scale_log2.ir;
     b_.mbarrier_wait(bars_, q_bar_, 0u);
-    // Turns 2t (Q K^T of tile t) and 2t + 1 (its P V): wait for the partner's issue of the
-    // turn before (consumer 0's first turn waits for nobody), pass once this one's MMAs are
-    // issued (consumer 1's last pass would have no taker).
-    Value first_turn = u32c(0);
-    auto take_turn = [&](Value turn) { ws.pingpong_wait(wg, turn, first_turn); };
-    auto pass_turn = [&](Value turn) { b_.if_(wg == 0u || turn + 1u < 2u * tiles, [&] { ws.pingpong_pass(wg); }); };
 
     b_.for_(0u, tiles, [&](Value t) {
       Value k0 = t * BN;
       // S = Q K^T
       const kernel::MbarrierRing::Slot sk = ring_k.slot(t);
       ring_k.wait(sk);
-      take_turn(2u * t);
       S.zero();
       Value dk = tk_.stage_descriptor(desc_k, sk.stage * kd);
       b_.wgmma_fence();
@@ -231,7 +218,6 @@ class Fa3Kernel {
                  dk + b_.constant<uint64_t>((kb * tk_.stage_bytes() + within) / 16), c_.dtype);
       }
       b_.wgmma_commit_group();
-      pass_turn(2u * t);
       b_.wgmma_wait_group(0);
       ring_k.release(sk.stage, lane_);
 
@@ -245,12 +231,15 @@ class Fa3Kernel {
           }
       });
 
-      // Online softmax: P = exp2(S * scale - m) with m the running max of S * scale.
+      // Online softmax: P = exp2(S * scale - m) with m the running max of S * scale. The
+      // flush-to-zero exp2 is one MUFU.EX2; the plain form adds ptxas's subnormal fix-up (a
+      // compare and two predicated multiplies) to each of a thread's 64 elements, and a
+      // weight below 2^-126 of the row's largest is zero in P's 16 bits and in the f32 sum.
       std::vector<Value> mx = S.row_reduce(0, AccTile::Reduce::Max), corr(2), ms(2);
       for (uint32_t h = 0; h < 2; ++h) {
         Value m_new = ir::max(m[h].get(), mx[h] * scale);
         ms[h] = ir::select(m_new == -INFINITY, 0.0f, m_new);  // no key yet: exp2(-inf) = 0, not NaN
-        corr[h] = ir::exp2(m[h].get() - ms[h]);
+        corr[h] = ir::exp2_ftz(m[h].get() - ms[h]);
         m[h] = m_new;
       }
       // P, converted to 16 bits as it is made (the f32 scores die at once: S and O are 128
@@ -264,7 +253,7 @@ class Fa3Kernel {
       std::vector<std::vector<Value>> frags(BN / kWgmmaK);
       for (uint32_t ni = 0; ni < BN / 8; ++ni) {
         Value e[4];
-        for (uint32_t r = 0; r < 4; ++r) e[r] = ir::exp2(S.at(0, 0, ni, r).get() * scale - ms[r / 2]);
+        for (uint32_t r = 0; r < 4; ++r) e[r] = ir::exp2_ftz(S.at(0, 0, ni, r).get() * scale - ms[r / 2]);
         rs[0] = rs[0] + e[0] + e[1];
         rs[1] = rs[1] + e[2] + e[3];
         frags[ni / 2].push_back(pair(e[0], e[1]));  // row g
@@ -278,7 +267,6 @@ class Fa3Kernel {
 
       const kernel::MbarrierRing::Slot sv = ring_v.slot(t);
       ring_v.wait(sv);
-      take_turn(2u * t + 1u);
       Value dv = tv_.stage_descriptor(desc_v, sv.stage * kv);
       b_.wgmma_fence();
       for (uint32_t kk = 0; kk < BN / kWgmmaK; ++kk) {
@@ -286,7 +274,6 @@ class Fa3Kernel {
         b_.wgmma(O.array(0), frags[kk], dv + b_.constant<uint64_t>((vb * tv_.stage_bytes() + within) / 16), c_.dtype, true);
       }
       b_.wgmma_commit_group();
-      pass_turn(2u * t + 1u);
       b_.wgmma_wait_group(0);
       ring_v.release(sv.stage, lane_);
     });

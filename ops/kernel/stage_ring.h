@@ -31,7 +31,9 @@ class MbarrierRing {
  public:
   MbarrierRing(ir::KernelBuilder& b, ir::Value bars, uint32_t first, uint32_t stages, uint32_t consumer_arrivals,
                uint32_t cluster = 1)
-      : b_(b), bars_(bars), first_(first), S_(stages), arrivals_(consumer_arrivals), cluster_(cluster) {}
+      : b_(b), bars_(bars), first_(first), S_(stages), arrivals_(consumer_arrivals), cluster_(cluster) {
+    while ((1u << shift_) < S_) ++shift_;
+  }
 
   uint32_t stages() const { return S_; }
   ir::Value bars() const { return bars_; }
@@ -52,10 +54,10 @@ class MbarrierRing {
   struct Slot {
     ir::Value step, stage;
   };
-  Slot slot(ir::Value step) const { return {step, step % S_}; }
+  Slot slot(ir::Value step) const { return {step, pow2() ? step & (S_ - 1) : step % S_}; }
 
   // Producer: wait until the consumers freed the slot's stage (the previous lap).
-  void acquire(const Slot& t) const { b_.mbarrier_wait(bars_, first_ + S_ + t.stage, ((t.step / S_) & 1u) ^ 1u); }
+  void acquire(const Slot& t) const { b_.mbarrier_wait(bars_, first_ + S_ + t.stage, (lap(t) & 1u) ^ 1u); }
   // Producer: the slot's loads will bring `bytes` (the full barrier completes on them).
   void expect(const Slot& t, uint32_t bytes) const {
     b_.mbarrier_arrive_expect_tx(bars_, first_ + t.stage, b_.constant<uint32_t>(bytes));
@@ -65,7 +67,7 @@ class MbarrierRing {
   // The full barrier of the slot's stage (what a TMA load completes).
   ir::Value full(const Slot& t) const { return first_ + t.stage; }
   // Consumer: wait until the slot's stage is filled.
-  void wait(const Slot& t) const { b_.mbarrier_wait(bars_, first_ + t.stage, (t.step / S_) & 1u); }
+  void wait(const Slot& t) const { b_.mbarrier_wait(bars_, first_ + t.stage, lap(t) & 1u); }
   // Consumer warp: hand `stage` back (lane 0 arrives, on this CTA's and every peer's barrier:
   // their multicasts write here too).
   void release(ir::Value stage, ir::Value lane) const {
@@ -79,7 +81,15 @@ class MbarrierRing {
  private:
   ir::KernelBuilder& b_;
   ir::Value bars_;
-  uint32_t first_, S_, arrivals_, cluster_;
+  // step / S and step % S as a shift and a mask where S is a power of two: ptxas expands a
+  // u32 division by a constant into the generic reciprocal sequence (about 15 instructions
+  // with a MUFU.RCP) at every wait of every k-step. (A shift in the code generator for every
+  // power-of-two divisor made ptxas hoist unrolled loops' addresses out of their loop and
+  // spill: tests/ir/test_compute_core.cpp, the SIMT matmul; bench/NOTES.md.)
+  bool pow2() const { return (S_ & (S_ - 1)) == 0; }
+  ir::Value lap(const Slot& t) const { return pow2() ? t.step >> shift_ : t.step / S_; }
+
+  uint32_t first_, S_, arrivals_, cluster_, shift_ = 0;
 };
 
 class CpAsyncRing {
