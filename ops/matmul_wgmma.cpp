@@ -301,7 +301,7 @@ ir::Kernel build(const MatmulVariant& v, const MatmulConfig& c) {
         ir::Value da = ta.stage_descriptor(desc_a, slot.stage), db = tb.stage_descriptor(desc_b, slot.stage);
         kernel::wgmma_stage(b, acc, ta, tb, da, db, in);
         b.wgmma_wait_group(1);  // the previous step's group is done: its stage is free
-        b.if_(t > 0u, [&] { ring.release((slot.step + (S - 1)) % S, lane); });
+        b.if_(t > 0u, [&] { ring.release(ring.stage_of(slot.step + (S - 1)), lane); });
         step = slot.step + 1u;
       });
       if (v.pingpong) {  // the partner's next item may start its MMAs (under this one's last groups and epilogue)
@@ -309,7 +309,7 @@ ir::Kernel build(const MatmulVariant& v, const MatmulConfig& c) {
       }
       b.wgmma_wait_group(0);
       ir::Value last = step;
-      b.if_(it.steps > 0u, [&] { ring.release((last + (S - 1)) % S, lane); });  // the producer may refill it during the epilogue
+      b.if_(it.steps > 0u, [&] { ring.release(ring.stage_of(last + (S - 1)), lane); });  // the producer may refill it during the epilogue
       if (v.pingpong) {
         ir::Value next = w + stride / 2u;  // the partner's item, loaded into the ring before this consumer's next
         b.if_(next < work, [&] { step = step + item(next).steps; });

@@ -281,7 +281,7 @@ ir::Kernel build_wgmma(const Int8Config& c) {
       kernel::wgmma_stage(b, acc, ta, tb, ta.stage_descriptor(desc_a, slot.stage), tb.stage_descriptor(desc_b, slot.stage),
                           Scalar::S8);
       b.wgmma_wait_group(1);  // the previous step's group is done: its stage is free
-      b.if_(st > 0u, [&] { ring.release((st + (S - 1)) % S, lane); });
+      b.if_(st > 0u, [&] { ring.release(ring.stage_of(st + (S - 1)), lane); });
     });
     b.wgmma_wait_group(0);
     const detail::QPartValues pv{Value(), sig.c.ir, sig.n.ir, sig.sb.ir, Value(), sig.bias.ir};

@@ -54,7 +54,9 @@ class MbarrierRing {
   struct Slot {
     ir::Value step, stage;
   };
-  Slot slot(ir::Value step) const { return {step, pow2() ? step & (S_ - 1) : step % S_}; }
+  Slot slot(ir::Value step) const { return {step, stage_of(step)}; }
+  // The stage of any step (step % S), e.g. the one before a slot's: stage_of(step + S - 1).
+  ir::Value stage_of(ir::Value step) const { return pow2() ? step & (S_ - 1) : step % S_; }
 
   // Producer: wait until the consumers freed the slot's stage (the previous lap).
   void acquire(const Slot& t) const { b_.mbarrier_wait(bars_, first_ + S_ + t.stage, (lap(t) & 1u) ^ 1u); }
