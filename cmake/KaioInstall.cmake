@@ -9,7 +9,7 @@ include(CMakePackageConfigHelpers)
 # compiles on its own and that no internal one is installed.
 set(KAIO_PUBLIC_HEADERS
   kaio.h
-  ir/builder.h ir/error.h ir/fp8.h ir/half.h ir/kernel.h ir/layouts.h ir/mma_layout.h ir/op_table.h ir/ops.def
+  ir/builder.h ir/builder_warp.h ir/error.h ir/fp8.h ir/half.h ir/kernel.h ir/layouts.h ir/mma_layout.h ir/op_table.h ir/ops.def
   ir/types.h ir/interp/interp.h
   codegen/ptx.h
   jit/buffer.h jit/compile.h jit/compiled_kernel.h jit/device.h jit/event.h jit/family.h jit/resources.h

@@ -102,6 +102,30 @@ TEST_CASE("kernel layer: an mbarrier ring of 2..8 stages, one producer and two c
   }
 }
 
+TEST_CASE("kernel layer: an mbarrier ring's stage_of is step % S (a mask for 2, 4, 8 stages)", "[kernel_layer][interp]") {
+  for (uint32_t S : {2u, 3u, 4u, 6u, 8u}) {
+    INFO("stages " << S);
+    ir::KernelBuilder b("stage_of_" + std::to_string(S));
+    auto out = b.param<uint32_t*>("out");
+    auto base = b.param<uint32_t>("base");
+    auto bars = b.shared<uint64_t>(2 * S);
+    const kn::MbarrierRing ring(b, bars, 0, S, 1);
+    ir::Value i = b.thread_idx_x() + base;
+    out[b.thread_idx_x() * 2u] = ring.slot(i).stage;
+    out[b.thread_idx_x() * 2u + 1u] = ring.stage_of(i + (S - 1));  // the stage of the step before
+    const ir::Kernel k = b.build();
+    for (uint32_t from : {0u, 0x7ffffff0u}) {
+      std::vector<uint32_t> got(2 * 64, 0xdeadbeefu);
+      ir::interpret(k, {.grid = {1}, .block = {64}}, got, from);
+      for (uint32_t t = 0; t < 64; ++t) {
+        const uint32_t step = from + t;
+        REQUIRE(got[2 * t] == step % S);
+        REQUIRE(got[2 * t + 1] == (step + S - 1) % S);
+      }
+    }
+  }
+}
+
 TEST_CASE("kernel layer: a cp.async ring of 2..4 stages carries every step, read by other threads", "[kernel_layer][interp]") {
   for (uint32_t S : {2u, 3u, 4u}) {
     const uint32_t steps = 7;
