@@ -10,42 +10,31 @@ namespace kaio::ir {
 
 // ---- warp-level free functions ----
 // mask: the lanes taking part (all 32 by default); width: the segment size (power of 2).
-template <ExprHandle V, Operand D>
-Value shfl_down(const V& v, const D& delta, uint32_t width = 32, uint32_t mask = 0xffffffffu) {
-  Value x = KernelBuilder::to_value(v);
-  return x.builder()->shfl(ShflMode::Down, x, KernelBuilder::make_operand(delta), width, mask);
-}
-template <ExprHandle V, Operand D>
-Value shfl_up(const V& v, const D& delta, uint32_t width = 32, uint32_t mask = 0xffffffffu) {
-  Value x = KernelBuilder::to_value(v);
-  return x.builder()->shfl(ShflMode::Up, x, KernelBuilder::make_operand(delta), width, mask);
-}
-template <ExprHandle V, Operand D>
-Value shfl_xor(const V& v, const D& lane_mask, uint32_t width = 32, uint32_t mask = 0xffffffffu) {
-  Value x = KernelBuilder::to_value(v);
-  return x.builder()->shfl(ShflMode::Xor, x, KernelBuilder::make_operand(lane_mask), width, mask);
-}
-template <ExprHandle V, Operand D>
-Value shfl_idx(const V& v, const D& lane, uint32_t width = 32, uint32_t mask = 0xffffffffu) {
-  Value x = KernelBuilder::to_value(v);
-  return x.builder()->shfl(ShflMode::Idx, x, KernelBuilder::make_operand(lane), width, mask);
-}
-template <ExprHandle P>
-Value vote_all(const P& p, uint32_t mask = 0xffffffffu) {
-  Value x = KernelBuilder::to_value(p);
-  return x.builder()->vote(VoteMode::All, x, mask);
-}
-template <ExprHandle P>
-Value vote_any(const P& p, uint32_t mask = 0xffffffffu) {
-  Value x = KernelBuilder::to_value(p);
-  return x.builder()->vote(VoteMode::Any, x, mask);
-}
-// A u32 with bit k set when lane k's predicate is true.
-template <ExprHandle P>
-Value ballot(const P& p, uint32_t mask = 0xffffffffu) {
-  Value x = KernelBuilder::to_value(p);
-  return x.builder()->vote(VoteMode::Ballot, x, mask);
-}
+// shfl_down / shfl_up (by `delta` lanes), shfl_xor (to lane ^ `delta`), shfl_idx (from lane
+// `delta`).
+#define KAIO_SHFL_FN(fname, MODE)                                                            \
+  template <ExprHandle V, Operand D>                                                         \
+  Value fname(const V& v, const D& delta, uint32_t width = 32, uint32_t mask = 0xffffffffu) { \
+    Value x = KernelBuilder::to_value(v);                                                    \
+    return x.builder()->shfl(ShflMode::MODE, x, KernelBuilder::make_operand(delta), width, mask); \
+  }
+KAIO_SHFL_FN(shfl_down, Down)
+KAIO_SHFL_FN(shfl_up, Up)
+KAIO_SHFL_FN(shfl_xor, Xor)
+KAIO_SHFL_FN(shfl_idx, Idx)
+#undef KAIO_SHFL_FN
+// vote_all / vote_any: whether the predicate holds on every / some lane; ballot: a u32 with
+// bit k set when lane k's predicate is true.
+#define KAIO_VOTE_FN(fname, MODE)                                  \
+  template <ExprHandle P>                                          \
+  Value fname(const P& p, uint32_t mask = 0xffffffffu) {           \
+    Value x = KernelBuilder::to_value(p);                          \
+    return x.builder()->vote(VoteMode::MODE, x, mask);             \
+  }
+KAIO_VOTE_FN(vote_all, All)
+KAIO_VOTE_FN(vote_any, Any)
+KAIO_VOTE_FN(ballot, Ballot)
+#undef KAIO_VOTE_FN
 
 // ---- atomics (global or shared pointers); each returns the previous value ----
 #define KAIO_ATOMIC_FN(fname, OPC)                                                          \
