@@ -213,6 +213,30 @@ fs::path move_aside(const fs::path& dir, dev_t dev, ino_t ino) {
   return aside;
 }
 
+bool wait_for_setup_by_another(const fs::path& dir, std::chrono::milliseconds limit) {
+  const int fd = ::open((dir / "lock.mdb").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;  // no lock file: nobody has begun to open the environment
+  struct Close {
+    int fd;
+    ~Close() { ::close(fd); }
+  } close_it{fd};
+  const auto until = std::chrono::steady_clock::now() + limit;
+  bool waited = false;
+  for (;;) {
+    struct flock q {};
+    q.l_type = F_WRLCK;  // would a write lock on byte 0 conflict with another process's?
+    q.l_whence = SEEK_SET;
+    q.l_start = 0;
+    q.l_len = 1;
+    // F_GETLK reports the first lock of another process that would conflict: a read lock
+    // is an open environment, a write lock one being set up.
+    if (::fcntl(fd, F_GETLK, &q) != 0 || q.l_type != F_WRLCK) return waited;
+    if (std::chrono::steady_clock::now() >= until) return waited;
+    waited = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
 std::string moved_sentence(const fs::path& data, const std::string& why, const fs::path& aside) {
   return "the kernel cache file " + data.string() + " is damaged (" + why + "); moved it to " + aside.string() +
          " and started a fresh cache";

@@ -5,6 +5,7 @@
 #include <lmdb.h>
 #include <sys/types.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 
@@ -49,6 +50,12 @@ void read_injection_env();
 // lock.mdb, and keeps only the newest few damaged files. Returns the new path, or empty
 // when another process had already replaced the file; throws ToolError when it cannot.
 std::filesystem::path move_aside(const std::filesystem::path& dir, dev_t dev, ino_t ino);
+// Whether another process is setting up the environment in <dir>: LMDB holds a write lock
+// on byte 0 of lock.mdb from the start of mdb_env_open until it has written (or read) the
+// meta pages, and a file seen in that window may be short or half written. If so, waits
+// (polling, at most `limit`) until the lock is released and returns true. Only queries the
+// lock (F_GETLK), so that no POSIX lock of this process's own environments is disturbed.
+bool wait_for_setup_by_another(const std::filesystem::path& dir, std::chrono::milliseconds limit);
 // "the kernel cache file A is damaged (why); moved it to B and started a fresh cache"
 std::string moved_sentence(const std::filesystem::path& data, const std::string& why, const std::filesystem::path& aside);
 

@@ -28,7 +28,11 @@
 // exclusive lock (only the very file found damaged: its inode is compared), lock.mdb is
 // removed, and the next Store::open starts a fresh cache. Processes that still have the
 // old files open keep using them (an LMDB environment holds its descriptors), and closing
-// them releases locks on the old inodes only.
+// them releases locks on the old inodes only. A file that fails the check while another
+// process is inside mdb_env_open (it holds LMDB's setup lock) is checked again once that
+// process is done: a new file's two meta pages land a page at a time, and moving a file
+// aside in that window would leave its creator, and everyone who opened it, writing
+// records into the moved file.
 //
 // fork(). An LMDB environment must not be used across fork(): the child would share the
 // parent's reader slots and lock state. A child must open its own: the registry records
@@ -361,7 +365,11 @@ std::unique_ptr<Store::Impl> open_checked(const fs::path& dir, const OpenOptions
   const fs::path data = dir / "data.mdb";
   std::string notice;
   for (int attempt = 0;; ++attempt) {
-    const DataFileCheck chk = check_data_file(data);
+    DataFileCheck chk = check_data_file(data);
+    // A file that fails the check may be one another process's mdb_env_open is writing
+    // right now (a new file's meta pages appear a page at a time): wait until it is done
+    // and look again, so that a fresh cache is never taken for a damaged one.
+    if (!chk.ok && wait_for_setup_by_another(dir, std::chrono::seconds(10))) chk = check_data_file(data);
     std::string why;
     int rc = MDB_CORRUPTED;
     std::unique_ptr<Store::Impl> impl;

@@ -1,11 +1,14 @@
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <thread>
@@ -317,4 +320,57 @@ TEST_CASE("visit reads a value in place; a miss returns false", "[cache]") {
   bool called = false;
   CHECK_FALSE(store->visit("kernels", "missing", [&](std::string_view) { called = true; }));
   CHECK_FALSE(called);
+}
+
+// A new data.mdb's meta pages land a page at a time inside another process's
+// mdb_env_open, under LMDB's setup lock (a write lock on byte 0 of lock.mdb). A file seen
+// in that window must not be taken for a damaged one and moved aside: its creator, and
+// every process that opened it, would go on writing into the moved file. The child here
+// plays the creator: it holds the setup lock, writes the first page of a valid file, waits,
+// writes the rest and lets go.
+TEST_CASE("store open waits for another process's setup before calling a short file damaged", "[cache][store]") {
+  TempDir source, tmp;
+  {
+    auto s = Store::open(source.path());
+    s->put("kernels", "written-before", "v");
+  }
+  std::string bytes;
+  {
+    std::ifstream f(source.path() / "data.mdb", std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  REQUIRE(bytes.size() > 8192);
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(ready[0]);
+    const int lock = ::open((tmp.path() / "lock.mdb").c_str(), O_RDWR | O_CREAT, 0664);
+    struct flock w {};
+    w.l_type = F_WRLCK;
+    w.l_whence = SEEK_SET;
+    w.l_start = 0;
+    w.l_len = 1;
+    if (lock < 0 || fcntl(lock, F_SETLK, &w) != 0) _exit(1);
+    const int data = ::open((tmp.path() / "data.mdb").c_str(), O_RDWR | O_CREAT, 0664);
+    if (data < 0 || pwrite(data, bytes.data(), 4096, 0) != 4096) _exit(2);
+    (void)!write(ready[1], "r", 1);
+    usleep(300 * 1000);
+    const auto rest = static_cast<ssize_t>(bytes.size() - 4096);
+    if (pwrite(data, bytes.data() + 4096, bytes.size() - 4096, 4096) != rest) _exit(3);
+    _exit(0);  // exiting releases the lock
+  }
+  close(ready[1]);
+  char byte;
+  REQUIRE(read(ready[0], &byte, 1) == 1);
+  close(ready[0]);
+  {
+    auto store = Store::open(tmp.path());
+    CHECK(store->get("kernels", "written-before") == std::optional<std::string>("v"));
+    CHECK(store->open_notice().empty());
+  }
+  CHECK(wait_exit(pid) == 0);
+  for (const auto& e : fs::directory_iterator(tmp.path()))
+    CHECK(e.path().filename().string().rfind("data.mdb.damaged-", 0) == std::string::npos);
 }
