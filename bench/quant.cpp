@@ -5,8 +5,9 @@
 //   2. W4A16 (ops::matmul_int4) at m = 1 and 16: GB/s of weight bytes (packed words, scales,
 //      zeros) per call beside a device copy (cuMemcpyDtoDAsync) of the same bytes measured
 //      in the same run (read half, write half, as bench/ops counts it).
-//   3. W4A16 at m = 4096: TFLOPS beside cuBLAS f16 (cublasGemmEx, f32 compute) on the
-//      dequantised weights.
+//   3. W4A16 at m = 512 and 4096: TFLOPS beside cuBLAS f16 (cublasGemmEx, f32 compute) on
+//      the dequantised weights, on the path the call takes and on the others forced (mma,
+//      and on sm_90 the wgmma path with 256-row tiles).
 // Timing: CUDA events around each call after warm-up, the median of 20 (the W4A16 m = 1, 16
 // rows and their copy: around 10 back-to-back calls); weight sets rotate so that L2 (50 MB)
 // does not hold them.
@@ -26,6 +27,7 @@
 #include "kaio/bench/timing.h"
 #include "kaio/kaio.h"
 #include "kaio/ops/qmatmul.h"
+#include "kaio/ops/qmatmul_int4_kernels.h"
 
 using namespace kaio;
 using ir::Scalar;
@@ -191,22 +193,32 @@ void bench_int4(const jit::Stream& s, bool quick) {
       std::printf("%-14s %6u %10.1f %10.1f %10.0f %8.0f%%\n", shape, m, w.bytes / 1e6, ms * 1e3, gbps, copy > 0 ? 100 * gbps / copy : 0.0);
     }
     if (quick && sh.n != 4096) continue;
-    // m = 4096 beside cuBLAS f16 on the dequantised weights
-    const uint32_t m = 4096;
+    // m = 512 and 4096 beside cuBLAS f16 on the dequantised weights: the path the call takes
+    // (on an sm_90 device the wgmma one), and the others forced (ops::detail::set_int4_override).
     std::vector<half> wd;
     for (float v : ops::dequantize_int4(w.host[0])) wd.push_back(half(v));
-    DeviceBuffer<half> dw(wd), x(std::vector<half>(size_t(m) * sh.k, half(0.01f))), y(size_t(m) * sh.n);
-    const double flop = 2.0 * m * sh.n * sh.k;
-    const double ms = time_ms(s, sets, [&](int i) { ops::matmul_int4(x.device_address(), w.w[i], y.device_address(), m, Scalar::F16, 0, &s); });
-    double cub = 0;
-    if (have_cublas && cublas.run(m, sh.n, sh.k, x.device_address(), dw.device_address(), y.device_address()) == 0)
-      cub = flop / (time_ms(s, 1, [&](int) { cublas.run(m, sh.n, sh.k, x.device_address(), dw.device_address(), y.device_address()); }) * 1e9);
-    char line[160];
-    std::snprintf(line, sizeof line, "%-14s %6u %12.1f %14.1f %8.0f%%", shape, m, flop / (ms * 1e9), cub, cub > 0 ? 100 * flop / (ms * 1e9) / cub : 0.0);
-    large.push_back(line);
+    DeviceBuffer<half> dw(wd);
+    for (uint32_t m : {512u, 4096u}) {
+      DeviceBuffer<half> x(std::vector<half>(size_t(m) * sh.k, half(0.01f))), y(size_t(m) * sh.n);
+      const double flop = 2.0 * m * sh.n * sh.k;
+      double cub = 0;
+      if (have_cublas && cublas.run(m, sh.n, sh.k, x.device_address(), dw.device_address(), y.device_address()) == 0)
+        cub = flop / (time_ms(s, 1, [&](int) { cublas.run(m, sh.n, sh.k, x.device_address(), dw.device_address(), y.device_address()); }) * 1e9);
+      struct Path { const char* name; uint32_t mma, bx; };
+      for (const Path& p : {Path{"chosen", 0, 0}, Path{"mma", 1, 0}, Path{"wgmma256", 0, 256}}) {
+        if (p.bx && !jit::device_info().hopper()) continue;
+        ops::detail::set_int4_override(p.mma, p.bx);
+        const double ms = time_ms(s, sets, [&](int i) { ops::matmul_int4(x.device_address(), w.w[i], y.device_address(), m, Scalar::F16, 0, &s); });
+        ops::detail::set_int4_override(0, 0);
+        char line[160];
+        std::snprintf(line, sizeof line, "%-14s %6u %-9s %12.1f %14.1f %8.0f%%", shape, m, p.name, flop / (ms * 1e9), cub,
+                      cub > 0 ? 100 * flop / (ms * 1e9) / cub : 0.0);
+        large.push_back(line);
+      }
+    }
   }
-  std::printf("\nW4A16 int4 at m = 4096 (TFLOPS) beside cuBLAS f16 on the dequantised weights%s\n", have_cublas ? "" : " (cuBLAS not found)");
-  std::printf("%-14s %6s %12s %14s %9s\n", "k x n", "m", "int4 TFLOPS", "cuBLAS TFLOPS", "of cuBLAS");
+  std::printf("\nW4A16 int4 at m = 512 and 4096 (TFLOPS) beside cuBLAS f16 on the dequantised weights%s\n", have_cublas ? "" : " (cuBLAS not found)");
+  std::printf("%-14s %6s %-9s %12s %14s %9s\n", "k x n", "m", "path", "int4 TFLOPS", "cuBLAS TFLOPS", "of cuBLAS");
   for (const std::string& l : large) std::printf("%s\n", l.c_str());
 }
 

@@ -44,11 +44,13 @@
 #include "kaio/ops/kernel/stage_ring.h"
 #include "kaio/ops/qmatmul.h"
 #include "kaio/ops/qmatmul_common.h"
+#include "kaio/ops/qmatmul_int4_kernels.h"
 
 namespace kaio::ops {
 
 namespace {
 
+using detail::Int4Config;
 using ir::Scalar;
 using ir::Value;
 
@@ -57,18 +59,6 @@ constexpr uint32_t kBM = 64, kBN = 128, kBK = 64, kWM = 32, kWN = 32, kThreads =
 constexpr uint32_t kRow = kBK / 2 + 4;  // u32 (pairs) per shared row: 64 halves + 16 bytes of padding
 constexpr uint32_t kStreamCols = 32;    // columns per streaming block
 constexpr uint32_t kStreamThreads = 512;  // 16 warps: with the ring's 5 or 6 stages, 32-40 KB of weights in flight per block
-
-struct Int4Config {
-  uint32_t bm = 0;  // 0: the mma path; else the streaming path for m <= bm
-  Scalar dtype = Scalar::F16;
-  bool zeros = false, bias = false;
-  uint32_t parts = 1;
-  auto fields() const { return std::tie(bm, dtype, zeros, bias, parts); }
-  std::string str() const {
-    return std::string("matmul_int4_") + (bm ? "stream_m" + std::to_string(bm) : std::string("mma_64x128")) + "_" +
-           ir::scalar_name(dtype) + (zeros ? "_zeros" : "") + (bias ? "_bias" : "") + (parts > 1 ? "_qkv" : "");
-  }
-};
 
 // Parameters: x, m, k, log2(group), then per part q, y, n, scales, zeros, bias.
 struct Int4Signature {
@@ -85,21 +75,13 @@ struct Int4Signature {
 // The magic-number dequantisation of one word: 4 pairs (elements 2j, 2j + 1), each
 // (v - zero) * scale rounded once. zm: the pair (magic + zero) as u32 bits; s2: {s, s}.
 std::vector<Value> dequant_word(Value q, Value zm, Value s2, Scalar pair) {
-  const uint32_t magic = pair == Scalar::F16x2 ? 0x64006400u : 0x43004300u;
   Value z2 = ir::bitcast(zm, pair);
   std::vector<Value> out;
-  for (uint32_t j = 0; j < 4; ++j) {
-    Value bits = ((j ? q >> (4u * j) : q) & 0x000f000fu) | magic;
-    out.push_back((ir::bitcast(bits, pair) - z2) * s2);
-  }
+  for (uint32_t j = 0; j < 4; ++j) out.push_back(detail::int4_pair(j ? q >> (4u * j) : q, z2, s2, pair));
   return out;
 }
 
-// (magic + zero) for both halves, as u32 bits: zero 0..15 sits in the mantissa's low bits.
-Value zero_magic(Value z_u32, Scalar dtype) {
-  const uint32_t magic = dtype == Scalar::F16 ? 0x6400u : 0x4300u;
-  return (z_u32 | magic) * 0x00010001u;
-}
+Value zero_magic(Value z_u32, Scalar dtype) { return detail::int4_zero_magic(z_u32, dtype); }
 
 struct Part {  // this block's part, with the group's scale and zero of (word row, column)
   detail::QPartValues v;
@@ -354,6 +336,7 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
 }
 
 ir::Kernel build(const Int4Config& c) {
+  if (c.bx) return detail::build_int4_wgmma(c);
   ir::KernelBuilder b(c.str());
   b.launch_bounds(c.bm ? kStreamThreads : kThreads);
   Int4Signature sig(c);
@@ -369,6 +352,9 @@ std::vector<Int4Config> declared() {
       for (bool z : {false, true}) out.push_back({bm, d, z, false, 1});
   out.push_back({0, Scalar::F16, true, true, 3});
   out.push_back({1, Scalar::F16, true, true, 3});
+  for (Scalar d : {Scalar::F16, Scalar::BF16})  // the Hopper path (sm_90a)
+    for (bool z : {false, true}) out.push_back({0, d, z, false, 1, 128});
+  out.push_back({0, Scalar::F16, true, true, 1, 128});
   return out;
 }
 
@@ -405,6 +391,11 @@ void run(const char* op, uint64_t x, const Int4Part* parts, uint32_t nparts, uin
     nmax = std::max(nmax, parts[i].w.n);
   }
   if (m == 0) return;
+  if (detail::int4_wgmma_takes(m, nmax, c.zeros, nparts)) {
+    c.bx = detail::int4_wgmma_rows(m);
+    detail::launch_int4_wgmma(family().get(c), c, x, parts[0].w, parts[0].y, m, parts[0].bias, stream);
+    return;
+  }
   for (uint32_t bm : kStreamRows)
     if (m <= bm) {
       c.bm = bm;

@@ -126,11 +126,11 @@ TEST_CASE("qmatmul: shapes a format cannot take are usage errors naming the op a
   }
 }
 
-// Every declared kernel (55) is linked once, the archs taken in turn, so that each family is
+// Every declared kernel (60) is linked once, the archs taken in turn, so that each family is
 // assembled for sm_80, sm_90 and sm_90a while the test stays near 20 s of nvJitLink.
 TEST_CASE("qmatmul: every declared kernel assembles (sm_80, sm_90, sm_90a in turn) with tensor-core SASS", "[ops][qmatmul][nvjitlink]") {
   const char* archs[] = {"sm_80", "sm_90", "sm_90a"};
-  size_t i = 0, int8 = 0, int4_mma = 0, wgmma = 0;
+  size_t i = 0, int8 = 0, int4_mma = 0, wgmma = 0, int4_wgmma = 0;
   for (jit::FamilyBase* f : {&ops::matmul_int8_family(), &ops::matmul_int4_family()})
     for (size_t c = 0; c < f->config_count(); ++c, ++i) {
       ir::Kernel k = f->declared_kernel(c);
@@ -145,6 +145,14 @@ TEST_CASE("qmatmul: every declared kernel assembles (sm_80, sm_90, sm_90a in tur
         CHECK_THAT(ptx, Contains("cp.async.bulk.tensor"));
         op = "GMMA";
         ++wgmma;
+      } else if (n.find("int4_wgmma") != std::string::npos) {
+        // The weights as wgmma's A from registers (no shared-memory descriptor for A), the
+        // activations through TMA, Y out by TMA stores.
+        CHECK_THAT(ptx, Contains(std::string("wgmma.mma_async.sync.aligned.m64n128k16.f32.") + (n.find("bf16") != std::string::npos ? "bf16.bf16" : "f16.f16") + " {"));
+        CHECK_THAT(ptx, Contains("cp.async.bulk.tensor.3d.shared::cluster.global"));
+        CHECK_THAT(ptx, Contains("cp.async.bulk.tensor.2d.global.shared::cta"));
+        op = "GMMA";
+        ++int4_wgmma;
       } else if (n.rfind("matmul_int8", 0) == 0) {
         CHECK_THAT(ptx, Contains("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"));
         op = "IMMA";
@@ -169,5 +177,6 @@ TEST_CASE("qmatmul: every declared kernel assembles (sm_80, sm_90, sm_90a in tur
   CHECK(int8 >= 3);
   CHECK(wgmma >= 3);
   CHECK(int4_mma >= 10);
+  CHECK(int4_wgmma >= 5);
   if (test::cuobjdump_path().empty()) WARN("cuobjdump not found (set KAIO_CUOBJDUMP): the SASS (IMMA / HMMA) is not checked");
 }

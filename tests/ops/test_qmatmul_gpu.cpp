@@ -21,6 +21,7 @@
 #include "kaio/jit/device.h"
 #include "kaio/kaio.h"
 #include "kaio/ops/qmatmul.h"
+#include "kaio/ops/qmatmul_int4_kernels.h"
 #include "../support.h"
 
 using namespace kaio;
@@ -283,7 +284,33 @@ TEST_CASE("matmul_int4: the matmul within the bound of float64 on the dequantise
   check_int4_matmul<half>({16, 8, 2048, 128, Scalar::F16, false}, true);
 }
 
+// On an sm_90 device m > 16 takes the wgmma path (ops/qmatmul_int4_wgmma.cpp); these shapes
+// cross its edges (m just past 16 and past a 128-row tile, n not a multiple of the 128-column
+// tile, k of half a step), then run again on the mma path and with 256-row tiles, forced.
+TEST_CASE("matmul_int4: every large-m path at edge shapes (the wgmma one on sm_90)", "[gpu][ops][qmatmul]") {
+  struct Force { uint32_t mma, bx; };
+  for (Force f : {Force{0, 0}, Force{1, 0}, Force{0, 256}}) {
+    if (f.bx && (jit::interpret_mode() || !jit::device_info().hopper())) continue;
+    INFO("forced mma " << f.mma << " bx " << f.bx);
+    ops::detail::set_int4_override(f.mma, f.bx);
+    struct Reset {
+      ~Reset() { ops::detail::set_int4_override(0, 0); }
+    } reset;
+    check_int4_dequant<half>({17, 144, 96, 32, Scalar::F16, true});
+    check_int4_dequant<bfloat16>({300, 72, 128, 64, Scalar::BF16, false});
+    check_int4_matmul<half>({17, 144, 96, 32, Scalar::F16, true}, true);
+    check_int4_matmul<bfloat16>({300, 200, 320, 64, Scalar::BF16, false}, true);
+    check_int4_matmul<half>({129, 48, 32, 32, Scalar::F16, false}, false);
+    check_int4_matmul<half>({257, 272, 1024 + 128, 128, Scalar::F16, true}, false);
+  }
+}
+
 TEST_CASE("matmul_int4_qkv: three parts in one launch equal three separate calls", "[gpu][ops][qmatmul]") {
+  // The QKV launch takes the mma path for m > 16: the single calls it is compared with too.
+  ops::detail::set_int4_override(1, 0);
+  struct Reset {
+    ~Reset() { ops::detail::set_int4_override(0, 0); }
+  } reset;
   // k = 1024 with m = 3: each of the streaming path's warps takes several steps of every part.
   for (auto [m, k] : {std::pair{3u, 128u}, std::pair{65u, 128u}, std::pair{3u, 1024u}}) {
     INFO("m " << m << " k " << k);

@@ -1,0 +1,60 @@
+// Internal to the W4A16 kernels (qmatmul_int4.cpp: the mma and streaming paths and the
+// family; qmatmul_int4_wgmma.cpp: the Hopper path): the config that names a kernel, the
+// magic-number dequantisation they share, and the Hopper path's build and launch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kaio/ir/builder.h"
+#include "kaio/jit/compiled_kernel.h"
+#include "kaio/ops/qmatmul.h"
+
+namespace kaio::ops::detail {
+
+struct Int4Config {
+  uint32_t bm = 0;  // 0: the mma path (or wgmma with bx); else the streaming path for m <= bm
+  ir::Scalar dtype = ir::Scalar::F16;
+  bool zeros = false, bias = false;
+  uint32_t parts = 1;
+  uint32_t bx = 0;  // the Hopper path: activation rows per tile (128 or 256); 0: not it
+  auto fields() const { return std::tie(bm, dtype, zeros, bias, parts, bx); }
+  std::string str() const {
+    const std::string path = bx ? "wgmma_" + std::to_string(bx) + "x128"
+                             : bm ? "stream_m" + std::to_string(bm)
+                                  : std::string("mma_64x128");
+    return "matmul_int4_" + path + "_" + ir::scalar_name(dtype) + (zeros ? "_zeros" : "") + (bias ? "_bias" : "") +
+           (parts > 1 ? "_qkv" : "");
+  }
+};
+
+// (magic + zero) for both halves of a pair, as u32 bits: zero 0..15 sits in the
+// mantissa's low bits (magic 1024 for f16, 128 for bf16: a unit ulp).
+inline ir::Value int4_zero_magic(ir::Value z_u32, ir::Scalar dtype) {
+  const uint32_t magic = dtype == ir::Scalar::F16 ? 0x6400u : 0x4300u;
+  return (z_u32 | magic) * 0x00010001u;
+}
+
+// Pair j of a word already shifted right by 4j (elements 2j and 2j + 1 in its nibbles 0
+// and 4): (v - zero) * scale, rounded once. z2: the pair (magic + zero); s2: {s, s}.
+inline ir::Value int4_pair(ir::Value shifted, ir::Value z2, ir::Value s2, ir::Scalar pair) {
+  const uint32_t magic = pair == ir::Scalar::F16x2 ? 0x64006400u : 0x43004300u;
+  return (ir::bitcast((shifted & 0x000f000fu) | magic, pair) - z2) * s2;
+}
+
+// The Hopper path (sm_90a, parts == 1): true where it takes this call (n a multiple of 16
+// with zero points: their tensor map's rows are n bytes).
+bool int4_wgmma_takes(uint32_t m, uint32_t n, bool zeros, uint32_t parts);
+// Activation rows per tile for m rows.
+uint32_t int4_wgmma_rows(uint32_t m);
+ir::Kernel build_int4_wgmma(const Int4Config& c);
+void launch_int4_wgmma(const jit::CompiledKernel& k, const Int4Config& c, uint64_t x, const Int4Weights& w, uint64_t y,
+                       uint32_t m, uint64_t bias, const jit::Stream* stream);
+
+// Tests and benches: 1 sends every W4A16 call with m > 16 to the mma path (0: the default
+// choice); bx > 1 forces the Hopper path's tile rows. Per thread.
+void set_int4_override(uint32_t force_mma, uint32_t bx);
+
+}  // namespace kaio::ops::detail
