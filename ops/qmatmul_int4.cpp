@@ -353,7 +353,8 @@ std::vector<Int4Config> declared() {
   out.push_back({0, Scalar::F16, true, true, 3});
   out.push_back({1, Scalar::F16, true, true, 3});
   for (Scalar d : {Scalar::F16, Scalar::BF16})  // the Hopper path (sm_90a)
-    for (bool z : {false, true}) out.push_back({0, d, z, false, 1, 128});
+    for (uint32_t bx : {128u, 256u})
+      for (bool z : {false, true}) out.push_back({0, d, z, false, 1, bx});
   out.push_back({0, Scalar::F16, true, true, 1, 128});
   return out;
 }
@@ -392,7 +393,7 @@ void run(const char* op, uint64_t x, const Int4Part* parts, uint32_t nparts, uin
   }
   if (m == 0) return;
   if (detail::int4_wgmma_takes(m, nmax, c.zeros, nparts)) {
-    c.bx = detail::int4_wgmma_rows(m);
+    c.bx = detail::int4_wgmma_rows(m, nmax, jit::device_info().sm_count);
     detail::launch_int4_wgmma(family().get(c), c, x, parts[0].w, parts[0].y, m, parts[0].bias, stream);
     return;
   }

@@ -39,16 +39,19 @@ inline ir::Value int4_zero_magic(ir::Value z_u32, ir::Scalar dtype) {
 
 // Pair j of a word already shifted right by 4j (elements 2j and 2j + 1 in its nibbles 0
 // and 4): (v - zero) * scale, rounded once. z2: the pair (magic + zero); s2: {s, s}.
-inline ir::Value int4_pair(ir::Value shifted, ir::Value z2, ir::Value s2, ir::Scalar pair) {
+// magic_reg: the magic pair in a register ptxas cannot fold to a constant (then the and
+// and the or are one LOP3), or invalid for the immediate (an and and an or).
+inline ir::Value int4_pair(ir::Value shifted, ir::Value z2, ir::Value s2, ir::Scalar pair, ir::Value magic_reg = {}) {
   const uint32_t magic = pair == ir::Scalar::F16x2 ? 0x64006400u : 0x43004300u;
-  return (ir::bitcast((shifted & 0x000f000fu) | magic, pair) - z2) * s2;
+  ir::Value bits = magic_reg.valid() ? (shifted & 0x000f000fu) | magic_reg : (shifted & 0x000f000fu) | magic;
+  return (ir::bitcast(bits, pair) - z2) * s2;
 }
 
 // The Hopper path (sm_90a, parts == 1): true where it takes this call (n a multiple of 16
 // with zero points: their tensor map's rows are n bytes).
 bool int4_wgmma_takes(uint32_t m, uint32_t n, bool zeros, uint32_t parts);
-// Activation rows per tile for m rows.
-uint32_t int4_wgmma_rows(uint32_t m);
+// Activation rows per tile (128 or 256) for an m x n product on `sms` multiprocessors.
+uint32_t int4_wgmma_rows(uint32_t m, uint32_t n, uint32_t sms);
 ir::Kernel build_int4_wgmma(const Int4Config& c);
 void launch_int4_wgmma(const jit::CompiledKernel& k, const Int4Config& c, uint64_t x, const Int4Weights& w, uint64_t y,
                        uint32_t m, uint64_t bias, const jit::Stream* stream);

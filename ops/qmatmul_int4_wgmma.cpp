@@ -100,9 +100,16 @@ void set_int4_override(uint32_t mma, uint32_t bx) {
   force_bx = bx;
 }
 
-// 128 rows: with 256 a thread's 128 accumulators and two slices' fragments leave ptxas a few
-// registers short (a spill in the k-loop); bench/quant measures it (--forced).
-uint32_t int4_wgmma_rows(uint32_t) { return force_bx > 1 ? force_bx : 128; }
+// 256-row tiles run at 1.6-1.7x the rate of 128-row ones (bench/quant, H100: the same
+// dequantisation per k-step feeds twice the MMAs), but make half as many tiles: take 256
+// unless 128 fills the machine in fewer rounds than 256's by that factor (m = 512 x n = 4096
+// is one round of 128 tiles on 132 SMs, and half the SMs with 256).
+uint32_t int4_wgmma_rows(uint32_t m, uint32_t n, uint32_t sms) {
+  if (force_bx > 1) return force_bx;
+  const uint64_t tn = (n + kBN - 1) / kBN, sm = std::max(1u, sms);
+  const uint64_t rounds128 = ((m + 127) / 128 * tn + sm - 1) / sm, rounds256 = ((m + 255) / 256 * tn + sm - 1) / sm;
+  return double(rounds256) * 1.2 <= double(rounds128) ? 256 : 128;
+}
 
 bool int4_wgmma_takes(uint32_t m, uint32_t n, bool zeros, uint32_t parts) {
   if (force_mma || m <= 16 || parts != 1 || (zeros && n % 16)) return false;
@@ -164,6 +171,10 @@ ir::Kernel build_int4_wgmma(const Int4Config& c) {
     Value y_base = wg * (L.y_bytes() / 2) + L.y_off() / 2;  // this consumer's staging (16-bit elements)
     Value leader = w4 == 0u && lane == 0u;
     Value row2 = b.constant<uint32_t>(32u) >> gshift;  // the scale row of slices 2 and 3: 1 for group 32, else 0
+    // The magic pair in a register: gshift is 5..7, so gshift >> 8 is 0, but ptxas cannot
+    // know it and keeps the value in a register, which makes the dequantisation's and + or
+    // one LOP3 (an immediate takes one of its operands only).
+    Value magic = (gshift >> 8u) | (c.dtype == Scalar::F16 ? 0x64006400u : 0x43004300u);
     // Slices in flight: four with BX 128; two with BX 256, whose 128 accumulators leave no
     // room for four slices' fragments in the 168 registers a thread has (ptxas then
     // serialises every wgmma).
@@ -196,7 +207,7 @@ ir::Kernel build_int4_wgmma(const Int4Config& c) {
           for (uint32_t hk = 0; hk < 2; ++hk)
             for (uint32_t h = 0; h < 2; ++h) {
               Value q = ws[wbase + (2 * kk + hk) * kBN + h * 8];
-              a.push_back(int4_pair(q >> shift, z2[h], s2[h], pair));
+              a.push_back(int4_pair(q >> shift, z2[h], s2[h], pair, magic));
             }
           b.wgmma_fence();  // this slice's registers were written since the last wgmma
           b.wgmma(acc.array(0), a, db + b.constant<uint64_t>(kk * tx.k_step_bytes(16) / 16), c.dtype, false);
@@ -223,13 +234,19 @@ ir::Kernel build_int4_wgmma(const Int4Config& c) {
       }
       b.if_(leader, [&] { b.bulk_wait_group(0, true); });  // the last tile's store has read the buffer
       wsk.consumer_sync(wg);
+      // Register r of n8 block j is Y's row 8j + (its row in block 0) and column wcol(r):
+      // blocks are 8 rows (1024 bytes) apart and the swizzle depends on the row mod 8 only, so
+      // each r has one address and the blocks add immediates.
+      Value at[4];
+      for (uint32_t r = 0; r < 4; ++r) {
+        Value wcol = w4 * 16u + ir::frag_row(kernel::AccTile::layout(), lane, int(r));  // Y's column among these 64
+        at[r] = y_base + kernel::swizzle128(acc.col(lane, 0, r), wcol * 2u) / 2u;
+      }
       for (uint32_t j = 0; j < c.bx / 8; ++j)
         for (uint32_t r = 0; r < 4; ++r) {
-          Value xrow = acc.col(lane, j, r);                                          // Y's row in the tile
-          Value wcol = w4 * 16u + ir::frag_row(kernel::AccTile::layout(), lane, int(r));  // Y's column among these 64
           Value v = acc.at(0, 0, j, r).get();
           if (c.bias) v = v + bias[r / 2];
-          xs[y_base + kernel::swizzle128(xrow, wcol * 2u) / 2u] = ir::cast(v, ir::Type::scalar(c.dtype));
+          xs[at[r] + j * (8 * kernel::kSwizzleBytes / 2)] = ir::cast(v, ir::Type::scalar(c.dtype));
         }
       b.fence_proxy_async();  // the threads' writes, before the TMA store (async proxy) reads them
       wsk.consumer_sync(wg);

@@ -126,7 +126,7 @@ TEST_CASE("qmatmul: shapes a format cannot take are usage errors naming the op a
   }
 }
 
-// Every declared kernel (60) is linked once, the archs taken in turn, so that each family is
+// Every declared kernel (64) is linked once, the archs taken in turn, so that each family is
 // assembled for sm_80, sm_90 and sm_90a while the test stays near 20 s of nvJitLink.
 TEST_CASE("qmatmul: every declared kernel assembles (sm_80, sm_90, sm_90a in turn) with tensor-core SASS", "[ops][qmatmul][nvjitlink]") {
   const char* archs[] = {"sm_80", "sm_90", "sm_90a"};
@@ -148,7 +148,8 @@ TEST_CASE("qmatmul: every declared kernel assembles (sm_80, sm_90, sm_90a in tur
       } else if (n.find("int4_wgmma") != std::string::npos) {
         // The weights as wgmma's A from registers (no shared-memory descriptor for A), the
         // activations through TMA, Y out by TMA stores.
-        CHECK_THAT(ptx, Contains(std::string("wgmma.mma_async.sync.aligned.m64n128k16.f32.") + (n.find("bf16") != std::string::npos ? "bf16.bf16" : "f16.f16") + " {"));
+        const std::string shape = n.find("wgmma_256") != std::string::npos ? "m64n256k16" : "m64n128k16";
+        CHECK_THAT(ptx, Contains("wgmma.mma_async.sync.aligned." + shape + ".f32." + (n.find("bf16") != std::string::npos ? "bf16.bf16" : "f16.f16") + " {"));
         CHECK_THAT(ptx, Contains("cp.async.bulk.tensor.3d.shared::cluster.global"));
         CHECK_THAT(ptx, Contains("cp.async.bulk.tensor.2d.global.shared::cta"));
         op = "GMMA";
@@ -167,6 +168,7 @@ TEST_CASE("qmatmul: every declared kernel assembles (sm_80, sm_90, sm_90a in tur
       }
       jit::LinkResult r = test::link_ptx(ptx, arch, n);
       jit::Resources res = jit::parse_resources(r.info_log, 0);
+      CHECK(r.info_log.find("C7512") == std::string::npos);  // ptxas serialising the wgmmas (registers)
       CHECK(res.local_bytes == 0);
       CHECK(res.spill_stores == 0);
       const std::string sass = test::sass_of(r.cubin);
@@ -177,6 +179,6 @@ TEST_CASE("qmatmul: every declared kernel assembles (sm_80, sm_90, sm_90a in tur
   CHECK(int8 >= 3);
   CHECK(wgmma >= 3);
   CHECK(int4_mma >= 10);
-  CHECK(int4_wgmma >= 5);
+  CHECK(int4_wgmma >= 9);
   if (test::cuobjdump_path().empty()) WARN("cuobjdump not found (set KAIO_CUOBJDUMP): the SASS (IMMA / HMMA) is not checked");
 }
