@@ -191,45 +191,31 @@ ir::Kernel build_int4_wgmma(const Int4Config& c) {
         Value wbase = slot.stage * (L.w_bytes() / 4) + (L.w_off() / 4) + r0;
         Value sbase = slot.stage * (L.s_bytes() / 2) + (L.s_off() / 2) + r0;
         Value zbase = slot.stage * L.z_bytes() + L.z_off() + r0;
-        // Shared-memory loads run one slice ahead (issued before this slice's wait), so their
-        // latency hides under the MMAs in flight.
-        auto words = [&](uint32_t kk) {  // (r0, word row 2kk), (r0 + 8, 2kk), (r0, 2kk + 1), (r0 + 8, 2kk + 1)
-          std::vector<Value> q;
-          for (uint32_t hk = 0; hk < 2; ++hk)
-            for (uint32_t h = 0; h < 2; ++h) q.push_back(ws[wbase + (2 * kk + hk) * kBN + h * 8]);
-          return q;
-        };
-        auto group_loads = [&](Value row) {  // the scales and zeros of columns r0, r0 + 8 at scale row `row`
-          std::vector<Value> v;
-          for (uint32_t h = 0; h < 2; ++h) v.push_back(xs[sbase + row * kBN + h * 8]);
-          if (c.zeros)
-            for (uint32_t h = 0; h < 2; ++h) v.push_back(zs[zbase + row * kBN + h * 8]);
-          return v;
-        };
         Value s2[2], z2[2];
-        auto group = [&](const std::vector<Value>& v) {  // ... as the pairs {s, s} and (magic + zero)
+        auto group = [&](Value row) {  // the scale and zero pairs of columns r0, r0 + 8 at scale row `row`
           for (uint32_t h = 0; h < 2; ++h) {
-            s2[h] = ir::pack2(v[h], v[h]);
-            Value zu = c.zeros ? ir::cast<uint32_t>(v[2 + h]) : b.constant<uint32_t>(8u);
+            Value sv = xs[sbase + row * kBN + h * 8];
+            s2[h] = ir::pack2(sv, sv);
+            Value zu = c.zeros ? ir::cast<uint32_t>(Value(zs[zbase + row * kBN + h * 8])) : b.constant<uint32_t>(8u);
             z2[h] = ir::bitcast(int4_zero_magic(zu, c.dtype), pair);
           }
         };
-        std::vector<Value> q = words(0), g2;
-        group(group_loads(zero));
         for (uint32_t kk = 0; kk < kSlices; ++kk) {
+          if (kk == 0) group(zero);
+          if (kk == kSlices / 2) group(row2);
           std::vector<Value> a;  // (r0, k 2t), (r0 + 8, k 2t), (r0, k 2t + 8), (r0 + 8, k 2t + 8)
-          for (uint32_t e = 0; e < 4; ++e) a.push_back(int4_pair(q[e] >> shift, z2[e % 2], s2[e % 2], pair, magic));
-          if (kk + 1 < kSlices) q = words(kk + 1);
-          if (kk + 1 == kSlices / 2) g2 = group_loads(row2);
+          for (uint32_t hk = 0; hk < 2; ++hk)
+            for (uint32_t h = 0; h < 2; ++h) {
+              Value q = ws[wbase + (2 * kk + hk) * kBN + h * 8];
+              a.push_back(int4_pair(q >> shift, z2[h], s2[h], pair, magic));
+            }
           b.wgmma_fence();  // this slice's registers were written since the last wgmma
           b.wgmma(acc.array(0), a, db + b.constant<uint64_t>(kk * tx.k_step_bytes(16) / 16), c.dtype, false);
           b.wgmma_commit_group();
           b.wgmma_wait_group(in_flight - 1);  // the group `in_flight` slices back is done
-          // ...so from slice in_flight - 2 on, the previous step's last one is too: its stage
-          // goes back to the producer.
-          if (kk == in_flight - 2) b.if_(s > 0u, [&] { ring.release(ring.stage_of(slot.step + (S - 1)), lane); });
-          if (kk + 1 == kSlices / 2) group(g2);
         }
+        // ...so the previous step's last group is too: its stage goes back to the producer.
+        b.if_(s > 0u, [&] { ring.release(ring.stage_of(slot.step + (S - 1)), lane); });
         step = slot.step + 1u;
       });
       b.wgmma_wait_group(0);
