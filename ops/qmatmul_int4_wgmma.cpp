@@ -215,6 +215,8 @@ ir::Kernel build_int4_wgmma(const Int4Config& c) {
           b.wgmma_wait_group(in_flight - 1);  // the group `in_flight` slices back is done
         }
         // ...so the previous step's last group is too: its stage goes back to the producer.
+        // (Here, not right after the slice whose wait completes it: a branch between the
+        // wgmmas makes ptxas wait for each one before the next, bench/NOTES.md.)
         b.if_(s > 0u, [&] { ring.release(ring.stage_of(slot.step + (S - 1)), lane); });
         step = slot.step + 1u;
       });
