@@ -5,9 +5,11 @@
 //          product (out = s32, like torch._int_mm).
 //   W4A16  Y = X . dequant(W) + bias, X (m x k) f16 / bf16, W (k x n) 4-bit with f16 / bf16
 //          scales and optional zero points per group of 32, 64 or 128 rows (GPTQ / AWQ);
-//          dequantised in registers by the magic-number trick, then mma.sync f16 / bf16
-//          (m > 16) or a weight-streaming kernel (m <= 16).
-//   QKV    both formats with three weights, three outputs and one activation, one launch.
+//          dequantised in registers by the magic-number trick, then wgmma on sm_90 (m > 16,
+//          the weights as A from registers), mma.sync f16 / bf16 elsewhere (m > 16) or a
+//          weight-streaming kernel (m <= 16).
+//   QKV    both formats with three weights, three outputs and one activation, one launch
+//          (int4 on sm_90 with m > 16: one wgmma launch per part).
 //
 // Host helpers make the inputs: quantize_int8 (symmetric, one scale per row of a row-major
 // matrix: per column of B = per row of the Linear weight, or per row of activations) and

@@ -47,9 +47,10 @@ inline ir::Value int4_pair(ir::Value shifted, ir::Value z2, ir::Value s2, ir::Sc
   return (ir::bitcast(bits, pair) - z2) * s2;
 }
 
-// The Hopper path (sm_90a, parts == 1): true where it takes this call (n a multiple of 16
-// with zero points: their tensor map's rows are n bytes).
-bool int4_wgmma_takes(uint32_t m, uint32_t n, bool zeros, uint32_t parts);
+// The Hopper path (sm_90a, one launch per part): true where it takes a call of m rows;
+// maps_ok: no zero points, or every part's n a multiple of 16 (their tensor map's rows are
+// n bytes).
+bool int4_wgmma_takes(uint32_t m, bool maps_ok);
 // Activation rows per tile (128 or 256) for an m x n product on `sms` multiprocessors.
 uint32_t int4_wgmma_rows(uint32_t m, uint32_t n, uint32_t sms);
 ir::Kernel build_int4_wgmma(const Int4Config& c);

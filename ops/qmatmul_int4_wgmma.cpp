@@ -111,8 +111,8 @@ uint32_t int4_wgmma_rows(uint32_t m, uint32_t n, uint32_t sms) {
   return double(rounds256) * 1.2 <= double(rounds128) ? 256 : 128;
 }
 
-bool int4_wgmma_takes(uint32_t m, uint32_t n, bool zeros, uint32_t parts) {
-  if (force_mma || m <= 16 || parts != 1 || (zeros && n % 16)) return false;
+bool int4_wgmma_takes(uint32_t m, bool maps_ok) {
+  if (force_mma || m <= 16 || !maps_ok) return false;
   if (jit::interpret_mode()) return false;  // the interpreter models neither TMA nor wgmma
   const jit::DeviceInfo& d = jit::device_info();
   return d.present && d.hopper();
