@@ -107,14 +107,21 @@ class Product {
     const Value sb = ir::cast<uint64_t>(u >> 3u), j = u & 7u;
     if (c_.format == uint32_t(GgmlType::Q4_K)) {
       const Value base = row0 + sb * uint64_t(144);
-      // The 6-bit scale and min of sub-block j (quant/blocks.h: q4k_scale_min).
-      auto byte = [&](Value idx) { return ir::cast<uint32_t>(s_.w8.ir[base + uint64_t(4) + ir::cast<uint64_t>(idx)]); };
-      const Value lo = byte(j & 3u), mid = byte((j & 3u) + 4u), hi = byte(j + 4u);
+      // The super-block's first 16 bytes (d, dmin, the 12 scale bytes) in one 16-byte load
+      // (blocks are 144 bytes and rows start 16-byte aligned), not five narrow ones: the
+      // K-quant rows were bound by the number of load instructions in flight, not bytes.
+      // The 6-bit scale and min of sub-block j (quant/blocks.h: q4k_scale_min) from scale
+      // bytes j % 4 (word 1), j % 4 + 4 (word 2) and j + 4 (word 2 or 3).
+      const std::vector<Value> hd = ir::load_vec(s_.w32.ir, base >> uint64_t(2), 4);
+      const Value jb = (j & 3u) * 8u;
+      const Value lo = ir::cast<uint32_t>(hd[1]) >> jb, mid = ir::cast<uint32_t>(hd[2]) >> jb;
+      const Value hi = ir::select(j < 4u, ir::cast<uint32_t>(hd[2]), ir::cast<uint32_t>(hd[3])) >> jb;
       const Value low4 = j < 4u;
-      const Value sc = ir::select(low4, lo & 63u, (hi & 15u) | ((lo >> 6u) << 4u));
-      const Value mn = ir::select(low4, mid & 63u, (hi >> 4u) | ((mid >> 6u) << 4u));
-      w.f0 = half_at(base) * f32(sc);
-      w.f1 = half_at(base + uint64_t(2)) * f32(mn);
+      const Value sc = ir::select(low4, lo & 63u, (hi & 15u) | (((lo >> 6u) & 3u) << 4u));
+      const Value mn = ir::select(low4, mid & 63u, ((hi >> 4u) & 15u) | (((mid >> 6u) & 3u) << 4u));
+      const Value dm = ir::bitcast(ir::cast<uint32_t>(hd[0]), Scalar::F16x2);
+      w.f0 = f32(ir::unpack_lo(dm)) * f32(sc);
+      w.f1 = f32(ir::unpack_hi(dm)) * f32(mn);
       // Sub-block j: bytes 32 (j / 2) .. + 31 of qs, the low nibbles for even j; two
       // 16-byte loads (blocks are 144 bytes and rows start 16-byte aligned).
       const Value shift = s32((j & 1u) * 4u);
