@@ -7,8 +7,7 @@
 //      in the same run (read half, write half, as bench/ops counts it).
 //   3. W4A16 at m = 512 and 4096: TFLOPS beside cuBLAS f16 (cublasGemmEx, f32 compute) on
 //      the dequantised weights, on the path the call takes and on the others forced (mma,
-//      and on sm_90 the wgmma path's tile heights and forms: t = the producer's warps
-//      dequantise into shared memory).
+//      and on sm_90 the wgmma path with 256-row tiles).
 // Timing: CUDA events around each call after warm-up, the median of 20 (the W4A16 m = 1, 16
 // rows and their copy: around 10 back-to-back calls); weight sets rotate so that L2 (50 MB)
 // does not hold them.
@@ -205,11 +204,10 @@ void bench_int4(const jit::Stream& s, bool quick) {
       double cub = 0;
       if (have_cublas && cublas.run(m, sh.n, sh.k, x.device_address(), dw.device_address(), y.device_address()) == 0)
         cub = flop / (time_ms(s, 1, [&](int) { cublas.run(m, sh.n, sh.k, x.device_address(), dw.device_address(), y.device_address()); }) * 1e9);
-      struct Path { const char* name; uint32_t mma, bx; int transform; };
-      for (const Path& p : {Path{"chosen", 0, 0, -1}, Path{"mma", 1, 0, -1}, Path{"wgmma128", 0, 128, 0}, Path{"wgmma256", 0, 256, 0},
-                            Path{"t128", 0, 128, 1}, Path{"t256", 0, 256, 1}}) {
+      struct Path { const char* name; uint32_t mma, bx; };
+      for (const Path& p : {Path{"chosen", 0, 0}, Path{"mma", 1, 0}, Path{"wgmma256", 0, 256}}) {
         if (p.bx && !jit::device_info().hopper()) continue;
-        ops::detail::set_int4_override(p.mma, p.bx, p.transform);
+        ops::detail::set_int4_override(p.mma, p.bx);
         const double ms = time_ms(s, sets, [&](int i) { ops::matmul_int4(x.device_address(), w.w[i], y.device_address(), m, Scalar::F16, 0, &s); });
         ops::detail::set_int4_override(0, 0);
         char line[160];

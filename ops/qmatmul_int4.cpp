@@ -356,7 +356,6 @@ std::vector<Int4Config> declared() {
     for (uint32_t bx : {128u, 256u})
       for (bool z : {false, true}) out.push_back({0, d, z, false, 1, bx});
   out.push_back({0, Scalar::F16, true, true, 1, 128});
-  for (uint32_t bx : {128u, 256u}) out.push_back({0, Scalar::F16, true, false, 1, bx, true});  // the transform form
   return out;
 }
 
@@ -402,7 +401,6 @@ void run(const char* op, uint64_t x, const Int4Part* parts, uint32_t nparts, uin
       Int4Config ci = c;
       ci.parts = 1;
       ci.bx = detail::int4_wgmma_rows(m, parts[i].w.n, jit::device_info().sm_count);
-      ci.transform = detail::int4_wgmma_transform();
       detail::launch_int4_wgmma(family().get(ci), ci, x, parts[i].w, parts[i].y, m, parts[i].bias, stream);
     }
     return;

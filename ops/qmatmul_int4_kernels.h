@@ -20,12 +20,9 @@ struct Int4Config {
   bool zeros = false, bias = false;
   uint32_t parts = 1;
   uint32_t bx = 0;  // the Hopper path: activation rows per tile (128 or 256); 0: not it
-  // The Hopper path with the producer warpgroup's spare warps dequantising the weights into
-  // shared memory (wgmma's A from descriptors), instead of the consumers into registers.
-  bool transform = false;
-  auto fields() const { return std::tie(bm, dtype, zeros, bias, parts, bx, transform); }
+  auto fields() const { return std::tie(bm, dtype, zeros, bias, parts, bx); }
   std::string str() const {
-    const std::string path = bx ? std::string(transform ? "wgmma_t_" : "wgmma_") + std::to_string(bx) + "x128"
+    const std::string path = bx ? "wgmma_" + std::to_string(bx) + "x128"
                              : bm ? "stream_m" + std::to_string(bm)
                                   : std::string("mma_64x128");
     return "matmul_int4_" + path + "_" + ir::scalar_name(dtype) + (zeros ? "_zeros" : "") + (bias ? "_bias" : "") +
@@ -61,10 +58,7 @@ void launch_int4_wgmma(const jit::CompiledKernel& k, const Int4Config& c, uint64
                        uint32_t m, uint64_t bias, const jit::Stream* stream);
 
 // Tests and benches: 1 sends every W4A16 call with m > 16 to the mma path (0: the default
-// choice); bx > 1 forces the Hopper path's tile rows; transform 0 / 1 forces its form (-1:
-// the default). Per thread.
-void set_int4_override(uint32_t force_mma, uint32_t bx, int transform = -1);
-// The Hopper path's form for a call (the override's, else the default).
-bool int4_wgmma_transform();
+// choice); bx > 1 forces the Hopper path's tile rows. Per thread.
+void set_int4_override(uint32_t force_mma, uint32_t bx);
 
 }  // namespace kaio::ops::detail

@@ -40,7 +40,6 @@
 #include "kaio/ops/kernel/stage_ring.h"
 #include "kaio/ops/kernel/tile_scheduler.h"
 #include "kaio/ops/kernel/warp_specialized.h"
-#include "kaio/ops/kernel/wgmma.h"
 #include "kaio/ops/qmatmul_common.h"
 #include "kaio/ops/qmatmul_int4_kernels.h"
 
@@ -59,34 +58,24 @@ constexpr uint32_t kGroupRows = 8;  // grouped raster: tile rows per group
 constexpr uint32_t kSlices = kBK / 16;
 
 // Shared memory, in bytes: the stages of each part side by side (activations first: their
-// 1024-byte alignment for the swizzle), with the transform form the ring of dequantised
-// weight tiles, the rings' barriers, then the consumers' staging.
+// 1024-byte alignment for the swizzle), the ring's barriers, then the consumers' staging.
 struct Layout {
-  uint32_t bx, S, SA;  // SA: stages of dequantised weights (0: the register form)
+  uint32_t bx, S;
   bool zeros;
   uint32_t x_bytes() const { return bx * 128; }
   static constexpr uint32_t w_bytes() { return kWordRows * kBN * 4; }
   static constexpr uint32_t s_bytes() { return 2 * kBN * 2; }
   static constexpr uint32_t z_bytes() { return 2 * kBN; }
-  static constexpr uint32_t a_bytes() { return kBN * 128; }  // 128 weight columns x 64 k, 16-bit
   uint32_t w_off() const { return S * x_bytes(); }
   uint32_t s_off() const { return w_off() + S * w_bytes(); }
   uint32_t z_off() const { return s_off() + S * s_bytes(); }
-  uint32_t a_off() const { return (z_off() + S * z_bytes() + 1023) / 1024 * 1024; }
-  uint32_t bar_off() const { return a_off() + SA * a_bytes(); }
-  uint32_t y_off() const { return (bar_off() + 2 * (S + SA) * 8 + 1023) / 1024 * 1024; }
+  uint32_t bar_off() const { return z_off() + S * z_bytes(); }
+  uint32_t y_off() const { return (bar_off() + 2 * S * 8 + 1023) / 1024 * 1024; }
   uint32_t y_bytes() const { return bx * 64 * 2; }  // one consumer's 64 columns x BX rows
   uint32_t total() const { return y_off() + kConsumers * y_bytes(); }
   uint32_t stage_tx() const { return x_bytes() + w_bytes() + s_bytes() + (zeros ? z_bytes() : 0); }
 };
-Layout layout_of(const Int4Config& c) {
-  if (c.transform) return {c.bx, c.bx == 256 ? 3u : 4u, c.bx == 256 ? 3u : 4u, c.zeros};
-  return {c.bx, c.bx == 256 ? 4u : 6u, 0u, c.zeros};
-}
-
-// The transform form's dequantising threads: warps 1-3 of the producer warpgroup (warp 0's
-// lane 0 issues the TMA loads).
-constexpr uint32_t kDequantThreads = 96;
+Layout layout_of(const Int4Config& c) { return {c.bx, c.bx == 256 ? 4u : 6u, c.zeros}; }
 
 struct Sig {
   kernel::TensorMap x_map{"x_map"}, w_map{"w_map"}, s_map{"s_map"};
@@ -103,17 +92,13 @@ struct Sig {
 };
 
 thread_local uint32_t force_mma = 0, force_bx = 0;  // set_int4_override
-thread_local int force_transform = -1;
 
 }  // namespace
 
-void set_int4_override(uint32_t mma, uint32_t bx, int transform) {
+void set_int4_override(uint32_t mma, uint32_t bx) {
   force_mma = mma;
   force_bx = bx;
-  force_transform = transform;
 }
-
-bool int4_wgmma_transform() { return force_transform >= 0 ? force_transform != 0 : false; }
 
 // 256-row tiles run at 1.6-1.7x the rate of 128-row ones (bench/quant, H100: the same
 // dequantisation per k-step feeds twice the MMAs), but make half as many tiles: take 256
@@ -148,21 +133,12 @@ ir::Kernel build_int4_wgmma(const Int4Config& c) {
   Value ws = b.dynamic_shared(Scalar::U32, 1024);
   Value zs = b.dynamic_shared(Scalar::U8, 1024);
   Value bars = b.dynamic_shared<uint64_t>(1024);
-  // The TMA ring; with the transform form each dequantising thread releases it too (it
-  // reads the words), and a second ring carries the dequantised tiles to the consumers.
-  const kernel::MbarrierRing ring(b, bars, L.bar_off() / 8, S, kConsumers * 4u + (c.transform ? kDequantThreads : 0u));
-  kernel::MbarrierRing ring_a(b, bars, L.bar_off() / 8 + 2 * S, std::max(L.SA, 1u), kConsumers * 4u);
-  ring_a.producer_arrivals = kDequantThreads;
+  const kernel::MbarrierRing ring(b, bars, L.bar_off() / 8, S, kConsumers * 4u);
   const kernel::TmaTile tx{.rows = c.bx, .esize = 2, .k_major = true, .base = 0};
-  // The dequantised weights: W^T's 128 columns as K-major rows of 64 k (wgmma's A).
-  const kernel::TmaTile ta{.rows = kBN, .esize = 2, .k_major = true, .base = L.a_off() / 2};
   const kernel::TileScheduler sched{.tiles_m = sig.tiles_m.ir, .tiles_n = sig.tiles_n.ir, .cluster_n = 1, .group_rows = kGroupRows};
   Value tid = b.thread_idx_x(), warp = b.warp_id(), lane = b.lane_id();
   Value zero = b.constant<uint32_t>(0u);
-  b.if_(tid == 0u, [&] {
-    ring.init();
-    if (c.transform) ring_a.init();
-  });
+  b.if_(tid == 0u, [&] { ring.init(); });
   b.barrier();
 
   const kernel::WarpSpecialized wsk(b, kConsumers);
@@ -187,54 +163,10 @@ ir::Kernel build_int4_wgmma(const Int4Config& c) {
         });
       });
     });
-    if (!c.transform) return;
-    // The transform form: warps 1-3 dequantise each stage's words into a K-major,
-    // 128-byte-swizzled tile of W^T. Word (word row r, column col) is 8 consecutive k of
-    // one column: one 16-byte chunk of row col, so each thread stores whole chunks (a warp's
-    // 32 columns x one chunk each: the swizzle spreads every 8 rows over all banks).
-    b.if_(tid >= 32u, [&] {
-      Value d = tid - 32u;
-      Value magic = (gshift >> 8u) | (c.dtype == Scalar::F16 ? 0x64006400u : 0x43004300u);  // see the consumers
-      auto step = b.var<uint32_t>(0u);
-      b.for_(b.block_idx_x(), work, b.grid_dim_x(), [&](Value) {
-        b.for_(0u, steps, [&](Value) {
-          const kernel::MbarrierRing::Slot slot = ring.slot(step), sa = ring_a.slot(step);
-          ring.wait(slot);
-          ring_a.acquire(sa);
-          Value wbase = slot.stage * (L.w_bytes() / 4) + (L.w_off() / 4);
-          Value sbase = slot.stage * (L.s_bytes() / 2) + (L.s_off() / 2);
-          Value zbase = slot.stage * L.z_bytes() + L.z_off();
-          Value abase = sa.stage * L.a_bytes() + L.a_off();  // bytes
-          const uint32_t words = kWordRows * kBN;
-          for (uint32_t e = 0; e < (words + kDequantThreads - 1) / kDequantThreads; ++e) {
-            Value id = d + e * kDequantThreads;
-            auto body = [&] {
-              Value r = id / kBN, col = id % kBN;
-              Value grow = (r * 8u) >> gshift;  // the step's scale row of word row r (group 32: two)
-              Value sv = xs[sbase + grow * kBN + col];
-              Value zu = c.zeros ? ir::cast<uint32_t>(Value(zs[zbase + grow * kBN + col])) : b.constant<uint32_t>(8u);
-              Value s2 = ir::pack2(sv, sv), z2 = ir::bitcast(int4_zero_magic(zu, c.dtype), pair);
-              Value q = ws[wbase + id];
-              std::vector<Value> out;
-              for (uint32_t j = 0; j < 4; ++j)
-                out.push_back(ir::bitcast(int4_pair(j ? q >> (4u * j) : q, z2, s2, pair, magic), Scalar::U32));
-              ir::store_vec(ws, (abase + kernel::swizzle128(col, r * 16u)) / 4u, out);
-            };
-            if ((e + 1) * kDequantThreads <= words) body();
-            else b.if_(id < words, body);
-          }
-          b.fence_proxy_async();  // the threads' writes, before wgmma (async proxy) reads them
-          ring_a.arrive(sa);
-          ring.release_thread(slot.stage);
-          step = slot.step + 1u;
-        });
-      });
-    });
   }, [&](Value wg) {  // ---- consumers
     Value w4 = warp % 4u, g = lane / 4u, shift = (lane % 4u) * 4u;
     Value r0 = wg * 64u + w4 * 16u + g;  // this thread's weight columns in the tile: r0 and r0 + 8
     Value desc_x = tx.descriptor(b, xs, zero);
-    Value desc_a = ta.descriptor(b, xs, ta.row_start(wg * 64u) + ta.base);  // this consumer's 64 columns (transform)
     const kernel::AccTile acc(b, 1, 1, c.bx / 8);  // a warp's 16 weight columns x BX activation rows
     Value y_base = wg * (L.y_bytes() / 2) + L.y_off() / 2;  // this consumer's staging (16-bit elements)
     Value leader = w4 == 0u && lane == 0u;
@@ -252,22 +184,7 @@ ir::Kernel build_int4_wgmma(const Int4Config& c) {
       const kernel::TileScheduler::Tile t = sched.at(w);
       Value m0 = t.m * c.bx, n0 = t.n * kBN;
       acc.zero();
-      if (c.transform) {
-        // Both operands from shared memory: the k-loop of the 16-bit matmul engine.
-        b.for_(0u, steps, [&](Value s) {
-          const kernel::MbarrierRing::Slot slot = ring.slot(step), sa = ring_a.slot(step);
-          ring.wait(slot);
-          ring_a.wait(sa);
-          kernel::wgmma_stage(b, acc, ta, tx, ta.stage_descriptor(desc_a, sa.stage), tx.stage_descriptor(desc_x, slot.stage),
-                              c.dtype);
-          b.wgmma_wait_group(1);  // the previous step's group is done: its stages are free
-          b.if_(s > 0u, [&] {
-            ring.release(ring.stage_of(slot.step + (S - 1)), lane);
-            ring_a.release(ring_a.stage_of(slot.step + (L.SA - 1)), lane);
-          });
-          step = slot.step + 1u;
-        });
-      } else b.for_(0u, steps, [&](Value s) {
+      b.for_(0u, steps, [&](Value s) {
         const kernel::MbarrierRing::Slot slot = ring.slot(step);
         ring.wait(slot);
         Value db = tx.stage_descriptor(desc_x, slot.stage);
@@ -305,10 +222,7 @@ ir::Kernel build_int4_wgmma(const Int4Config& c) {
       });
       b.wgmma_wait_group(0);
       Value last = step;
-      b.if_(steps > 0u, [&] {
-        ring.release(ring.stage_of(last + (S - 1)), lane);
-        if (c.transform) ring_a.release(ring_a.stage_of(last + (L.SA - 1)), lane);
-      });
+      b.if_(steps > 0u, [&] { ring.release(ring.stage_of(last + (S - 1)), lane); });
 
       // Epilogue: bias, the 16-bit type, Y's rows and columns swapped into the staging buffer.
       Value bias[2];

@@ -35,10 +35,6 @@ class MbarrierRing {
     while ((1u << shift_) < S_) ++shift_;
   }
 
-  // Arrivals that fill a stage: 1 (one thread's expect_tx before its TMA loads), or the
-  // number of producer threads that write a stage themselves and each arrive().
-  uint32_t producer_arrivals = 1;
-
   uint32_t stages() const { return S_; }
   ir::Value bars() const { return bars_; }
   // mbarrier slots the ring uses (full and empty per stage).
@@ -48,7 +44,7 @@ class MbarrierRing {
   // cluster's peers). The caller then syncs the block (or the cluster).
   void init() const {
     for (uint32_t s = 0; s < S_; ++s) {
-      b_.mbarrier_init(bars_, first_ + s, producer_arrivals);       // the producer's expect_tx arrival (or its threads')
+      b_.mbarrier_init(bars_, first_ + s, 1u);                      // the producer's expect_tx arrival
       b_.mbarrier_init(bars_, first_ + S_ + s, arrivals_ * cluster_);  // each consumer warp, in each CTA
     }
     if (cluster_ > 1) b_.fence_mbarrier_init();
@@ -70,9 +66,6 @@ class MbarrierRing {
   }
   // Producer threads that wrote the stage themselves (no TMA): the one arrival that fills it.
   void arrive(const Slot& t) const { b_.mbarrier_arrive(bars_, first_ + t.stage); }
-  // A consumer thread that read its part of `stage` alone (no warp barrier before a lane-0
-  // arrival): its own arrival, counted in consumer_arrivals (cluster 1).
-  void release_thread(ir::Value stage) const { b_.mbarrier_arrive(bars_, first_ + S_ + stage); }
   // The full barrier of the slot's stage (what a TMA load completes).
   ir::Value full(const Slot& t) const { return first_ + t.stage; }
   // Consumer: wait until the slot's stage is filled.
@@ -106,10 +99,6 @@ class CpAsyncRing {
   // `zero`: a u32 0 of the kernel (the ring positions wrap to it).
   CpAsyncRing(ir::KernelBuilder& b, uint32_t stages, ir::Value zero)
       : b_(b), S_(stages), zero_(zero), load_(b.var<uint32_t>(0u)), read_(b.var<uint32_t>(0u)) {}
-
-  // Arrivals that fill a stage: 1 (one thread's expect_tx before its TMA loads), or the
-  // number of producer threads that write a stage themselves and each arrive().
-  uint32_t producer_arrivals = 1;
 
   uint32_t stages() const { return S_; }
   ir::Value load_stage() const { return load_; }  // the stage the next loads fill

@@ -286,14 +286,13 @@ TEST_CASE("matmul_int4: the matmul within the bound of float64 on the dequantise
 
 // On an sm_90 device m > 16 takes the wgmma path (ops/qmatmul_int4_wgmma.cpp); these shapes
 // cross its edges (m just past 16 and past a 128-row tile, n not a multiple of the 128-column
-// tile, k of half a step), then run again on the mma path, with 256-row tiles, and in the
-// transform form (the producer's warps dequantise into shared memory), forced.
+// tile, k of half a step), then run again on the mma path and with 256-row tiles, forced.
 TEST_CASE("matmul_int4: every large-m path at edge shapes (the wgmma one on sm_90)", "[gpu][ops][qmatmul]") {
-  struct Force { uint32_t mma, bx; int transform; };
-  for (Force f : {Force{0, 0, -1}, Force{1, 0, -1}, Force{0, 256, -1}, Force{0, 128, 1}, Force{0, 256, 1}}) {
+  struct Force { uint32_t mma, bx; };
+  for (Force f : {Force{0, 0}, Force{1, 0}, Force{0, 256}}) {
     if (f.bx && (jit::interpret_mode() || !jit::device_info().hopper())) continue;
-    INFO("forced mma " << f.mma << " bx " << f.bx << " transform " << f.transform);
-    ops::detail::set_int4_override(f.mma, f.bx, f.transform);
+    INFO("forced mma " << f.mma << " bx " << f.bx);
+    ops::detail::set_int4_override(f.mma, f.bx);
     struct Reset {
       ~Reset() { ops::detail::set_int4_override(0, 0); }
     } reset;
