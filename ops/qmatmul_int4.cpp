@@ -81,8 +81,6 @@ std::vector<Value> dequant_word(Value q, Value zm, Value s2, Scalar pair) {
   return out;
 }
 
-Value zero_magic(Value z_u32, Scalar dtype) { return detail::int4_zero_magic(z_u32, dtype); }
-
 struct Part {  // this block's part, with the group's scale and zero of (word row, column)
   detail::QPartValues v;
   Value gshift;
@@ -96,7 +94,7 @@ struct Part {  // this block's part, with the group's scale and zero of (word ro
   // s2 (the pair {s, s}) and zm (u32 bits) from the loaded scale and zero (u8; invalid: 8).
   std::pair<Value, Value> group_from(ir::KernelBuilder& b, Value s, Value z) const {
     Value zu = z.valid() ? ir::cast<uint32_t>(z) : b.constant<uint32_t>(8u);
-    return {ir::pack2(s, s), zero_magic(zu, dtype)};
+    return {ir::pack2(s, s), detail::int4_zero_magic(zu, dtype)};
   }
 };
 
@@ -302,7 +300,7 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
       Value half = i % 2 ? sw[i / 2] >> 16u : sw[i / 2] & 0xffffu;  // column i's scale, as f16 / bf16 bits
       Value s2 = ir::bitcast(half | (half << 16u), pair);
       Value zu = c.zeros ? (zw >> (8u * i)) & 0xffu : b.constant<uint32_t>(8u);
-      w.push_back(dequant_word(q[i], zero_magic(zu, c.dtype), s2, pair));
+      w.push_back(dequant_word(q[i], detail::int4_zero_magic(zu, c.dtype), s2, pair));
     }
     // mma jj takes the words' pairs 2jj and 2jj + 1 as logical k (2t, 2t + 1) and (2t + 8,
     // 2t + 9), and B the activations of the same k: only the k order inside an mma is permuted.
@@ -444,6 +442,5 @@ void matmul_int4_qkv(uint64_t x, const Int4Part (&parts)[3], uint32_t m, Scalar 
 }
 
 jit::FamilyBase& matmul_int4_family() { return family(); }
-
 
 }  // namespace kaio::ops
