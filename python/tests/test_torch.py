@@ -165,6 +165,7 @@ def test_hits_through_torchs_exchange_table(dev: str) -> None:
     _plans.clear()
     if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
         pytest.skip("this torch publishes no DLPack exchange table")
+    _plans._seen_modules()  # what a first call does (this test may run first)
     assert _plans._api
     for k in range(8):
         n = 96 if k % 2 else 97
@@ -180,6 +181,35 @@ def test_hits_through_torchs_exchange_table(dev: str) -> None:
         torch.testing.assert_close(kaio.ops.rms_norm(a, w, eps), torch.nn.functional.rms_norm(a, (n,), w, eps),
                                    rtol=1e-5, atol=1e-5)
     assert set(_plans._last) and set(_plans._last_made)  # learned: hits went through the table
+
+
+@pytest.mark.cpu_ok
+def test_made_outputs_on_hits(dev: str) -> None:
+    # From the third call of one metadata on, a hit makes the output and launches on the
+    # tensors through torch's exchange table: each output its own memory, alive as long as
+    # the caller holds it, nothing else holding it, and right.
+    import sys
+
+    from kaio import _plans
+
+    _plans.clear()
+    if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        pytest.skip("this torch publishes no DLPack exchange table")
+    kept = []
+    for k in range(6):
+        a, b = _r(dev, 5, 200, seed=90 + k), _r(dev, 5, 200, seed=100 + k)
+        h = a.to(torch.bfloat16)
+        made = [(kaio.ops.add(a, b), a + b), (kaio.ops.softmax(a), torch.softmax(a, -1)), (kaio.ops.relu(h), torch.relu(h))]
+        for y, ref in made:
+            assert type(y) is torch.Tensor and (y.dtype, y.shape, y.device) == (ref.dtype, ref.shape, ref.device)
+            assert y.is_contiguous() and not y.requires_grad
+            assert sys.getrefcount(y) == 3  # y, the list's tuple and getrefcount's argument
+        kept += made
+        del made, y
+    assert len({y.data_ptr() for y, _ in kept}) == len(kept)
+    for y, ref in kept:
+        torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-6)
+    assert len(_plans._last_made) == 3  # learned: the later calls went through the table
 
 
 def test_plans_read_cuda_array_interface() -> None:
@@ -213,10 +243,10 @@ def test_plans_read_cuda_array_interface() -> None:
 
 def test_non_default_stream() -> None:
     # On a side stream, the input is written after a long sleep: a kaio op that ran on any
-    # other stream would read it before it is written. Three times: later passes are served by
+    # other stream would read it before it is written. Four times: later passes are served by
     # cached plans, which must read the current stream on every call.
     s = torch.cuda.Stream()
-    for _ in range(3):  # a miss, then hits (the third through torch's exchange table, where it has one)
+    for _ in range(4):  # a miss, then hits (from the third on through torch's exchange table)
         a = torch.zeros(1 << 20, device="cuda")
         b = torch.ones(1 << 20, device="cuda")
         torch.cuda.synchronize()
