@@ -29,7 +29,7 @@
 //           (2t, 2t + 1) and (2t + 8, 2t + 9), and the B fragment the activations of the
 //           same k (one 16-byte load per row), so only the k order inside an mma is
 //           permuted. A thread's copies go through its own cp.async ring in
-//           shared memory (5-6 steps in flight without holding registers, no barrier: each
+//           shared memory (2-3 steps in flight without holding registers, no barrier: each
 //           thread reads only what it copied); shared memory then adds the warps' sums.
 // QKV: blockIdx.z picks the part (its weights, scales, zeros, bias, output and n).
 #include <algorithm>
@@ -58,7 +58,7 @@ constexpr uint32_t kStreamRows[] = {1, 4, 8, 16};  // the streaming path's BM
 constexpr uint32_t kBM = 64, kBN = 128, kBK = 64, kWM = 32, kWN = 32, kThreads = 256;
 constexpr uint32_t kRow = kBK / 2 + 4;  // u32 (pairs) per shared row: 64 halves + 16 bytes of padding
 constexpr uint32_t kStreamCols = 32;    // columns per streaming block
-constexpr uint32_t kStreamThreads = 512;  // 16 warps: with the ring's 5 or 6 stages, 32-40 KB of weights in flight per block
+constexpr uint32_t kStreamThreads = 512;  // 16 warps: with the ring's 3 or 4 stages, 16-24 KB of weights in flight per block
 
 // Parameters: x, m, k, log2(group), then per part q, y, n, scales, zeros, bias.
 struct Int4Signature {
@@ -214,7 +214,9 @@ ir::Kernel build_mma(const Int4Config& c, ir::KernelBuilder& b, Int4Signature& s
 struct StreamStage {
   uint32_t rows, zeros;  // activation row halves (1: m <= 8, 2: up to 16); 1 with zeros
   uint32_t words() const { return 4 + 4 * rows + 2 + zeros; }
-  uint32_t stages() const { return rows > 1 ? 5 : 6; }
+  // 90 KB a block either way: two blocks per SM where 228 KB are (sm_90), which measured
+  // 2-16% faster than one block of 5-6 stages (bench/NOTES.md); more stages were slower.
+  uint32_t stages() const { return rows > 1 ? 3 : 4; }
   uint32_t bytes() const { return stages() * kStreamThreads * words() * 4; }
 };
 StreamStage stream_stage(const Int4Config& c) { return {c.bm > 8 ? 2u : 1u, c.zeros ? 1u : 0u}; }
