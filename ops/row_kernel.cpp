@@ -254,6 +254,14 @@ RowChunk RowKernel::widen(const ir::RegArray& raw, Scalar elem, const RowChunk& 
     }
     for (uint32_t j = 0; j < 4; ++j) {  // f16x2/bf16x2 pairs: eight elements per access
       Value pair = raw[k * 4 + j];
+      if (elem == Scalar::BF16x2) {
+        // A bf16 is the high half of its f32 (exactly): one shift or one and per element,
+        // where the conversion of the high half costs an extract and a shift.
+        Value u = ir::bitcast(pair, Scalar::U32);
+        ch.var(k, 2 * j) = ir::bitcast(u << 16u, Scalar::F32);
+        ch.var(k, 2 * j + 1) = ir::bitcast(u & 0xffff0000u, Scalar::F32);
+        continue;
+      }
       ch.var(k, 2 * j) = ir::cast(ir::unpack_lo(pair), f32_);
       ch.var(k, 2 * j + 1) = ir::cast(ir::unpack_hi(pair), f32_);
     }
