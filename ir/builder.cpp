@@ -480,8 +480,7 @@ Value KernelBuilder::pack(Value lo, Value hi) {
 
 Value KernelBuilder::bitcast(Value v, Scalar to) {
   check(v, "bitcast");
-  auto word = [](Scalar s) { return s == Scalar::U32 || s == Scalar::F32 || s == Scalar::F16x2 || s == Scalar::BF16x2; };
-  if (v.type().ptr || !word(v.type().elem) || !word(to))
+  if (!v.type().is_bitcast_word() || !Type::scalar(to).is_bitcast_word())
     fail("bitcast", std::string("bitcast reinterprets u32, f32, f16x2 and bf16x2, not ") + v.type().str() + " -> " + scalar_name(to));
   if (v.type().elem == to) return v;
   return emit(Op::Bitcast, Type::scalar(to), {v});

@@ -36,6 +36,10 @@ struct Type {
   bool is_fp8() const { return !ptr && (elem == Scalar::E4M3 || elem == Scalar::E5M2); }
   bool is_signed() const; // signed integers and floats
   bool is_packed() const { return !ptr && (elem == Scalar::F16x2 || elem == Scalar::BF16x2); }
+  // A 32-bit word ir::bitcast reinterprets as another (u32, f32, f16x2, bf16x2).
+  bool is_bitcast_word() const {
+    return !ptr && (elem == Scalar::U32 || elem == Scalar::F32 || elem == Scalar::F16x2 || elem == Scalar::BF16x2);
+  }
   bool is_shared_ptr() const { return ptr && space == Space::Shared; }
   std::string str() const;  // "f32", "ptr<const f32>", "ptr<shared f32>"
 };

@@ -138,10 +138,8 @@ struct Verifier {
         const Type from = arg(i, 0);
         if (from.ptr || i.type.ptr) fail(i, "converts scalars only");
         if (i.op == Op::Bitcast) {
-          auto word = [](Type t) {
-            return t.elem == Scalar::U32 || t.elem == Scalar::F32 || t.elem == Scalar::F16x2 || t.elem == Scalar::BF16x2;
-          };
-          if (!word(from) || !word(i.type)) fail(i, "bitcast reinterprets u32, f32, f16x2 and bf16x2 only");
+          if (!from.is_bitcast_word() || !i.type.is_bitcast_word())
+            fail(i, "bitcast reinterprets u32, f32, f16x2 and bf16x2 only");
           break;
         }
         if ((from.is_fp8() || i.type.is_fp8()) &&
