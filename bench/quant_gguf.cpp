@@ -6,8 +6,9 @@
 // through copies that together exceed twice the L2, so every call reads them from memory.
 // Timing: jit::Event around --calls back-to-back calls after 3 warm-up calls, median of
 // --rounds (25). Without a GPU (KAIO_INTERPRET=1) it runs one small shape as a smoke test.
-// Usage: quant_gguf [--rounds N] [--calls N] [--warps 1|8]  (--warps: every call with that
-// many warps per weight row instead of the op's choice)
+// Usage: quant_gguf [--rounds N] [--calls N] [--warps 1|8] [--fused]  (--warps: every call
+// in the pre-pass form with that many warps per weight row instead of the op's choice;
+// --fused: M = 1 in the fused form at every shape)
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -49,13 +50,15 @@ double copy_gbps(const jit::Stream& s, size_t bytes, int rounds) {
 int main(int argc, char** argv) {
   int rounds = 25, calls = 20;
   uint32_t warps = 0;
+  bool fused = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rounds" && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
     else if (a == "--calls" && i + 1 < argc) calls = std::max(1, std::atoi(argv[++i]));
     else if (a == "--warps" && i + 1 < argc) warps = uint32_t(std::atoi(argv[++i]));
+    else if (a == "--fused") fused = true;
     else {
-      std::fprintf(a == "--help" ? stdout : stderr, "usage: quant_gguf [--rounds N] [--calls N] [--warps 1|8]\n");
+      std::fprintf(a == "--help" ? stdout : stderr, "usage: quant_gguf [--rounds N] [--calls N] [--warps 1|8] [--fused]\n");
       return a == "--help" ? 0 : 2;
     }
   }
@@ -91,7 +94,11 @@ int main(int argc, char** argv) {
         DeviceBuffer<float> y(m * n);
         size_t next = 0;
         const double ms = ms_per_call(s, rounds, calls, [&] {
-          ops::quant_matmul<kaio::bfloat16, float>(y, w[next], fmt, x, m, n, k, ws, &s, warps);
+          if (fused && m == 1)
+            ops::detail::launch_quant_matvec_fused({fmt, ir::Scalar::BF16, ir::Scalar::F32}, w[next].device_address(),
+                                                   x.device_address(), y.device_address(), n, k, wq.size() / n, &s);
+          else
+            ops::quant_matmul<kaio::bfloat16, float>(y, w[next], fmt, x, m, n, k, ws, &s, warps);
           next = (next + 1) % copies;
         });
         const double gbps = double(wq.size()) / (ms * 1e6);

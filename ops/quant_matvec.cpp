@@ -10,6 +10,7 @@
 #include "kaio/jit/device.h"
 #include "kaio/ops/kernel/signature.h"
 #include "kaio/quant/blocks.h"
+#include "kaio/ops/quant_q8.h"
 
 namespace kaio::ops {
 
@@ -193,11 +194,11 @@ ir::Kernel build_quant_act(const QuantActConfig& c) {
   const Value in = i < s.total.ir;
   const Value x = ir::cast(s.x.ir[ir::min(i, s.total.ir - 1u)], Type::scalar(Scalar::F32));
   const Value amax = b.warp_reduce_max(ir::abs(x));
-  const Value d = amax / 127.0f;
-  const Value q = ir::select(amax > 0.0f, ir::min(ir::max(ir::rint(x / d), -127.0f), 127.0f), 0.0f);
+  const detail::Q8Scale sc(amax);
+  const Value q = sc.q(x);
   b.if_(in, [&] {
     s.q.ir[i] = ir::cast(q, Type::scalar(Scalar::S8));
-    b.if_((i & 31u) == 0u, [&] { s.d.ir[i >> 5u] = d; });
+    b.if_((i & 31u) == 0u, [&] { s.d.ir[i >> 5u] = sc.d; });
   });
   return b.build();
 }
@@ -308,6 +309,11 @@ void quant_matmul(Out<O> y, In<uint8_t> w, uint32_t format, In<T> x, size_t m, s
   if (workspace.address % 16)
     throw UsageError("", op_name, "argument 'workspace': must be 16-byte aligned");
 
+  if (m == 1 && warps_per_row == 0 && detail::quant_matvec_fused_fits(format, ir::ScalarOf<T>::value, n, k)) {
+    detail::launch_quant_matvec_fused({format, ir::ScalarOf<T>::value, ir::ScalarOf<O>::value}, w.address, x.address,
+                                      y.address, n, k, row_bytes, stream);
+    return;
+  }
   const uint32_t total = uint32_t(m * k);
   QuantActSignature as(ir::ScalarOf<T>::value);
   as.x.host = x.address;

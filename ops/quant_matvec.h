@@ -58,6 +58,25 @@ struct QuantActConfig {
 };
 
 ir::Kernel build_quant_matvec(const QuantMatvecConfig& c);
+
+// The fused form for one activation row (quant_matvec_fused.cpp), picked by shape: each
+// block quantises the row into shared memory itself (no pre-pass launch), then its 8 warps
+// take a weight row each; a lane's task is 64 weights of a K-quant super-block (32 of q8_0)
+// and its next task's words are loaded while it computes the current one.
+struct QuantMatvecFusedConfig {
+  uint32_t format = 8;
+  ir::Scalar in = ir::Scalar::F32;   // activations
+  ir::Scalar out = ir::Scalar::F32;
+  auto fields() const { return std::tie(format, in, out); }
+  std::string str() const;
+};
+ir::Kernel build_quant_matvec_fused(const QuantMatvecFusedConfig& c);
+jit::Family<QuantMatvecFusedConfig>& quant_matvec_fused_family();
+namespace detail {
+bool quant_matvec_fused_fits(uint32_t format, ir::Scalar in, size_t n, size_t k);
+void launch_quant_matvec_fused(const QuantMatvecFusedConfig& c, uint64_t w, uint64_t x, uint64_t y, size_t n, size_t k,
+                               size_t row_bytes, const jit::Stream* stream);
+}  // namespace detail
 ir::Kernel build_quant_act(const QuantActConfig& c);
 jit::Family<QuantMatvecConfig>& quant_matvec_family();
 jit::Family<QuantActConfig>& quant_act_family();

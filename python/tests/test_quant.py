@@ -120,13 +120,16 @@ def activation_rounding_bound(x: np.ndarray, deq: np.ndarray) -> np.ndarray:
 
 def q8_0_exact(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """What quant_matmul computes from x (m, k) f32 and q8_0 rows w, in float64: x quantised
-    as its pre-pass does (per 32 values s = max |x| / 127 and q = rint(x / s), in f32), the
-    integer dot products of each block exact, times both scales. Also the sum of |terms|."""
+    as the op does (per 32 values s = max |x| / 127 and q = rint(x * (127 / max |x|)), in
+    f32), the integer dot products of each block exact, times both scales. Also the sum of
+    |terms|."""
     m, k = x.shape
     blocks = w.reshape(w.shape[0], -1).view(np.dtype([("d", "<f2"), ("qs", "i1", 32)]))  # (n, k / 32)
     xb = x.astype(np.float32).reshape(m, k // 32, 32)
-    s = (np.abs(xb).max(axis=2) / np.float32(127)).astype(np.float32)
-    q = np.where(s[..., None] > 0, np.clip(np.rint(xb / np.where(s > 0, s, 1)[..., None]), -127, 127), 0)
+    amax = np.abs(xb).max(axis=2).astype(np.float32)
+    s = (amax / np.float32(127)).astype(np.float32)
+    inv = (np.float32(127) / np.where(amax > 0, amax, np.float32(1))).astype(np.float32)
+    q = np.where(s[..., None] > 0, np.clip(np.rint((xb * inv[..., None]).astype(np.float32)), -127, 127), 0)
     dots = np.einsum("mbi,nbi->mnb", q.astype(np.int64), blocks["qs"].astype(np.int64))  # exact integers
     terms = dots * s.astype(np.float64)[:, None, :] * blocks["d"].astype(np.float64)[None, :, :]
     return terms.sum(axis=2), np.abs(terms).sum(axis=2)

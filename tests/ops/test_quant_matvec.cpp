@@ -34,17 +34,18 @@ constexpr double unit_round() {
   else return 1.0 / 256;
 }
 
-// The pre-pass, on the host: per 32 values d = max|x| / 127 and q = rint(x / d), in f32.
+// The quantisation, on the host: per 32 values d = max|x| / 127 and q = rint(x * (127 /
+// max|x|)), in f32.
 void quantise_activations(const std::vector<float>& x, std::vector<int>& q, std::vector<float>& d) {
   q.assign(x.size(), 0);
   d.assign(x.size() / 32, 0);
   for (size_t b = 0; b < x.size() / 32; ++b) {
     float amax = 0;
     for (size_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[32 * b + i]));
-    const float s = amax / 127.0f;
-    d[b] = s;
+    const float inv = 127.0f / amax;
+    d[b] = amax / 127.0f;
     for (size_t i = 0; i < 32; ++i)
-      q[32 * b + i] = amax > 0 ? int(std::fmin(std::fmax(std::nearbyint(x[32 * b + i] / s), -127.0f), 127.0f)) : 0;
+      q[32 * b + i] = amax > 0 ? int(std::fmin(std::fmax(std::nearbyint(x[32 * b + i] * inv), -127.0f), 127.0f)) : 0;
   }
 }
 
@@ -158,6 +159,14 @@ TEST_CASE("quant_matmul: q8_0, q4_K, q6_K against the exact reference at small s
   for (uint32_t fmt : kFormats) {
     for (size_t m : {1, 3, 16}) check<float, float>(fmt, m, 33, 512, 1);
     check<float, float>(fmt, 5, 9, 512, 8);  // a block per row; rows past n, activation rows past m
+    // k of 5 super-blocks (q6_K blocks alternate 4-byte alignment, and odd rows start at
+    // 2 mod 4): the fused form (one activation row, warps_per_row 0) from each input
+    // dtype, and the pre-pass form with a warp and a block per row.
+    check<float, float>(fmt, 1, 7, 1280, 0);
+    check<kaio::bfloat16, float>(fmt, 1, 5, 1280, 0);
+    check<kaio::half, float>(fmt, 1, 9, 1280, 0);
+    check<kaio::bfloat16, kaio::bfloat16>(fmt, 1, 3, 256, 0);  // fewer tasks than lanes
+    for (uint32_t warps : {1u, 8u}) check<kaio::bfloat16, float>(fmt, 1, 5, 1280, warps);
     check<kaio::half, kaio::half>(fmt, 1, 17, 256, 0);
     check<kaio::bfloat16, kaio::bfloat16>(fmt, 2, 17, 256, 0);
   }
@@ -236,6 +245,7 @@ TEST_CASE("quant_matmul: every declared kernel assembles for sm_80, sm_90 and sm
   std::vector<ir::Kernel> kernels;
   for (const auto& c : ops::quant_matvec_family().configs()) kernels.push_back(ops::build_quant_matvec(c));
   for (const auto& c : ops::quant_act_family().configs()) kernels.push_back(ops::build_quant_act(c));
+  for (const auto& c : ops::quant_matvec_fused_family().configs()) kernels.push_back(ops::build_quant_matvec_fused(c));
   for (const ir::Kernel& k : kernels)
     for (const char* arch : {"sm_80", "sm_90", "sm_90a"}) {
       INFO(k.name() << " " << arch);
