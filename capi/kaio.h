@@ -198,7 +198,7 @@ KAIO_API int kaio_matmul_int4_qkv(const kaio_tensor* x, const kaio_tensor* const
 /* GGUF weights: y (m, n) = x (m, k) . W^T, W uint8 (n, row bytes) of ggml type `format` (8:
  * q8_0, 12: q4_K, 14: q6_K); x f32 / f16 / bf16, y f32 / f16 / bf16, both row-major;
  * workspace uint8 of kaio_quant_matmul_workspace(m, k) bytes, 16-byte aligned.
- * warps_per_row: 0 (by shape), 1 or 8. */
+ * warps_per_row: 0 (the form by shape), 1 or 8 (the pre-pass form, that many warps per weight row). */
 KAIO_API size_t kaio_quant_matmul_workspace(size_t m, size_t k);
 KAIO_API int kaio_quant_matmul(const kaio_tensor* y, const kaio_tensor* w, uint32_t format, const kaio_tensor* x,
                                const kaio_tensor* workspace, uint32_t warps_per_row, void* stream);

@@ -98,6 +98,12 @@ void emit_parallel(Emitter& e, const ir::Inst& i) {
     }
     case Op::FenceProxyAsync:
       return e.ins("fence.proxy.async.shared::cta");
+    case Op::GridDepWait:  // before sm_90 a kernel never starts before the previous one ends
+      if (e.sm() >= 90) e.ins("griddepcontrol.wait");
+      return;
+    case Op::LaunchDependents:
+      if (e.sm() >= 90) e.ins("griddepcontrol.launch_dependents");
+      return;
     case Op::SetMaxNReg:
       if (parse_arch(e.target.arch).suffix != 'a')
         e.unsupported(i, "setmaxnreg (an sm_90a instruction; compile for " + e.target.arch + "a)");

@@ -250,6 +250,13 @@ class KernelBuilder {
   // Orders this thread's generic-proxy shared-memory writes before later async-proxy
   // accesses (TMA, wgmma): fence.proxy.async.shared::cta (sm_90).
   void fence_proxy_async();
+  // Programmatic dependent launch (LaunchConfig::overlap_previous, sm_90+): a kernel launched
+  // to overlap the previous one in its stream calls grid_dependency_wait() before it reads
+  // anything that kernel writes (it returns once that kernel has completed and its writes
+  // are visible); the previous kernel may call launch_dependents() to let the next one start
+  // early. On sm_80 targets both are nothing (kernels in a stream never overlap there).
+  void grid_dependency_wait();
+  void launch_dependents();
   // setmaxnreg.inc / .dec for the executing warpgroup (sm_90a): producer warpgroups give
   // registers to consumer warpgroups.
   void setmaxnreg(uint32_t regs, bool increase);

@@ -89,6 +89,16 @@ void KernelBuilder::fence_proxy_async() {
   emit(Op::FenceProxyAsync, Type{}, {}, {}, false);
 }
 
+void KernelBuilder::grid_dependency_wait() {
+  ensure_open("grid_dependency_wait");
+  emit(Op::GridDepWait, Type{}, {}, {}, false);
+}
+
+void KernelBuilder::launch_dependents() {
+  ensure_open("launch_dependents");
+  emit(Op::LaunchDependents, Type{}, {}, {}, false);
+}
+
 void KernelBuilder::setmaxnreg(uint32_t regs, bool increase) {
   ensure_open("setmaxnreg");
   if (regs < 24 || regs > 256 || regs % 8)

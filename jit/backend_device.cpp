@@ -72,21 +72,32 @@ class DeviceBackend final : public Backend {
     const Dim3& g = cfg.grid;
     const Dim3& b = cfg.block;
     const Dim3& c = cfg.cluster;
-    if (c.x == 1 && c.y == 1 && c.z == 1) {
+    const bool cluster = !(c.x == 1 && c.y == 1 && c.z == 1);
+    const bool overlap = cfg.overlap_previous && driver::device_sm() >= 90;
+    if (!cluster && !overlap) {
       driver::check(a.launch_kernel(f, unsigned(g.x), unsigned(g.y), unsigned(g.z), unsigned(b.x), unsigned(b.y),
                                     unsigned(b.z), cfg.shared_bytes, stream, params, nullptr),
                     "cuLaunchKernel for kernel '" + s.name + "'");
       return;
     }
-    if (driver::device_sm() < 90)
+    if (cluster && driver::device_sm() < 90)
       throw UsageError(s.name, "launch", "thread-block clusters need an sm_90 or newer device; this one is " +
                                              driver::device_arch());
     auto launch_ex = driver::require(a.launch_kernel_ex, "cuLaunchKernelEx");
-    CUlaunchAttribute attr{};
-    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attr.value.clusterDim.x = unsigned(c.x);
-    attr.value.clusterDim.y = unsigned(c.y);
-    attr.value.clusterDim.z = unsigned(c.z);
+    CUlaunchAttribute attrs[2]{};
+    unsigned n_attrs = 0;
+    if (cluster) {
+      CUlaunchAttribute& attr = attrs[n_attrs++];
+      attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attr.value.clusterDim.x = unsigned(c.x);
+      attr.value.clusterDim.y = unsigned(c.y);
+      attr.value.clusterDim.z = unsigned(c.z);
+    }
+    if (overlap) {
+      CUlaunchAttribute& attr = attrs[n_attrs++];
+      attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attr.value.programmaticStreamSerializationAllowed = 1;
+    }
     CUlaunchConfig lc{};
     lc.gridDimX = unsigned(g.x);
     lc.gridDimY = unsigned(g.y);
@@ -96,9 +107,9 @@ class DeviceBackend final : public Backend {
     lc.blockDimZ = unsigned(b.z);
     lc.sharedMemBytes = cfg.shared_bytes;
     lc.hStream = stream;
-    lc.attrs = &attr;
-    lc.numAttrs = 1;
-    driver::check(launch_ex(&lc, f, params, nullptr), "cuLaunchKernelEx (cluster) for kernel '" + s.name + "'");
+    lc.attrs = attrs;
+    lc.numAttrs = n_attrs;
+    driver::check(launch_ex(&lc, f, params, nullptr), "cuLaunchKernelEx for kernel '" + s.name + "'");
   }
 
   int max_active_clusters(KernelState& s, const LaunchConfig& cfg) override {

@@ -39,6 +39,10 @@ struct LaunchConfig {
   // grid must be a multiple of it in each dimension and it may hold at most 8 blocks (the
   // portable cluster size); the launch goes through cuLaunchKernelEx.
   Dim3 cluster;
+  // Programmatic dependent launch (sm_90+ devices; ignored elsewhere): the kernel may start
+  // before the previous kernel in the stream has finished, so it must call
+  // KernelBuilder::grid_dependency_wait() before reading anything that kernel writes.
+  bool overlap_previous = false;
 };
 
 namespace detail {

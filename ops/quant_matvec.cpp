@@ -190,6 +190,9 @@ ir::Kernel build_quant_act(const QuantActConfig& c) {
   kernel::declare(b, s);
   // Threads past the end read the last element (so whole warps reach the shuffles) and
   // store nothing; `total` is a multiple of 32, so a warp is wholly in or wholly out.
+  // The product is launched to overlap this kernel: let it start (it waits for this
+  // kernel's writes before it reads them).
+  b.launch_dependents();
   const Value i = b.global_id_x();
   const Value in = i < s.total.ir;
   const Value x = ir::cast(s.x.ir[ir::min(i, s.total.ir - 1u)], Type::scalar(Scalar::F32));
@@ -222,8 +225,7 @@ ir::Kernel build_quant_matvec(const QuantMatvecConfig& c) {
   const Value part = (warp % W) * 32u + lane;
   ir::RegArray acc = b.array<float>(c.mt, 0.0f);
   Product p(b, c, s);
-  b.for_(part, s.units.ir, 32u * W, [&](Value u) {
-    const WeightUnit w = p.weights(rowc, u);
+  auto add_unit = [&](const WeightUnit& w, Value u) {
     for (uint32_t r = 0; r < c.mt; ++r) {
       const Value mr = ir::min(m0 + r, s.m.ir - 1u);
       const Value unit = mr * s.units.ir + u;  // the activation block
@@ -231,7 +233,14 @@ ir::Kernel build_quant_matvec(const QuantMatvecConfig& c) {
       for (Value v : ir::load_vec(s.aq.ir, unit * 8u + 4u, 4)) a.push_back(v);
       acc[r] += p.contribution(w, a, s.ad.ir[unit]);
     }
-  });
+  };
+  // The kernel is launched to overlap the pre-pass (programmatic dependent launch): the
+  // weights do not depend on it, so each lane's first unit is loaded while the pre-pass
+  // runs, and the activations are read after the wait for it.
+  const WeightUnit first = p.weights(rowc, ir::min(part, s.units.ir - 1u));
+  b.grid_dependency_wait();
+  b.if_(part < s.units.ir, [&] { add_unit(first, part); });
+  b.for_(part + 32u * W, s.units.ir, 32u * W, [&](Value u) { add_unit(p.weights(rowc, u), u); });
   auto store = [&](uint32_t r, Value v) {
     b.if_(row < s.n.ir && m0 + r < s.m.ir, [&] {
       const Value at = ir::cast<uint64_t>(m0 + r) * ir::cast<uint64_t>(s.n.ir) + ir::cast<uint64_t>(row);
@@ -345,8 +354,8 @@ void quant_matmul(Out<O> y, In<uint8_t> w, uint32_t format, In<T> x, size_t m, s
   const kernel::PackedArgs args = kernel::pack(s);
   const uint32_t rows_per_block = 8 / c.warps;
   const uint32_t gx = uint32_t((n + rows_per_block - 1) / rows_per_block), gy = uint32_t((m + c.mt - 1) / c.mt);
-  quant_matvec_family().get(c).launch_packed({.grid = {gx, gy, 1}, .block = {kThreads}, .stream = stream}, args.data(),
-                                             args.size());
+  quant_matvec_family().get(c).launch_packed(
+      {.grid = {gx, gy, 1}, .block = {kThreads}, .stream = stream, .overlap_previous = true}, args.data(), args.size());
 }
 
 #define KAIO_QUANT_MATMUL(T, O)                                                                                      \

@@ -4,14 +4,18 @@
 //                                  (a GGUF tensor of dims [K, N], rows back to back)
 //
 // x is f32, f16 or bf16; y is f32, f16 or bf16. A fused pre-pass kernel quantises x to q8
-// (per 32 elements: s8 values and an f32 scale d = max|x| / 127, values rint(x / d)) into
+// (per 32 elements: s8 values and an f32 scale d = max|x| / 127, values rint(x * 127 /
+// max|x|)) into
 // a workspace; the product kernel then multiplies 4 bytes at a time with dp4a and applies
 // the weight and activation scales per 32 elements in f32. The integer dot products are
 // exact; the f32 part's error is bounded in docs/quantized.md.
 //
-// Two forms, picked by shape: a warp per weight row (8 rows per block of 256 threads), or
-// a block of 8 warps per row where there are too few rows to fill the GPU and the rows are
-// long. Activation rows go MT at a time (MT = 1, 4 or 16) with one weight read per MT.
+// For one activation row with K <= 4096 and few enough weight rows for one wave, a fused
+// form: each block quantises the row into shared memory itself (no pre-pass launch). Else
+// the pre-pass and the product (launched to overlap the pre-pass), in two shapes: a warp
+// per weight row (8 rows per block of 256 threads), or a block of 8 warps per row where
+// there are too few rows to fill the GPU and the rows are long. Activation rows go MT at a
+// time (MT = 1, 4 or 16) with one weight read per MT.
 //
 //   std::vector<uint8_t> ws(ops::quant_matmul_workspace(m, k));  // device bytes, in practice
 //   ops::quant_matmul<float, float>(y, w_bytes, 12 /* q4_K */, x, m, n, k, ws_device);
@@ -36,7 +40,8 @@ namespace kaio::ops {
 size_t quant_matmul_workspace(size_t m, size_t k);
 
 // `format`: ggml's type number (8: q8_0, 12: q4_K, 14: q6_K). `warps_per_row`: 0 picks
-// the form by shape; 1 or 8 force one (tests, benchmarks).
+// the form by shape; 1 or 8 force the pre-pass form with that many warps per weight row
+// (tests, benchmarks).
 template <class T, class O>
 void quant_matmul(Out<O> y, In<uint8_t> w, uint32_t format, In<T> x, size_t m, size_t n, size_t k,
                   Out<uint8_t> workspace, const jit::Stream* stream = nullptr, uint32_t warps_per_row = 0);

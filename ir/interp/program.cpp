@@ -99,6 +99,8 @@ struct Compiler {
       case Op::Fence:  // one host thread runs a block in program order; global atomics are seq-consistent enough
       case Op::FenceProxyAsync:  // no asynchronous proxy in the interpreter
       case Op::SetMaxNReg:       // registers are not a limited resource here
+      case Op::GridDepWait:      // launches run one after another here
+      case Op::LaunchDependents:
         return;
       case Op::Barrier: case Op::BarrierArrive: {
         PInst b = control(Kind::Barrier, i);

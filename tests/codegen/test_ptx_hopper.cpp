@@ -348,3 +348,27 @@ TEST_CASE("hopper: tma_store refuses what is not a tensor map, a bad rank, coord
   CHECK(e.op() == "tma_store");
   CHECK_THAT(e.what(), Contains("not supported by the interpreter"));
 }
+
+TEST_CASE("griddepcontrol: PTX on sm_90, nothing on sm_80; both assembled",
+          "[codegen][hopper]") {
+  ir::KernelBuilder b("griddep");
+  auto x = b.param<const float*>("x");
+  auto y = b.param<float*>("y");
+  b.launch_dependents();
+  ir::Value i = b.global_id_x();
+  b.grid_dependency_wait();
+  y[i] = x[i] * 2.0f;
+  ir::Kernel k = b.build();
+  const std::string ptx90 = codegen::emit_ptx(k, {"sm_90", 9, 0});
+  CHECK(lines_with(ptx90, "griddepcontrol.launch_dependents").size() == 1);
+  CHECK(lines_with(ptx90, "griddepcontrol.wait").size() == 1);
+  // The order the builder gave: the trigger first, the wait before the load.
+  CHECK(ptx90.find("griddepcontrol.launch_dependents") < ptx90.find("griddepcontrol.wait"));
+  CHECK(ptx90.find("griddepcontrol.wait") < ptx90.find("ld.global"));
+  CHECK(test::link_ptx(ptx90, "sm_90", k.name()).cubin.size() > 4);
+  const std::string ptx80 = codegen::emit_ptx(k, {"sm_80", 9, 0});
+  CHECK(ptx80.find("griddepcontrol") == std::string::npos);
+  CHECK(test::link_ptx(ptx80, "sm_80", k.name()).cubin.size() > 4);
+  // Printed by name.
+  CHECK_THAT(k.print(), Contains("grid_dependency_wait") && Contains("launch_dependents"));
+}

@@ -322,3 +322,49 @@ static_assert(std::is_same_v<kaio::CompiledKernel, kaio::jit::CompiledKernel>);
 static_assert(std::is_same_v<kaio::CompileOptions, kaio::jit::CompileOptions>);
 static_assert(std::is_same_v<kaio::Event, kaio::jit::Event>);
 static_assert(std::is_same_v<kaio::TensorMap, kaio::jit::TensorMap>);
+
+TEST_CASE("a launch that overlaps the previous kernel reads its writes after the wait", "[gpu]") {
+  // The producer lets the next kernel start at once and then takes a while to write y; the
+  // consumer, launched to overlap it, waits before reading y. Each round writes new values,
+  // so a read before the producer's writes were visible would show.
+  ir::KernelBuilder pb("overlap_producer");
+  {
+    auto y = pb.param<float*>("y");
+    auto round = pb.param<uint32_t>("round");
+    auto n = pb.param<uint32_t>("n");
+    pb.launch_dependents();
+    ir::Value i = pb.global_id_x();
+    ir::Var v = pb.var<float>(ir::cast<float>(i + round));
+    pb.for_(0u, 200u, [&](ir::Value) { v = v.get() * 0.5f + 1.0f; });  // converges to 2
+    pb.if_(i < n, [&] { y[i] = v.get() + ir::cast<float>(i + round); });
+  }
+  ir::KernelBuilder cb("overlap_consumer");
+  {
+    auto y = cb.param<const float*>("y");
+    auto z = cb.param<float*>("z");
+    auto n = cb.param<uint32_t>("n");
+    ir::Value i = cb.global_id_x();
+    cb.grid_dependency_wait();
+    cb.if_(i < n, [&] {
+      ir::Value yi = y[i];
+      z[i] = yi + 1.0f;
+    });
+  }
+  CompiledKernel producer = jit::compile(pb.build()), consumer = jit::compile(cb.build());
+  const uint32_t n = jit::interpret_mode() ? 256 : 1 << 20, block = 256;
+  DeviceBuffer<float> y(n), z(n);
+  jit::Stream s;
+  for (uint32_t round = 0; round < (jit::interpret_mode() ? 2u : 20u); ++round) {
+    y.fill_bytes(0xFF);
+    z.fill_bytes(0xFF);
+    producer.launch({.grid = {n / block}, .block = {block}, .stream = &s}, y.ptr(), round, n);
+    consumer.launch({.grid = {n / block}, .block = {block}, .stream = &s, .overlap_previous = true}, y.ptr(), z.ptr(), n);
+    s.synchronize();
+    const std::vector<float> got = z.to_host();
+    size_t bad = 0;
+    for (uint32_t i = 0; i < n; ++i)
+      if (got[i] != 3.0f + float(i + round)) ++bad;
+    INFO("round " << round);
+    CHECK(bad == 0);
+  }
+}
