@@ -162,6 +162,8 @@ TEST_CASE("quant_matmul: q8_0, q4_K, q6_K against the exact reference at small s
     // k of 5 super-blocks (q6_K blocks alternate 4-byte alignment, and odd rows start at
     // 2 mod 4): the fused form (one activation row, warps_per_row 0) from each input
     // dtype, and the pre-pass form with a warp and a block per row.
+    CHECK(ops::detail::quant_matvec_fused_fits(fmt, ir::Scalar::BF16, 5, 1280));  // these take the fused form
+    CHECK(ops::detail::quant_matvec_fused_fits(fmt, ir::Scalar::F32, 7, 1280) == (fmt != uint32_t(GgmlType::Q6_K)));
     check<float, float>(fmt, 1, 7, 1280, 0);
     check<kaio::bfloat16, float>(fmt, 1, 5, 1280, 0);
     check<kaio::half, float>(fmt, 1, 9, 1280, 0);
