@@ -12,7 +12,7 @@
 // rows and their copy: around 10 back-to-back calls); weight sets rotate so that L2 (50 MB)
 // does not hold them.
 //
-//   build/bench/quant [--quick]
+//   build/bench/quant [--quick] [--int8 | --int4] [--small-m]
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -168,7 +168,7 @@ Int4Sets make_int4(uint32_t k, uint32_t n, std::mt19937& rng) {
   return s;
 }
 
-void bench_int4(const jit::Stream& s, bool quick) {
+void bench_int4(const jit::Stream& s, bool quick, bool small_only) {
   std::mt19937 rng(2);
   struct Shape { uint32_t n, k; };
   std::vector<Shape> shapes = {{4096, 4096}, {11008, 4096}, {4096, 11008}, {14336, 4096}, {4096, 14336}};
@@ -192,7 +192,7 @@ void bench_int4(const jit::Stream& s, bool quick) {
       const double gbps = w.bytes / (ms * 1e6);
       std::printf("%-14s %6u %10.1f %10.1f %10.0f %8.0f%%\n", shape, m, w.bytes / 1e6, ms * 1e3, gbps, copy > 0 ? 100 * gbps / copy : 0.0);
     }
-    if (quick && sh.n != 4096) continue;
+    if (small_only || (quick && sh.n != 4096)) continue;
     // m = 512 and 4096 beside cuBLAS f16 on the dequantised weights: the path the call takes
     // (on an sm_90 device the wgmma one), and the others forced (ops::detail::set_int4_override).
     std::vector<half> wd;
@@ -225,14 +225,15 @@ void bench_int4(const jit::Stream& s, bool quick) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, int8 = true, int4 = true;
+  bool quick = false, int8 = true, int4 = true, small_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") quick = true;
+    else if (a == "--small-m") small_only = true;
     else if (a == "--int8") int4 = false;
     else if (a == "--int4") int8 = false;
     else if (a == "--help" || a == "-h") {
-      std::printf("usage: quant [--quick] [--int8 | --int4]\n  int8 TOPS, int4 GB/s at m = 1 and 16 beside a device copy, int4 at m = 4096 beside cuBLAS f16\n  --int8 / --int4: that part only\n");
+      std::printf("usage: quant [--quick] [--int8 | --int4] [--small-m]\n  int8 TOPS, int4 GB/s at m = 1 and 16 beside a device copy, int4 at m = 4096 beside cuBLAS f16\n  --int8 / --int4: that part only\n  --small-m: int4 at m = 1 and 16 only\n");
       return 0;
     } else {
       std::fprintf(stderr, "quant: unknown argument '%s' (--help)\n", argv[i]);
@@ -246,6 +247,6 @@ int main(int argc, char** argv) {
   jit::Stream s;
   std::printf("device: %s\n", jit::device_info().name.c_str());
   if (int8) bench_int8(s, quick);
-  if (int4) bench_int4(s, quick);
+  if (int4) bench_int4(s, quick, small_only);
   return 0;
 }

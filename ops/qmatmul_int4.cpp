@@ -231,7 +231,12 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   Value X = sig.x.ir, m = sig.m.ir, k = sig.k.ir;
   Value tid = b.thread_idx_x(), lane = b.lane_id(), warp = b.warp_id();
   Value n0 = b.block_idx_x() * kStreamCols;
+  // Launched to overlap the kernel before it (programmatic dependent launch): the blocks
+  // become resident while that kernel's last blocks run, and wait for it before touching
+  // memory; the next kernel may do the same with this one.
+  b.launch_dependents();
   b.if_(n0 >= pv.n, [&] { b.return_(); });
+  b.grid_dependency_wait();
   // Fragment coordinates: t picks the word row of a step, g the 4 columns (and the A rows g
   // and g + 8).
   Value t = lane % 4u, g = lane / 4u;
@@ -429,6 +434,11 @@ void run(const char* op, uint64_t x, const Int4Part* parts, uint32_t nparts, uin
                        .stream = stream};
   lc.grid = c.bm ? jit::Dim3{(nmax + kStreamCols - 1) / kStreamCols, 1, nparts}
                  : jit::Dim3{(nmax + kBN - 1) / kBN, (m + kBM - 1) / kBM, nparts};
+  // The streaming blocks overlap the kernel before them where the grid is more than one
+  // block per SM (4096 x 11008: 7% less time per call at m = 1 on the H200). With one block
+  // per SM or fewer, blocks made resident early land two to an SM and the call took longer
+  // (4096 x 4096 m = 1: 11.1 us against 9.1, bench/NOTES.md).
+  lc.overlap_previous = c.bm != 0 && uint64_t(lc.grid.x) * lc.grid.z > jit::device_info().sm_count;
   family().get(c).launch_packed(lc, args.data(), args.size());
 }
 
