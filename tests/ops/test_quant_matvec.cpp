@@ -237,6 +237,13 @@ TEST_CASE("quant_matmul: bad arguments are UsageErrors naming the op and the arg
   CHECK_THAT(err([&] { quant_matmul<float, float>(y, w, 14, x, 1, 8, 256, {ws, 100}); }),
              Catch::Contains("'workspace'"));
   CHECK_THAT(err([&] { quant_matmul<float, float>(y, w, 14, x, 0, 8, 256, ws); }), Catch::Contains("'m'"));
+  // The fused form holds a row's q8 form in 48 KiB of shared memory: k up to 32768.
+  CHECK_THAT(err([&] {
+               ops::detail::launch_quant_matvec_fused({12, ir::Scalar::BF16, ir::Scalar::F32}, w, x, y, 8, 65536,
+                                                      65536 / 256 * 144, nullptr);
+             }),
+             Catch::Contains("'k'") && Catch::Contains("fused"));
+  CHECK_FALSE(ops::detail::quant_matvec_fused_fits(12, ir::Scalar::BF16, 8, 65536));
   CHECK_THAT(err([&] { quant_matmul<float, float>(y, w, 8, x, 1, 8, 256, ws, nullptr, 3); }),
              Catch::Contains("'warps_per_row'"));
   CHECK_THROWS_AS(ops::build_quant_matvec({99, ir::Scalar::F32, 1, 1}), UsageError);
