@@ -188,11 +188,11 @@ ir::Kernel build_quant_act(const QuantActConfig& c) {
   ir::KernelBuilder b("quant_act_" + c.str());
   QuantActSignature s(c.in);
   kernel::declare(b, s);
-  // Threads past the end read the last element (so whole warps reach the shuffles) and
-  // store nothing; `total` is a multiple of 32, so a warp is wholly in or wholly out.
   // The product is launched to overlap this kernel: let it start (it waits for this
   // kernel's writes before it reads them).
   b.launch_dependents();
+  // Threads past the end read the last element (so whole warps reach the shuffles) and
+  // store nothing; `total` is a multiple of 32, so a warp is wholly in or wholly out.
   const Value i = b.global_id_x();
   const Value in = i < s.total.ir;
   const Value x = ir::cast(s.x.ir[ir::min(i, s.total.ir - 1u)], Type::scalar(Scalar::F32));
