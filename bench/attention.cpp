@@ -50,6 +50,7 @@ struct Options {
   ops::AttentionKernel decode_kernel = ops::AttentionKernel::Auto;
   bool backward = false;
   bool wgmma_only = false;  // --wgmma-only: the forward table's Hopper kernel rows only
+  std::vector<std::string> variants;  // --variant NAME: forward rows also with that tile-table row
 };
 
 double median(std::vector<double> v) {
@@ -83,7 +84,7 @@ struct Dec {
 const char* dname(ir::Scalar s) { return s == ir::Scalar::BF16 ? "bf16" : "f16"; }
 
 template <class T>
-void forward(const Options& o, const Fwd& f, ops::AttentionKernel kernel, FILE* csv) {
+void forward(const Options& o, const Fwd& f, ops::AttentionKernel kernel, FILE* csv, const char* variant = nullptr) {
   const ir::Scalar dt = ir::ScalarOf<T>::value;
   const uint64_t n = uint64_t(f.b) * f.s * f.hq * f.d, nkv = uint64_t(f.b) * f.s * f.hkv * f.d;
   DeviceBuffer<T> q(n), k(nkv), v(nkv), out(n);
@@ -92,9 +93,10 @@ void forward(const Options& o, const Fwd& f, ops::AttentionKernel kernel, FILE* 
   auto call = [&] {
     ops::attention(ops::bshd(q.device_address(), dt, f.s, f.hq, f.d), ops::bshd(k.device_address(), dt, f.s, f.hkv, f.d),
                    ops::bshd(v.device_address(), dt, f.s, f.hkv, f.d), ops::bshd(out.device_address(), dt, f.s, f.hq, f.d), sh,
-                   {.causal = f.causal, .kernel = kernel});
+                   {.causal = f.causal, .kernel = kernel, .variant = variant});
   };
-  const char* kname = kernel == ops::AttentionKernel::Rows    ? "rows"
+  const char* kname = variant                                 ? variant
+                      : kernel == ops::AttentionKernel::Rows  ? "rows"
                       : kernel == ops::AttentionKernel::Wgmma ? "wgmma"
                       : kernel == ops::AttentionKernel::Tuned ? "tuned"
                                                               : "mma";
@@ -109,7 +111,7 @@ void forward(const Options& o, const Fwd& f, ops::AttentionKernel kernel, FILE* 
   const double flops = 4.0 * f.b * f.hq * double(f.s) * f.s * f.d * (f.causal ? 0.5 : 1.0);
   std::printf("%-5s %-5s B%-2u H%2u:%-2u S%-6u D%-4u %-7s %10.3f ms %8.1f TFLOP/s\n", kname, dname(dt), f.b, f.hq, f.hkv, f.s, f.d,
               f.causal ? "causal" : "full", ms, flops / ms / 1e9);
-  if (csv)
+  if (csv && !variant)
     std::fprintf(csv, "forward,%s,%s,%u,%u,%u,%u,%u,%d,0,%.6f,%.3f\n", kname, dname(dt), f.b, f.hq, f.hkv, f.s, f.d, f.causal ? 1 : 0,
                  ms, flops / ms / 1e9);
 }
@@ -194,7 +196,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows] [--decode-rows LABEL] [--decode-shape BxLxPAGE]... [--decode-config BNxSTAGESxWARPS]... [--sync-each] [--wgmma-only] [--backward]\n"
+      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows] [--decode-rows LABEL] [--decode-shape BxLxPAGE]... [--decode-config BNxSTAGESxWARPS]... [--sync-each] [--wgmma-only] [--variant NAME]... [--backward]\n"
                 "  forward TFLOP/s and decode us / KV GB/s of ops::attention and ops::attention_decode;\n"
                 "  --csv FILE: rows for bench/attention_torch.py --kaio FILE; --only: cases whose name contains it\n"
                 "  (forward, decode); --splits: the decode key splits (0: chosen from the shape); --decode-kernel:\n"
@@ -202,7 +204,8 @@ int main(int argc, char** argv) {
                 "  label (e.g. \"B64 L1024 page 256\") contains it; --decode-shape BxLxPAGE: that decode row (Hq 32, Hkv 8,\n"
                 "  D 128; PAGE 0 contiguous; repeatable) instead of the table; --decode-config BNxSTAGESxWARPS: the decode\n"
                 "  rows (bf16) once per tensor-core config (repeatable); --sync-each: synchronise after every decode call;\n"
-                "  --wgmma-only: the forward rows of the Hopper kernel only;\n"
+                "  --wgmma-only: the forward rows of the Hopper kernel only; --variant NAME: each forward row of its head\n"
+                "  dim also with that row of the tile table (bf16; e.g. fa3_d128_s3; repeatable);\n"
                 "  --backward: ops::attention_backward TFLOP/s (2.5x the forward's FLOPs), fast and deterministic");
       return 0;
     }
@@ -225,6 +228,7 @@ int main(int argc, char** argv) {
     if (a == "--rounds") o.rounds = std::max(1, std::atoi(argv[++i]));
     else if (a == "--csv") o.csv = argv[++i];
     else if (a == "--only") o.only = argv[++i];
+    else if (a == "--variant") o.variants.push_back(argv[++i]);
     else if (a == "--decode-rows") o.decode_rows = argv[++i];
     else if (a == "--decode-shape") {
       std::array<uint32_t, 3> d{};
@@ -290,6 +294,12 @@ int main(int argc, char** argv) {
       if (o.wgmma_only && kernel != ops::AttentionKernel::Wgmma) continue;
       forward<bfloat16>(o, f, kernel, csv);
       forward<half>(o, f, kernel, csv);
+    }
+    for (const std::string& name : o.variants) {  // rows of other head dims are refused, quietly
+      const ops::AttentionVariant* row = nullptr;
+      for (const ops::AttentionVariant& r : ops::attention_variants())
+        if (name == r.name) row = &r;
+      if (row && row->head_dim == f.d) forward<bfloat16>(o, f, ops::AttentionKernel::Auto, csv, row->name);
     }
   }
   // The fallback at a shorter length (it is tens of times slower).

@@ -108,7 +108,7 @@ std::string attention_variant_refusal(const AttentionTensor& q, const AttentionT
                                       const AttentionTensor& o, const AttentionShape& s, const AttentionOptions& opt,
                                       const AttentionVariant& row) {
   if (row.head_dim != s.head_dim) return "it is for head_dim " + str(row.head_dim);
-  if (row.engine == AttentionEngine::Wgmma) return attention_wgmma_refusal(q, k, v, o, s, opt);
+  if (row.engine == AttentionEngine::Wgmma) return attention_wgmma_refusal(q, k, v, o, s, opt, &row);
   return mma_refusal(q, k, v, s, opt.cu_seqlens_q || opt.cu_seqlens_k, &row);
 }
 
@@ -152,8 +152,7 @@ void attention(const AttentionTensor& q, const AttentionTensor& k, const Attenti
       fail(op, "variant", std::string(opt.variant) + " is for head_dim " + str(forced->head_dim) + ", not " + str(shape.head_dim));
     const std::string why = detail::attention_variant_refusal(q, k, v, o, shape, opt, *forced);
     if (!why.empty()) fail(op, "variant", std::string(opt.variant) + " does not apply: " + why);
-    // The wgmma kernel has one row per head dim: the launch picks the same one.
-    if (forced->engine == AttentionEngine::Wgmma) return attention_wgmma_launch(q, k, v, o, shape, opt, scale, stream);
+    if (forced->engine == AttentionEngine::Wgmma) return attention_wgmma_launch(q, k, v, o, shape, opt, scale, stream, forced);
   } else if (opt.kernel == AttentionKernel::Tuned && !varlen) {
     if (const AttentionVariant* row = tuner::choose_attention(q, k, v, o, shape, opt, stream).variant) {
       AttentionOptions tuned = opt;

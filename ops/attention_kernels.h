@@ -30,12 +30,14 @@ AttentionMmaConfig attention_mma_config(ir::Scalar dtype, const AttentionVariant
 AttentionWgmmaConfig attention_wgmma_config(ir::Scalar dtype, const AttentionVariant& v);
 
 // The wgmma kernel (ops/attention_wgmma.cpp): why it does not run this problem (empty: it
-// does), and its launch (after the refusal came back empty).
+// does), and its launch (after the refusal came back empty), with `row` of the tile table
+// (null: the head dim's first wgmma row).
 std::string attention_wgmma_refusal(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
-                                    const AttentionTensor& o, const AttentionShape& s, const AttentionOptions& opt);
+                                    const AttentionTensor& o, const AttentionShape& s, const AttentionOptions& opt,
+                                    const AttentionVariant* row = nullptr);
 void attention_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
                             const AttentionTensor& o, const AttentionShape& s, const AttentionOptions& opt, float scale,
-                            const jit::Stream* stream);
+                            const jit::Stream* stream, const AttentionVariant* row = nullptr);
 
 namespace detail {
 // For bench/attention's sweep: the tensor-core decode kernel runs with this config's bn,

@@ -16,7 +16,10 @@
 //                                       accumulators converted to 16 bits in place: the
 //                                       C-fragment layout of one k16 pair of n8 blocks is the
 //                                       A-fragment layout) and B = V MN-major (transposing form)
-//                      then divide by the row sums, store o and the logsumexp.
+//                      in turn, or (where registers allow: D 64) with tile t's Q K^T and
+//                      tile t - 1's P V issued together and tile t's mask and softmax
+//                      under the P V (FA3's intra-warpgroup overlap); then divide by the
+//                      row sums, store o and the logsumexp.
 //
 // Shared tiles are written by TMA with 128-byte swizzling, the layout the wgmma descriptors
 // read (kernel::TmaTile): Q and K as D / 64 blocks of 128-byte rows (one per 64 elements of
@@ -105,6 +108,9 @@ struct AttentionWgmmaSignature {
   }
 };
 
+// The overlapped schedule where S, P and O fit in 128 registers per thread (Fa3Kernel::consume).
+bool overlap_fits(const AttentionWgmmaConfig& c) { return c.bn / 2 + c.bn / 4 + c.head_dim / 2 <= 128; }
+
 class Fa3Kernel {
  public:
   Fa3Kernel(ir::KernelBuilder& b, const AttentionWgmmaConfig& c, AttentionWgmmaSignature& s)
@@ -135,7 +141,16 @@ class Fa3Kernel {
     });
     b_.barrier();
     const kernel::WarpSpecialized ws(b_, kConsumers);
-    ws.run(warp_, [&] { b_.if_(tid == 0u, [&] { produce(ring_k, ring_v, tiles); }); },
+    ws.run(warp_,
+           [&] {
+             b_.if_(tid == 0u, [&] {
+               load_q();
+               b_.for_(0u, tiles, [&](Value t) {
+                 load_k(ring_k, t);
+                 load_v(ring_v, t);
+               });
+             });
+           },
            [&](Value wg) { consume(ring_k, ring_v, tiles, wg); });
   }
 
@@ -157,40 +172,61 @@ class Fa3Kernel {
     return {d, ir::select(order != 0u, head, seq), ir::select(order != 0u, seq, head), batch_};
   }
 
-  void produce(const kernel::MbarrierRing& ring_k, const kernel::MbarrierRing& ring_v, Value tiles) {
-    const uint32_t kd = c_.head_dim / kBlock, kv = c_.bn / kBlock;
+  // The producer's loads: Q once, the K and V tiles of step t into their ring stages once
+  // both consumers have released the stage's previous tile.
+  void load_q() {
+    const uint32_t kd = c_.head_dim / kBlock;
     b_.mbarrier_arrive_expect_tx(bars_, q_bar_, u32c(L_.q_bytes));
     for (uint32_t kb = 0; kb < kd; ++kb)
       b_.tma_load(smem_, tq_.base + kb * tq_.stage_elements(), s_.q_map.ir, coords(s_.q_order.ir, u32c(kb * kBlock), m0_, qh_),
                   bars_, q_bar_);
-    b_.for_(0u, tiles, [&](Value t) {
-      Value k0 = t * c_.bn;
-      const kernel::MbarrierRing::Slot sk = ring_k.slot(t);
-      ring_k.acquire(sk);  // both consumers freed it (a fresh ring passes)
-      ring_k.expect(sk, L_.k_stage);
-      for (uint32_t kb = 0; kb < kd; ++kb)
-        b_.tma_load(smem_, (sk.stage * kd + kb) * tk_.stage_elements() + tk_.base, s_.k_map.ir,
-                    coords(s_.k_order.ir, u32c(kb * kBlock), k0, kvh_), bars_, ring_k.full(sk));
-      const kernel::MbarrierRing::Slot sv = ring_v.slot(t);
-      ring_v.acquire(sv);
-      ring_v.expect(sv, L_.v_stage);
-      for (uint32_t vb = 0; vb < kv; ++vb)
-        for (uint32_t box = 0; box < kd; ++box)
-          b_.tma_load(smem_, (sv.stage * kv + vb) * tv_.stage_elements() + (tv_.base + box * (tv_.box_bytes() / kElem)),
-                      s_.v_map.ir, coords(s_.v_order.ir, u32c(box * kBlock), k0 + vb * kBlock, kvh_), bars_, ring_v.full(sv));
-    });
+  }
+  void load_k(const kernel::MbarrierRing& ring_k, Value t) {
+    const uint32_t kd = c_.head_dim / kBlock;
+    const kernel::MbarrierRing::Slot sk = ring_k.slot(t);
+    ring_k.acquire(sk);  // both consumers freed it (a fresh ring passes)
+    ring_k.expect(sk, L_.k_stage);
+    for (uint32_t kb = 0; kb < kd; ++kb)
+      b_.tma_load(smem_, (sk.stage * kd + kb) * tk_.stage_elements() + tk_.base, s_.k_map.ir,
+                  coords(s_.k_order.ir, u32c(kb * kBlock), t * c_.bn, kvh_), bars_, ring_k.full(sk));
+  }
+  void load_v(const kernel::MbarrierRing& ring_v, Value t) {
+    const uint32_t kd = c_.head_dim / kBlock, kv = c_.bn / kBlock;
+    const kernel::MbarrierRing::Slot sv = ring_v.slot(t);
+    ring_v.acquire(sv);
+    ring_v.expect(sv, L_.v_stage);
+    for (uint32_t vb = 0; vb < kv; ++vb)
+      for (uint32_t box = 0; box < kd; ++box)
+        b_.tma_load(smem_, (sv.stage * kv + vb) * tv_.stage_elements() + (tv_.base + box * (tv_.box_bytes() / kElem)),
+                    s_.v_map.ir, coords(s_.v_order.ir, u32c(box * kBlock), t * c_.bn + vb * kBlock, kvh_), bars_,
+                    ring_v.full(sv));
   }
 
+  // A consumer's KV loop, in one of two schedules:
+  //   in turn    per tile: S = Q K^T, wait; mask, softmax; O += P V, wait.
+  //   overlap    step t issues S(t) = Q K(t)^T and then O += P(t - 1) V(t - 1), and runs tile
+  //              t's mask and softmax while the second group is still on the tensor cores
+  //              (FA3's intra-warpgroup overlap). S(t), P(t - 1) and O are then live together:
+  //              BN / 2 + BN / 4 + D / 2 registers per thread, which fit beside the rest in the
+  //              168 a thread has at 384 threads where they come to 128 or fewer (D 64 at BN
+  //              128: +5-8% on the H200; D 128 at BN 128 would be 160 and spill). setmaxnreg,
+  //              which would move the producer's registers here, is not honoured through
+  //              nvJitLink; a block without the producer warpgroup (its loads issued by a
+  //              consumer thread) measured 10% slower (bench/NOTES.md).
   void consume(const kernel::MbarrierRing& ring_k, const kernel::MbarrierRing& ring_v, Value tiles, Value wg) {
-    const uint32_t D = c_.head_dim, BN = c_.bn, kd = D / kBlock, kv = BN / kBlock;
+    const bool overlap = overlap_fits(c_);
+    const uint32_t D = c_.head_dim, BN = c_.bn;
     const ir::Type t16 = ir::Type::scalar(c_.dtype);
     Value row_w = wg * kConsumerRows;  // this consumer's first row in the block
     // Descriptors of k 0: Q at this consumer's rows, K and V at stage 0; each k slice, block
     // and stage adds its byte offset / 16.
-    Value desc_q = tq_.descriptor(b_, smem_, tq_.row_start(row_w));
-    Value desc_k = tk_.descriptor(b_, smem_, tk_.base);
-    Value desc_v = tv_.descriptor(b_, smem_, tv_.base);
+    desc_q_ = tq_.descriptor(b_, smem_, tq_.row_start(row_w));
+    desc_k_ = tk_.descriptor(b_, smem_, tk_.base);
+    desc_v_ = tv_.descriptor(b_, smem_, tv_.base);
     const AccTile S(b_, 1, 1, BN / 8), O(b_, 1, 1, D / 8);  // per warp: its 16 rows x BN keys, x D
+    // P of the tile whose P V is in flight: the A fragments of BN / 16 k slices, 4 registers each.
+    const Scalar s16x2 = c_.dtype == Scalar::F16 ? Scalar::F16x2 : Scalar::BF16x2;
+    const ir::RegArray P = b_.array(ir::Type::scalar(s16x2), BN / 4, ir::bitcast(u32c(0), s16x2));
     // This thread's two rows (fragment rows lane / 4 and + 8 of its warp) and their key ends.
     Value rows[2], hi[2];
     std::vector<ir::Var> m, l;
@@ -201,26 +237,11 @@ class Fa3Kernel {
       l.push_back(b_.var<float>(0.0f));
     }
     Value hi_min = hi_of(m0_ + row_w);  // every row of this consumer sees the keys below it
-    Value scale = s_.scale_log2.ir;
-    b_.mbarrier_wait(bars_, q_bar_, 0u);
 
-    b_.for_(0u, tiles, [&](Value t) {
+    // Tile t's scores: mask, online softmax; returns its weights (f32, unnormalised) and sets corr
+    // to the factor O and l take for the new running max. Reads S only.
+    auto softmax = [&](Value t, std::vector<Value>& corr) {
       Value k0 = t * BN;
-      // S = Q K^T
-      const kernel::MbarrierRing::Slot sk = ring_k.slot(t);
-      ring_k.wait(sk);
-      S.zero();
-      Value dk = tk_.stage_descriptor(desc_k, sk.stage * kd);
-      b_.wgmma_fence();
-      for (uint32_t ki = 0; ki < D / kWgmmaK; ++ki) {
-        const uint32_t kb = ki / (kBlock / kWgmmaK), within = ki % (kBlock / kWgmmaK) * tq_.k_step_bytes(kWgmmaK);
-        b_.wgmma(S.array(0), desc_q + b_.constant<uint64_t>((kb * tq_.stage_bytes() + within) / 16),
-                 dk + b_.constant<uint64_t>((kb * tk_.stage_bytes() + within) / 16), c_.dtype);
-      }
-      b_.wgmma_commit_group();
-      b_.wgmma_wait_group(0);
-      ring_k.release(sk.stage, lane_);
-
       // The mask, only where a row of this consumer ends inside the tile.
       b_.if_(i32(k0 + BN) > hi_min, [&] {
         for (uint32_t ni = 0; ni < BN / 8; ++ni)
@@ -230,52 +251,83 @@ class Fa3Kernel {
             x = ir::select(j < hi[r / 2], x.get(), -INFINITY);
           }
       });
-
       // Online softmax: P = exp2(S * scale - m) with m the running max of S * scale. The
       // flush-to-zero exp2 is one MUFU.EX2; the plain form adds ptxas's subnormal fix-up (a
       // compare and two predicated multiplies) to each of a thread's 64 elements, and a
       // weight below 2^-126 of the row's largest is zero in P's 16 bits and in the f32 sum.
-      std::vector<Value> mx = S.row_reduce(0, AccTile::Reduce::Max), corr(2), ms(2);
+      Value scale = s_.scale_log2.ir;
+      std::vector<Value> mx = S.row_reduce(0, AccTile::Reduce::Max), ms(2);
+      corr.assign(2, Value());
       for (uint32_t h = 0; h < 2; ++h) {
         Value m_new = ir::max(m[h].get(), mx[h] * scale);
         ms[h] = ir::select(m_new == -INFINITY, 0.0f, m_new);  // no key yet: exp2(-inf) = 0, not NaN
         corr[h] = ir::exp2_ftz(m[h].get() - ms[h]);
         m[h] = m_new;
       }
-      // P, converted to 16 bits as it is made (the f32 scores die at once: S and O are 128
-      // of the 168 registers a thread has), and the row sums from the f32 values. P's
-      // registers of n8 blocks 2 kk and 2 kk + 1 are the A fragment of k slice kk:
-      // (g, k 0-7), (g + 8, k 0-7), (g, k 8-15), (g + 8, k 8-15).
+      // The weights (f32) and the row sums. P's registers of n8 blocks 2 kk and 2 kk + 1 are
+      // the A fragment of k slice kk: (g, k 0-7), (g + 8, k 0-7), (g, k 8-15), (g + 8, k 8-15).
       Value rs[2] = {b_.constant<float>(0.0f), b_.constant<float>(0.0f)};
-      auto pair = [&](Value lo, Value hi2) {
-        return ir::pack2(ir::cast(lo, t16, ir::Rounding::Rn), ir::cast(hi2, t16, ir::Rounding::Rn));
-      };
-      std::vector<std::vector<Value>> frags(BN / kWgmmaK);
+      std::vector<Value> e;
       for (uint32_t ni = 0; ni < BN / 8; ++ni) {
-        Value e[4];
-        for (uint32_t r = 0; r < 4; ++r) e[r] = ir::exp2_ftz(S.at(0, 0, ni, r).get() * scale - ms[r / 2]);
-        rs[0] = rs[0] + e[0] + e[1];
-        rs[1] = rs[1] + e[2] + e[3];
-        frags[ni / 2].push_back(pair(e[0], e[1]));  // row g
-        frags[ni / 2].push_back(pair(e[2], e[3]));  // row g + 8
+        for (uint32_t r = 0; r < 4; ++r) e.push_back(ir::exp2_ftz(S.at(0, 0, ni, r).get() * scale - ms[r / 2]));
+        rs[0] = rs[0] + e[4 * ni] + e[4 * ni + 1];
+        rs[1] = rs[1] + e[4 * ni + 2] + e[4 * ni + 3];
       }
       for (uint32_t h = 0; h < 2; ++h) {
         for (uint32_t d = 1; d <= 2; d *= 2) rs[h] = rs[h] + ir::shfl_xor(rs[h], d);  // across the quad
         l[h] = l[h].get() * corr[h] + rs[h];
       }
-      O.scale_rows(0, corr);
+      return e;
+    };
+    // The weights to P (16 bits, in pairs). Not done inside softmax: with a P V group in
+    // flight, ptxas would give the new pairs the registers of the P that group still reads
+    // (a copy it coalesces) and then serialize every wgmma of the kernel.
+    auto to_p = [&](const std::vector<Value>& e) {
+      for (uint32_t i = 0; i < BN / 4; ++i)
+        P[i] = ir::pack2(ir::cast(e[2 * i], t16, ir::Rounding::Rn), ir::cast(e[2 * i + 1], t16, ir::Rounding::Rn));
+    };
 
-      const kernel::MbarrierRing::Slot sv = ring_v.slot(t);
-      ring_v.wait(sv);
-      Value dv = tv_.stage_descriptor(desc_v, sv.stage * kv);
-      b_.wgmma_fence();
-      for (uint32_t kk = 0; kk < BN / kWgmmaK; ++kk) {
-        const uint32_t vb = kk / (kBlock / kWgmmaK), within = kk % (kBlock / kWgmmaK) * tv_.k_step_bytes(kWgmmaK);
-        b_.wgmma(O.array(0), frags[kk], dv + b_.constant<uint64_t>((vb * tv_.stage_bytes() + within) / 16), c_.dtype, true);
-      }
-      b_.wgmma_commit_group();
+    b_.mbarrier_wait(bars_, q_bar_, 0u);
+    b_.if_(tiles > 0u, [&] {
+      // Tile 0: its scores alone, then its P.
+      const kernel::MbarrierRing::Slot s0 = ring_k.slot(u32c(0));
+      issue_scores(ring_k, S, s0);
       b_.wgmma_wait_group(0);
-      ring_v.release(sv.stage, lane_);
+      ring_k.release(s0.stage, lane_);
+      std::vector<Value> corr;
+      to_p(softmax(u32c(0), corr));
+
+      b_.for_(1u, tiles, [&](Value t) {
+        const kernel::MbarrierRing::Slot sk = ring_k.slot(t), sv = ring_v.slot(t - 1u);
+        const PvInputs pv = prepare_pv(ring_v, P, sv);
+        std::vector<Value> corr_t, e;
+        if (overlap) {
+          issue_scores(ring_k, S, sk);  // its fence also orders P's and O's last writes
+          issue_pv(O, pv);
+          b_.wgmma_wait_group(1);  // S(t) is in; P(t - 1) V(t - 1) may still run
+          ring_k.release(sk.stage, lane_);
+          e = softmax(t, corr_t);
+          b_.wgmma_wait_group(0);
+          ring_v.release(sv.stage, lane_);
+        } else {  // in turn: P(t - 1) V(t - 1), then S(t) and its softmax
+          b_.wgmma_fence();
+          issue_pv(O, pv);
+          b_.wgmma_wait_group(0);
+          ring_v.release(sv.stage, lane_);
+          issue_scores(ring_k, S, sk);
+          b_.wgmma_wait_group(0);
+          ring_k.release(sk.stage, lane_);
+          e = softmax(t, corr_t);
+        }
+        O.scale_rows(0, corr_t);
+        to_p(e);
+      });
+      const kernel::MbarrierRing::Slot sl = ring_v.slot(tiles - 1u);
+      const PvInputs pv = prepare_pv(ring_v, P, sl);
+      b_.wgmma_fence();
+      issue_pv(O, pv);
+      b_.wgmma_wait_group(0);
+      ring_v.release(sl.stage, lane_);
     });
 
     // o = O / l and lse = m ln 2 + log l per row (0 and -inf for a row that saw no key).
@@ -298,12 +350,54 @@ class Fa3Kernel {
     }
   }
 
+  // S = Q K^T of the tile in slot sk: waits for its K, issues and commits one group.
+  void issue_scores(const kernel::MbarrierRing& ring_k, const AccTile& S, const kernel::MbarrierRing::Slot& sk) {
+    const uint32_t D = c_.head_dim, kd = D / kBlock;
+    ring_k.wait(sk);
+    S.zero();
+    Value dk = tk_.stage_descriptor(desc_k_, sk.stage * kd);
+    b_.wgmma_fence();  // orders S's zeroing and the last writes of O and P before the MMAs
+    for (uint32_t ki = 0; ki < D / kWgmmaK; ++ki) {
+      const uint32_t kb = ki / (kBlock / kWgmmaK), within = ki % (kBlock / kWgmmaK) * tq_.k_step_bytes(kWgmmaK);
+      b_.wgmma(S.array(0), desc_q_ + b_.constant<uint64_t>((kb * tq_.stage_bytes() + within) / 16),
+               dk + b_.constant<uint64_t>((kb * tk_.stage_bytes() + within) / 16), c_.dtype);
+    }
+    b_.wgmma_commit_group();
+  }
+
+  // O += P V of the tile in slot sv, A = P from registers, in two halves. prepare_pv reads
+  // (copies) P's registers and waits for V; it comes before the fence that precedes the
+  // step's first wgmma, as an instruction that defines a wgmma's input while a group is in
+  // flight makes ptxas serialize every wgmma of the kernel. issue_pv issues and commits
+  // the group; P and O must not be touched until it is waited for.
+  struct PvInputs {
+    std::vector<std::vector<Value>> frags;
+    Value dv;
+  };
+  PvInputs prepare_pv(const kernel::MbarrierRing& ring_v, const ir::RegArray& P, const kernel::MbarrierRing::Slot& sv) {
+    const uint32_t BN = c_.bn, kv = BN / kBlock;
+    PvInputs in{std::vector<std::vector<Value>>(BN / kWgmmaK), Value()};
+    for (uint32_t kk = 0; kk < BN / kWgmmaK; ++kk)
+      for (uint32_t r = 0; r < 4; ++r) in.frags[kk].push_back(P[4 * kk + r].get());
+    ring_v.wait(sv);
+    in.dv = tv_.stage_descriptor(desc_v_, sv.stage * kv);
+    return in;
+  }
+  void issue_pv(const AccTile& O, const PvInputs& in) {
+    for (uint32_t kk = 0; kk < c_.bn / kWgmmaK; ++kk) {
+      const uint32_t vb = kk / (kBlock / kWgmmaK), within = kk % (kBlock / kWgmmaK) * tv_.k_step_bytes(kWgmmaK);
+      b_.wgmma(O.array(0), in.frags[kk], in.dv + b_.constant<uint64_t>((vb * tv_.stage_bytes() + within) / 16), c_.dtype,
+               true);
+    }
+    b_.wgmma_commit_group();
+  }
+
   ir::KernelBuilder& b_;
   const AttentionWgmmaConfig& c_;
   AttentionWgmmaSignature& s_;
   const Layout L_;
   const TmaTile tq_, tk_, tv_;
-  Value smem_, bars_, warp_, lane_, qh_, batch_, kvh_, m0_;
+  Value smem_, bars_, warp_, lane_, qh_, batch_, kvh_, m0_, desc_q_, desc_k_, desc_v_;
   uint32_t q_bar_ = 0;
 };
 
@@ -394,7 +488,8 @@ jit::Family<AttentionWgmmaConfig>& attention_wgmma_family() {
 }
 
 std::string attention_wgmma_refusal(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
-                                    const AttentionTensor& o, const AttentionShape& s, const AttentionOptions& opt) {
+                                    const AttentionTensor& o, const AttentionShape& s, const AttentionOptions& opt,
+                                    const AttentionVariant* row) {
   if (q.dtype != Scalar::F16 && q.dtype != Scalar::BF16) return "it takes f16 or bf16";
   const jit::DeviceInfo& dev = jit::device_info();
   if (dev.sm != 90) return "it needs an sm_90 device (compiled for sm_90a), the device is " + dev.arch;
@@ -403,7 +498,7 @@ std::string attention_wgmma_refusal(const AttentionTensor& q, const AttentionTen
   if (opt.window_left >= 0 || opt.window_right >= 0) return "it does not take sliding windows";
   if (opt.softcap > 0.0f) return "it does not take softcap";
   if (opt.alibi_slopes) return "it does not take ALiBi";
-  const AttentionVariant* row = attention_pick(s.head_dim, s.seqlen_q, 1, 1, AttentionEngine::Wgmma);
+  if (!row) row = attention_pick(s.head_dim, s.seqlen_q, 1, 1, AttentionEngine::Wgmma);
   if (!row) return "no tile shape for head_dim " + std::to_string(s.head_dim) + " (64, 128)";
   if (attention_wgmma_config(q.dtype, *row).shared_bytes() > dev.smem_per_block_optin) return "its tiles do not fit shared memory";
   if (s.seqlen_q > 0x7fffffffu || s.seqlen_k > 0x7fffffffu) return "sequences of 2^31 tokens or more";
@@ -418,8 +513,8 @@ std::string attention_wgmma_refusal(const AttentionTensor& q, const AttentionTen
 
 void attention_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
                             const AttentionTensor& o, const AttentionShape& s, const AttentionOptions& opt, float scale,
-                            const jit::Stream* stream) {
-  const AttentionVariant& row = *attention_pick(s.head_dim, s.seqlen_q, 1, 1, AttentionEngine::Wgmma);
+                            const jit::Stream* stream, const AttentionVariant* forced) {
+  const AttentionVariant& row = forced ? *forced : *attention_pick(s.head_dim, s.seqlen_q, 1, 1, AttentionEngine::Wgmma);
   const AttentionWgmmaConfig cfg = attention_wgmma_config(q.dtype, row);
   const TensorPlan pq = *plan_tensor(q, s.seqlen_q, s.heads_q, s.batch, s.head_dim, kBM, nullptr);
   const TensorPlan pk = *plan_tensor(k, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, cfg.bn, nullptr);

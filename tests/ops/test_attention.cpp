@@ -179,7 +179,7 @@ TEMPLATE_TEST_CASE("attention sweep: every length pair, mask, head sharing, head
 // P V takes A from registers; on an sm_90 device the same odd shapes as above, forced onto it.
 TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory", "[ops][attention][nvjitlink]") {
   jit::FamilyBase& f = kaio::ops::attention_wgmma_family();
-  REQUIRE(f.config_count() == 4);  // {f16, bf16} x head dims {64, 128}
+  REQUIRE(f.config_count() == 4);  // {f16, bf16} x head dims {64 (overlapped schedule), 128}
   for (size_t i = 0; i < f.config_count(); ++i) {
     const ir::Kernel k = f.declared_kernel(i);
     INFO(k.name());
