@@ -26,6 +26,7 @@ std::vector<jit::FamilyBase*> families() {
   v.push_back(&quant_act_family());
   v.push_back(&quant_matvec_family());
   v.push_back(&quant_matvec_fused_family());
+  v.push_back(&quant_matmul_mma_family());
   v.push_back(&matmul_int8_family());  // its wgmma tiles are sm_90a only, as attention_wgmma
   v.push_back(&matmul_int4_family());
   return v;

@@ -36,9 +36,13 @@ struct QuantActSignature {
   kernel::Ptr x{"x", Scalar::F32, true};
   kernel::Ptr q{"q", Scalar::S8};
   kernel::Ptr d{"d", Scalar::F32};
+  kernel::Opt<kernel::Ptr> sum{{"sum", Scalar::S32}};  // QuantActConfig::sums
   kernel::Param<uint32_t> total{"total"};  // m * k, a multiple of 32
-  explicit QuantActSignature(Scalar in) { x.elem = in; }
-  auto fields() { return std::tie(x, q, d, total); }
+  explicit QuantActSignature(const QuantActConfig& c) {
+    x.elem = c.in;
+    sum.on = c.sums;
+  }
+  auto fields() { return std::tie(x, q, d, sum, total); }
 };
 
 // The product. The weights are one allocation read through four pointers (bytes, 16-bit
@@ -180,13 +184,13 @@ std::string QuantMatvecConfig::str() const {
   return std::string(format_name(format)) + "_" + ir::scalar_name(out) + "_m" + std::to_string(mt) + "_w" +
          std::to_string(warps);
 }
-std::string QuantActConfig::str() const { return std::string("q8act_") + ir::scalar_name(in); }
+std::string QuantActConfig::str() const { return std::string("q8act_") + ir::scalar_name(in) + (sums ? "_sums" : ""); }
 
 ir::Kernel build_quant_act(const QuantActConfig& c) {
   if (c.in != Scalar::F32 && c.in != Scalar::F16 && c.in != Scalar::BF16)
     throw UsageError("", op_name, std::string("activation dtype ") + ir::scalar_name(c.in) + " is not supported (f32, f16, bf16)");
   ir::KernelBuilder b("quant_act_" + c.str());
-  QuantActSignature s(c.in);
+  QuantActSignature s(c);
   kernel::declare(b, s);
   // The product is launched to overlap this kernel: let it start (it waits for this
   // kernel's writes before it reads them).
@@ -199,9 +203,13 @@ ir::Kernel build_quant_act(const QuantActConfig& c) {
   const Value amax = b.warp_reduce_max(ir::abs(x));
   const detail::Q8Scale sc(amax);
   const Value q = sc.q(x);
+  const Value qsum = c.sums ? b.warp_reduce_sum(q) : Value();
   b.if_(in, [&] {
     s.q.ir[i] = ir::cast(q, Type::scalar(Scalar::S8));
-    b.if_((i & 31u) == 0u, [&] { s.d.ir[i >> 5u] = sc.d; });
+    b.if_((i & 31u) == 0u, [&] {
+      s.d.ir[i >> 5u] = sc.d;
+      if (c.sums) s.sum.ir[i >> 5u] = qsum;
+    });
   });
   return b.build();
 }
@@ -285,11 +293,27 @@ jit::Family<QuantMatvecConfig>& quant_matvec_family() {
 }
 
 jit::Family<QuantActConfig>& quant_act_family() {
-  static jit::Family<QuantActConfig> f("quant_act", build_quant_act, {{Scalar::F32}, {Scalar::F16}, {Scalar::BF16}});
+  static jit::Family<QuantActConfig> f("quant_act", build_quant_act, [] {
+    std::vector<QuantActConfig> v;
+    for (bool sums : {false, true})
+      for (Scalar in : {Scalar::F32, Scalar::F16, Scalar::BF16}) v.push_back({in, sums});
+    return v;
+  }());
   return f;
 }
 
-size_t quant_matmul_workspace(size_t m, size_t k) { return m * k + m * (k / kQ) * 4; }
+size_t quant_matmul_workspace(size_t m, size_t k) { return m * k + m * (k / kQ) * 8; }
+
+namespace detail {
+
+uint32_t quant_matvec_warps(size_t n, size_t k) {
+  // A block per row where a warp per row leaves the SMs short of warps and rows are
+  // long enough to share among 8 warps.
+  const uint64_t warps_wanted = uint64_t(jit::device_info().sm_count) * 32;
+  return n < warps_wanted && k / kQ >= 64 ? 8u : 1u;
+}
+
+}  // namespace detail
 
 template <class T, class O>
 void quant_matmul(Out<O> y, In<uint8_t> w, uint32_t format, In<T> x, size_t m, size_t n, size_t k,
@@ -323,25 +347,27 @@ void quant_matmul(Out<O> y, In<uint8_t> w, uint32_t format, In<T> x, size_t m, s
                                       y.address, n, k, row_bytes, stream);
     return;
   }
+  // The workspace: m * k s8 values, the m * k / 32 scales, then (tensor-core q4_K) the sums.
+  const bool mma = warps_per_row == 0 && detail::quant_matmul_mma_picked(format, m, n, k);
+  const QuantActConfig ac{ir::ScalarOf<T>::value, mma && format == uint32_t(GgmlType::Q4_K)};
   const uint32_t total = uint32_t(m * k);
-  QuantActSignature as(ir::ScalarOf<T>::value);
+  QuantActSignature as(ac);
   as.x.host = x.address;
   as.q.host = workspace.address;
   as.d.host = workspace.address + m * k;
+  as.sum.host = workspace.address + m * k + m * (k / kQ) * 4;
   as.total.host = total;
   const kernel::PackedArgs aargs = kernel::pack(as);
-  quant_act_family()
-      .get({ir::ScalarOf<T>::value})
-      .launch_packed({.grid = {(total + kThreads - 1) / kThreads}, .block = {kThreads}, .stream = stream}, aargs.data(),
-                     aargs.size());
+  quant_act_family().get(ac).launch_packed(
+      {.grid = {(total + kThreads - 1) / kThreads}, .block = {kThreads}, .stream = stream}, aargs.data(), aargs.size());
+  if (mma) {
+    detail::launch_quant_matmul_mma({format, ir::ScalarOf<O>::value, m <= 8 ? 1u : 2u}, w.address, workspace.address,
+                                    y.address, m, n, k, row_bytes, stream);
+    return;
+  }
 
   QuantMatvecConfig c{format, ir::ScalarOf<O>::value, m == 1 ? 1u : m <= 4 ? 4u : 16u, warps_per_row};
-  if (c.warps == 0) {
-    // A block per row where a warp per row leaves the SMs short of warps and rows are
-    // long enough to share among 8 warps.
-    const uint64_t warps_wanted = uint64_t(jit::device_info().sm_count) * 32;
-    c.warps = n < warps_wanted && k / kQ >= 64 ? 8u : 1u;
-  }
+  if (c.warps == 0) c.warps = detail::quant_matvec_warps(n, k);
   QuantMatvecSignature s(c.out);
   s.w8.host = s.w16.host = s.w32.host = s.wh.host = w.address;
   s.aq.host = workspace.address;

@@ -36,12 +36,12 @@
 namespace kaio::ops {
 
 // Bytes of workspace quant_matmul needs for m rows of k activations (m * k s8 values,
-// then m * k / 32 f32 scales).
+// then m * k / 32 f32 scales, then m * k / 32 s32 sums).
 size_t quant_matmul_workspace(size_t m, size_t k);
 
 // `format`: ggml's type number (8: q8_0, 12: q4_K, 14: q6_K). `warps_per_row`: 0 picks
-// the form by shape; 1 or 8 force the pre-pass form with that many warps per weight row
-// (tests, benchmarks).
+// the form by shape; 1 or 8 force the dp4a pre-pass form with that many warps per weight
+// row (tests, benchmarks: the form m > 1 took before the tensor-core form).
 template <class T, class O>
 void quant_matmul(Out<O> y, In<uint8_t> w, uint32_t format, In<T> x, size_t m, size_t n, size_t k,
                   Out<uint8_t> workspace, const jit::Stream* stream = nullptr, uint32_t warps_per_row = 0);
@@ -55,10 +55,12 @@ struct QuantMatvecConfig {
   auto fields() const { return std::tie(format, out, mt, warps); }
   std::string str() const;
 };
-// The pre-pass (activation quantisation) config.
+// The pre-pass (activation quantisation) config. `sums`: also store each 32's integer sum
+// of its s8 values (the tensor-core form's q4_K min term), after the scales.
 struct QuantActConfig {
   ir::Scalar in = ir::Scalar::F32;
-  auto fields() const { return std::tie(in); }
+  bool sums = false;
+  auto fields() const { return std::tie(in, sums); }
   std::string str() const;
 };
 
@@ -83,6 +85,30 @@ void launch_quant_matvec_fused(const QuantMatvecFusedConfig& c, uint64_t w, uint
                                size_t row_bytes, const jit::Stream* stream);
 }  // namespace detail
 ir::Kernel build_quant_act(const QuantActConfig& c);
+
+// The tensor-core form for several activation rows (quant_matmul_mma.cpp), picked by shape
+// (m >= 2 on sm_80+): after the pre-pass, a block of 8 warps owns 16 weight rows and 8 or
+// 16 activation rows and its warps share out the row's k; each warp multiplies its 16
+// weight rows (mma.sync m16n8k32 s8, the decoded weights as A) by the activations' q8
+// values (B) per 32 elements and scales the s32 results into f32 accumulators.
+struct QuantMatmulMmaConfig {
+  uint32_t format = 8;
+  ir::Scalar out = ir::Scalar::F32;
+  uint32_t nt = 2;  // n8 tiles of activation rows per block (1 or 2: 8 or 16 rows)
+  auto fields() const { return std::tie(format, out, nt); }
+  std::string str() const;
+};
+ir::Kernel build_quant_matmul_mma(const QuantMatmulMmaConfig& c);
+jit::Family<QuantMatmulMmaConfig>& quant_matmul_mma_family();
+namespace detail {
+// Whether quant_matmul (warps_per_row 0) takes the tensor-core form for this shape.
+bool quant_matmul_mma_picked(uint32_t format, size_t m, size_t n, size_t k);
+// The dp4a pre-pass form's warps per weight row where quant_matmul picks them (1 or 8).
+uint32_t quant_matvec_warps(size_t n, size_t k);
+// The tensor-core product over the pre-pass's workspace (q4_K: with the sums).
+void launch_quant_matmul_mma(const QuantMatmulMmaConfig& c, uint64_t w, uint64_t workspace, uint64_t y, size_t m, size_t n,
+                             size_t k, size_t row_bytes, const jit::Stream* stream);
+}  // namespace detail
 jit::Family<QuantMatvecConfig>& quant_matvec_family();
 jit::Family<QuantActConfig>& quant_act_family();
 

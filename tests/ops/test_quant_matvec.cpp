@@ -175,6 +175,32 @@ TEST_CASE("quant_matmul: q8_0, q4_K, q6_K against the exact reference at small s
   check<float, float>(uint32_t(GgmlType::Q8_0), 17, 3, 96, 1);  // two activation passes; k of 3 q8_0 blocks
 }
 
+// The tensor-core form (quant_matmul_mma.cpp) is quant_matmul's choice from two activation
+// rows up: each format from each input dtype into each output dtype, at odd m (one n8
+// tile, two, and past 16: a second block row), n not a multiple of the block's 16 rows,
+// and k of one and of five super-blocks (q6_K: odd rows start at 2 mod 4, blocks
+// alternate). The dp4a form the same shapes took before stays reachable (warps_per_row).
+TEST_CASE("quant_matmul: the tensor-core form, every format and dtype, against the exact reference", "[gpu][ops][quant][mma]") {
+  CHECK_FALSE(ops::detail::quant_matmul_mma_picked(12, 1, 33, 1280));  // m = 1 keeps its forms
+  for (uint32_t fmt : kFormats) {
+    for (size_t m : {2, 5, 16, 20}) {
+      CHECK(ops::detail::quant_matmul_mma_picked(fmt, m, 33, 1280));
+      check<float, float>(fmt, m, 33, 1280, 0);
+    }
+    check<kaio::half, float>(fmt, 3, 7, 256, 0);  // fewer rows than one block's 16
+    check<kaio::bfloat16, float>(fmt, 9, 40, 256, 0);
+    check<float, kaio::half>(fmt, 16, 17, 256, 0);
+    check<kaio::half, kaio::half>(fmt, 6, 19, 512, 0);
+    check<kaio::bfloat16, kaio::bfloat16>(fmt, 11, 21, 1280, 0);
+    check<float, kaio::bfloat16>(fmt, 2, 16, 256, 0);
+  }
+  // q8_0 tasks are 4 blocks: k of 9 blocks (a task with 3 past the row's end) and of 3
+  // (fewer tasks than warps); odd rows start at 2 mod 4.
+  check<float, float>(uint32_t(GgmlType::Q8_0), 5, 19, 288, 0);
+  check<kaio::bfloat16, kaio::half>(uint32_t(GgmlType::Q8_0), 16, 9, 96, 0);
+  CHECK(ops::quant_matmul_mma_family().loaded_count() > 0);
+}
+
 TEST_CASE("quant_matmul: a GGUF file's tensors, from the reader's spans", "[gpu][ops][quant][gguf]") {
   // A file with a q6_K and a q8_0 weight (dims [K, N]); each tensor's span goes to the
   // device as it is and is multiplied by two activation rows.
@@ -248,6 +274,9 @@ TEST_CASE("quant_matmul: bad arguments are UsageErrors naming the op and the arg
              Catch::Contains("'warps_per_row'"));
   CHECK_THROWS_AS(ops::build_quant_matvec({99, ir::Scalar::F32, 1, 1}), UsageError);
   CHECK_THROWS_AS(ops::build_quant_act({ir::Scalar::S32}), UsageError);
+  CHECK_THROWS_AS(ops::build_quant_matmul_mma({2, ir::Scalar::F32, 2}), UsageError);
+  CHECK_THROWS_AS(ops::build_quant_matmul_mma({12, ir::Scalar::S32, 2}), UsageError);
+  CHECK_THROWS_AS(ops::build_quant_matmul_mma({12, ir::Scalar::F32, 3}), UsageError);
 }
 
 TEST_CASE("quant_matmul: every declared kernel assembles for sm_80, sm_90 and sm_90a without spills", "[ops][quant]") {
@@ -255,11 +284,14 @@ TEST_CASE("quant_matmul: every declared kernel assembles for sm_80, sm_90 and sm
   for (const auto& c : ops::quant_matvec_family().configs()) kernels.push_back(ops::build_quant_matvec(c));
   for (const auto& c : ops::quant_act_family().configs()) kernels.push_back(ops::build_quant_act(c));
   for (const auto& c : ops::quant_matvec_fused_family().configs()) kernels.push_back(ops::build_quant_matvec_fused(c));
+  for (const auto& c : ops::quant_matmul_mma_family().configs()) kernels.push_back(ops::build_quant_matmul_mma(c));
   for (const ir::Kernel& k : kernels)
     for (const char* arch : {"sm_80", "sm_90", "sm_90a"}) {
       INFO(k.name() << " " << arch);
       const std::string ptx = codegen::emit_ptx(k, {arch, 9, 0});
       if (k.name().find("matvec") != std::string::npos) CHECK(ptx.find("dp4a.s32.s32") != std::string::npos);
+      if (k.name().find("matmul_mma") != std::string::npos)
+        CHECK(ptx.find("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32") != std::string::npos);
       const jit::LinkResult r = test::link_ptx(ptx, arch, k.name());
       const jit::Resources res = jit::parse_resources(r.info_log, 0);
       CHECK(res.local_bytes == 0);
