@@ -60,9 +60,19 @@ using kernel::TmaTile;
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-constexpr uint32_t kBM = 128, kConsumers = 2, kConsumerRows = 64, kElem = 2;
+constexpr uint32_t kConsumers = 2, kConsumerRows = 64, kElem = 2;
 constexpr uint32_t kWgmmaK = 16;  // k of one 16-bit wgmma
 constexpr uint32_t kBlock = kSwizzleBytes / kElem;  // head elements (or keys) in a 128-byte row: 64
+
+// Head dims above 128 split the head dimension between the consumers: both take the same 64
+// query rows and compute the whole S (Q K^T over all of D), each keeps O for its half of D.
+// O for 64 rows x 256 would be 128 registers per thread beside S and P, past the 168 a thread
+// has; the split costs a second Q K^T (3 units of MMA work for 2) and keeps every register.
+bool splits_d(uint32_t head_dim) { return head_dim > 128; }
+// Query rows per block: 128 (a consumer's 64 each), or 64 when the consumers split D.
+uint32_t bm_of(const AttentionWgmmaConfig& c) { return splits_d(c.head_dim) ? kConsumerRows : kConsumers * kConsumerRows; }
+// The head elements of O a consumer keeps.
+uint32_t o_width(const AttentionWgmmaConfig& c) { return splits_d(c.head_dim) ? c.head_dim / kConsumers : c.head_dim; }
 
 // Byte offsets in the block's shared memory: Q, the K stages, the V stages, the mbarriers.
 struct Layout {
@@ -70,7 +80,7 @@ struct Layout {
 };
 Layout layout_of(const AttentionWgmmaConfig& c) {
   Layout l{};
-  l.q_bytes = kBM * c.head_dim * kElem;
+  l.q_bytes = bm_of(c) * c.head_dim * kElem;
   l.k_stage = c.bn * c.head_dim * kElem;
   l.v_stage = c.bn * c.head_dim * kElem;
   l.k_off = l.q_bytes;
@@ -82,7 +92,7 @@ Layout layout_of(const AttentionWgmmaConfig& c) {
 
 // The tiles: Q (128 rows) and a K stage (BN keys) as D / 64 K-major blocks of 128-byte rows;
 // a V stage as BN / 64 MN-major tiles of D rows (64 keys each).
-TmaTile tile_q() { return {.rows = kBM, .esize = kElem, .k_major = true, .base = 0}; }
+TmaTile tile_q(const AttentionWgmmaConfig& c) { return {.rows = bm_of(c), .esize = kElem, .k_major = true, .base = 0}; }
 TmaTile tile_k(const AttentionWgmmaConfig& c) {
   return {.rows = c.bn, .esize = kElem, .k_major = true, .base = layout_of(c).k_off / kElem};
 }
@@ -109,12 +119,12 @@ struct AttentionWgmmaSignature {
 };
 
 // The overlapped schedule where S, P and O fit in 128 registers per thread (Fa3Kernel::consume).
-bool overlap_fits(const AttentionWgmmaConfig& c) { return c.bn / 2 + c.bn / 4 + c.head_dim / 2 <= 128; }
+bool overlap_fits(const AttentionWgmmaConfig& c) { return c.bn / 2 + c.bn / 4 + o_width(c) / 2 <= 128; }
 
 class Fa3Kernel {
  public:
   Fa3Kernel(ir::KernelBuilder& b, const AttentionWgmmaConfig& c, AttentionWgmmaSignature& s)
-      : b_(b), c_(c), s_(s), L_(layout_of(c)), tq_(tile_q()), tk_(tile_k(c)), tv_(tile_v(c)) {}
+      : b_(b), c_(c), s_(s), L_(layout_of(c)), tq_(tile_q(c)), tk_(tile_k(c)), tv_(tile_v(c)) {}
 
   void build() {
     const uint32_t S = c_.stages;
@@ -129,9 +139,10 @@ class Fa3Kernel {
     qh_ = b_.block_idx_y();
     batch_ = b_.block_idx_z();
     kvh_ = qh_ / s_.group.ir;
-    m0_ = (b_.grid_dim_x() - 1u - b_.block_idx_x()) * kBM;  // the longest (causal) blocks first
+    const uint32_t bm = bm_of(c_);
+    m0_ = (b_.grid_dim_x() - 1u - b_.block_idx_x()) * bm;  // the longest (causal) blocks first
     // The block's key tiles: up to the last row's last key.
-    Value last = ir::min(m0_ + (kBM - 1), s_.sq.ir - 1u);
+    Value last = ir::min(m0_ + (bm - 1), s_.sq.ir - 1u);
     Value tiles = (ir::cast<uint32_t>(hi_of(last)) + (c_.bn - 1)) / c_.bn;
 
     b_.if_(tid == 0u, [&] {
@@ -215,14 +226,16 @@ class Fa3Kernel {
   //              consumer thread) measured 10% slower (bench/NOTES.md).
   void consume(const kernel::MbarrierRing& ring_k, const kernel::MbarrierRing& ring_v, Value tiles, Value wg) {
     const bool overlap = overlap_fits(c_);
-    const uint32_t D = c_.head_dim, BN = c_.bn;
+    const uint32_t D = o_width(c_), BN = c_.bn;  // D: the head elements of O this consumer keeps
+    const bool split = splits_d(c_.head_dim);
     const ir::Type t16 = ir::Type::scalar(c_.dtype);
-    Value row_w = wg * kConsumerRows;  // this consumer's first row in the block
+    Value row_w = split ? u32c(0) : wg * kConsumerRows;  // this consumer's first row in the block
+    Value d0 = split ? wg * D : u32c(0);                  // ... and its first head element of O
     // Descriptors of k 0: Q at this consumer's rows, K and V at stage 0; each k slice, block
     // and stage adds its byte offset / 16.
     desc_q_ = tq_.descriptor(b_, smem_, tq_.row_start(row_w));
     desc_k_ = tk_.descriptor(b_, smem_, tk_.base);
-    desc_v_ = tv_.descriptor(b_, smem_, tv_.base);
+    desc_v_ = tv_.descriptor(b_, smem_, tv_.base + tv_.row_start(d0));
     const AccTile S(b_, 1, 1, BN / 8), O(b_, 1, 1, D / 8);  // per warp: its 16 rows x BN keys, x D
     // P of the tile whose P V is in flight: the A fragments of BN / 16 k slices, 4 registers each.
     const Scalar s16x2 = c_.dtype == Scalar::F16 ? Scalar::F16x2 : Scalar::BF16x2;
@@ -340,9 +353,9 @@ class Fa3Kernel {
         for (uint32_t ni = 0; ni < D / 8; ++ni) {
           std::vector<Value> pair;
           for (uint32_t r = 2 * h; r < 2 * h + 2; ++r) pair.push_back(ir::cast(O.at(0, 0, ni, r).get() * inv, t16, ir::Rounding::Rn));
-          ir::store_vec(s_.o.ir, ob + u64(O.col(lane_, ni, 2 * h)), pair);
+          ir::store_vec(s_.o.ir, ob + u64(d0 + O.col(lane_, ni, 2 * h)), pair);
         }
-        b_.if_((s_.flags.ir & uint32_t(kWgmmaLse)) != 0u && lane_ % 4u == 0u, [&] {
+        b_.if_((s_.flags.ir & uint32_t(kWgmmaLse)) != 0u && lane_ % 4u == 0u && d0 == 0u, [&] {
           Value lse = ir::select(lv > 0.0f, m[h].get() * kLn2 + ir::log(lv), -INFINITY);
           s_.lse.ir[u64(batch_) * s_.lse_bs.ir + u64(qh_) * s_.lse_hs.ir + u64(i)] = lse;
         });
@@ -404,10 +417,10 @@ class Fa3Kernel {
 void check_config(const AttentionWgmmaConfig& c) {
   if (c.dtype != Scalar::F16 && c.dtype != Scalar::BF16)
     throw UsageError("", "attention", std::string("the wgmma kernel takes f16 or bf16, not ") + ir::scalar_name(c.dtype));
-  if (c.head_dim % kBlock || c.head_dim > 256 || c.bn % kBlock || c.bn > 256 || c.stages < 2 || c.stages > 4 ||
+  if ((c.head_dim != 64 && c.head_dim != 128 && c.head_dim != 256) || c.bn % kBlock || c.bn > 256 || c.stages < 2 || c.stages > 4 ||
       c.shared_bytes() > jit::device_info_for("sm_90a").smem_per_block_optin)
     throw UsageError("", "attention", "attention_wgmma config " + c.str() +
-                                          " is not buildable (head_dim and BN multiples of 64 up to 256, 2-4 stages, "
+                                          " is not buildable (head_dim 64, 128 or 256, BN a multiple of 64 up to 256, 2-4 stages, "
                                           "within an sm_90 block's shared memory)");
 }
 
@@ -468,7 +481,8 @@ std::optional<TensorPlan> plan_tensor(const AttentionTensor& t, uint32_t seqlen,
 uint32_t AttentionWgmmaConfig::shared_bytes() const { return layout_of(*this).total; }
 
 std::string AttentionWgmmaConfig::str() const {
-  return std::string("attention_wgmma(") + ir::scalar_name(dtype) + ", d" + std::to_string(head_dim) + ", 128x" +
+  return std::string("attention_wgmma(") + ir::scalar_name(dtype) + ", d" + std::to_string(head_dim) + ", " +
+         std::to_string(bm_of(*this)) + "x" +
          std::to_string(bn) + ", " + std::to_string(stages) + " stages)";
 }
 
@@ -499,11 +513,12 @@ std::string attention_wgmma_refusal(const AttentionTensor& q, const AttentionTen
   if (opt.softcap > 0.0f) return "it does not take softcap";
   if (opt.alibi_slopes) return "it does not take ALiBi";
   if (!row) row = attention_pick(s.head_dim, s.seqlen_q, 1, 1, AttentionEngine::Wgmma);
-  if (!row) return "no tile shape for head_dim " + std::to_string(s.head_dim) + " (64, 128)";
+  if (!row) return "no tile shape for head_dim " + std::to_string(s.head_dim) + " (64, 128, 256)";
   if (attention_wgmma_config(q.dtype, *row).shared_bytes() > dev.smem_per_block_optin) return "its tiles do not fit shared memory";
   if (s.seqlen_q > 0x7fffffffu || s.seqlen_k > 0x7fffffffu) return "sequences of 2^31 tokens or more";
   std::string why;
-  if (!plan_tensor(q, s.seqlen_q, s.heads_q, s.batch, s.head_dim, kBM, &why)) return "q: " + why;
+  if (!plan_tensor(q, s.seqlen_q, s.heads_q, s.batch, s.head_dim, bm_of(attention_wgmma_config(q.dtype, *row)), &why))
+    return "q: " + why;
   if (!plan_tensor(k, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, row->bn, &why)) return "k: " + why;
   if (!plan_tensor(v, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, kBlock, &why)) return "v: " + why;
   if (o.address % (2 * kElem) || o.seq_stride % 2 || o.head_stride % 2 || (s.batch > 1 && o.batch_stride % 2))
@@ -516,7 +531,8 @@ void attention_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, 
                             const jit::Stream* stream, const AttentionVariant* forced) {
   const AttentionVariant& row = forced ? *forced : *attention_pick(s.head_dim, s.seqlen_q, 1, 1, AttentionEngine::Wgmma);
   const AttentionWgmmaConfig cfg = attention_wgmma_config(q.dtype, row);
-  const TensorPlan pq = *plan_tensor(q, s.seqlen_q, s.heads_q, s.batch, s.head_dim, kBM, nullptr);
+  const uint32_t bm = bm_of(cfg);
+  const TensorPlan pq = *plan_tensor(q, s.seqlen_q, s.heads_q, s.batch, s.head_dim, bm, nullptr);
   const TensorPlan pk = *plan_tensor(k, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, cfg.bn, nullptr);
   const TensorPlan pv = *plan_tensor(v, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, kBlock, nullptr);
   AttentionWgmmaSignature sig(q.dtype);
@@ -538,7 +554,7 @@ void attention_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, 
   sig.flags.host = opt.lse ? kWgmmaLse : 0u;
   sig.scale_log2.host = scale * kLog2e;
   const kernel::PackedArgs args = kernel::pack(sig);
-  attention_wgmma_family().get(cfg).launch_packed({.grid = {(s.seqlen_q + kBM - 1) / kBM, s.heads_q, s.batch},
+  attention_wgmma_family().get(cfg).launch_packed({.grid = {(s.seqlen_q + bm - 1) / bm, s.heads_q, s.batch},
                                                    .block = {kernel::WarpSpecialized::threads(kConsumers)},
                                                    .shared_bytes = cfg.shared_bytes(), .stream = stream},
                                                   args.data(), args.size());

@@ -179,7 +179,7 @@ TEMPLATE_TEST_CASE("attention sweep: every length pair, mask, head sharing, head
 // P V takes A from registers; on an sm_90 device the same odd shapes as above, forced onto it.
 TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory", "[ops][attention][nvjitlink]") {
   jit::FamilyBase& f = kaio::ops::attention_wgmma_family();
-  REQUIRE(f.config_count() == 4);  // {f16, bf16} x head dims {64 (overlapped schedule), 128}
+  REQUIRE(f.config_count() == 6);  // {f16, bf16} x head dims {64 (overlapped schedule), 128, 256 (D split)}
   for (size_t i = 0; i < f.config_count(); ++i) {
     const ir::Kernel k = f.declared_kernel(i);
     INFO(k.name());
@@ -207,7 +207,9 @@ TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory
   if (test::cuobjdump_path().empty()) WARN("cuobjdump not found (set KAIO_CUOBJDUMP): the SASS (HGMMA) is not checked");
   CHECK(f.config_names()[0] == "attention_wgmma(f16, d64, 128x128, 3 stages)");
   CHECK(kaio::ops::attention_pick(128, 4096, 64, 132, kaio::ops::AttentionEngine::Wgmma)->bn == 128);
-  CHECK(kaio::ops::attention_pick(256, 4096, 64, 132, kaio::ops::AttentionEngine::Wgmma) == nullptr);  // the mma kernel
+  CHECK(kaio::ops::attention_pick(256, 4096, 64, 132, kaio::ops::AttentionEngine::Wgmma)->bm == 64);  // D split
+  CHECK(f.config_names()[2] == "attention_wgmma(f16, d256, 64x64, 3 stages)");
+  CHECK(kaio::ops::attention_pick(96, 4096, 64, 132, kaio::ops::AttentionEngine::Wgmma) == nullptr);  // the mma kernel
 }
 
 namespace {
@@ -220,7 +222,7 @@ TEMPLATE_TEST_CASE("attention: the wgmma kernel at odd lengths, causal and not, 
   using kaio::ops::AttentionKernel;
   for (uint32_t sq : {1u, 7u, 65u, 130u})
     for (uint32_t sk : {1u, 7u, 65u, 130u})
-      for (uint32_t d : {64u, 128u})
+      for (uint32_t d : {64u, 128u, 256u})
         for (bool causal : {false, true}) {
           run_case<TestType>(Case{.sq = sq, .sk = sk, .hq = 8, .hkv = 2, .d = d, .causal = causal, .kernel = AttentionKernel::Wgmma});
           run_case<TestType>(Case{.batch = 2, .sq = sq, .sk = sk, .hq = 2, .hkv = 1, .d = d, .causal = causal,
@@ -232,6 +234,10 @@ TEMPLATE_TEST_CASE("attention: the wgmma kernel at odd lengths, causal and not, 
                           .kernel = AttentionKernel::Wgmma});
   run_case<TestType>(Case{.sq = 300, .sk = 520, .hq = 3, .hkv = 1, .d = 128, .causal = true, .kernel = AttentionKernel::Wgmma});
   run_case<TestType>(Case{.sq = 520, .sk = 300, .hq = 1, .hkv = 1, .d = 128, .causal = true, .kernel = AttentionKernel::Wgmma});
+  // D 256 (the consumers split D) past several tiles and stages, with the logsumexp.
+  run_case<TestType>(Case{.sq = 300, .sk = 520, .hq = 4, .hkv = 2, .d = 256, .causal = true, .kernel = AttentionKernel::Wgmma});
+  run_case<TestType>(Case{.batch = 2, .sq = 200, .sk = 333, .hq = 2, .hkv = 2, .d = 256, .layout = Layout::Bhsd,
+                          .kernel = AttentionKernel::Wgmma});
 }
 
 // Too long for the float64 reference in full: 64 sampled rows against it, every row
@@ -295,7 +301,7 @@ TEST_CASE("attention: what the wgmma kernel refuses goes to the mma kernel", "[g
   // Auto takes the mma kernel for these (the wgmma kernel would refuse them), and is right.
   run_case<T>(Case{.sq = 65, .sk = 130, .wl = 16, .wr = 3});
   run_case<T>(Case{.sq = 65, .sk = 65, .causal = true, .softcap = 2.0f});
-  run_case<T>(Case{.sq = 40, .sk = 40, .hq = 2, .hkv = 1, .d = 256, .causal = true});
+  run_case<T>(Case{.sq = 40, .sk = 40, .hq = 2, .hkv = 1, .d = 96, .causal = true});
   run_case<T>(Case{.hq = 2, .hkv = 1, .d = 64, .causal = true, .q_lens = {129, 3}, .k_lens = {129, 70}});
   // ... and naming the wgmma kernel for them is a UsageError that says why.
   kaio::ops::AttentionShape s{.batch = 1, .seqlen_q = 8, .seqlen_k = 8, .heads_q = 1, .heads_kv = 1, .head_dim = 64};
