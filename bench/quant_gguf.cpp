@@ -1,14 +1,16 @@
 // quant_gguf: ops::quant_matmul over GGUF weights (q8_0, q4_K, q6_K) at a decoder's
-// shapes (N x K = 4096 x 4096, 11008 x 4096, 4096 x 14336) for M = 1 and 16 bf16
+// shapes (N x K = 4096 x 4096, 11008 x 4096, 4096 x 14336) for M = 1, 4, 8 and 16 bf16
 // activation rows: GB/s of weight bytes (the weights' bytes over the median time of one
 // call, the activation pre-pass included), beside a device-to-device copy
 // (cuMemcpyDtoDAsync) moving the same bytes, measured in the same run. Weights rotate
 // through copies that together exceed twice the L2, so every call reads them from memory.
 // Timing: jit::Event around --calls back-to-back calls after 3 warm-up calls, median of
 // --rounds (25). Without a GPU (KAIO_INTERPRET=1) it runs one small shape as a smoke test.
-// Usage: quant_gguf [--rounds N] [--calls N] [--warps 1|8] [--fused]  (--warps: every call
-// in the pre-pass form with that many warps per weight row instead of the op's choice;
-// --fused: M = 1 in the fused form at every shape)
+// Usage: quant_gguf [--rounds N] [--calls N] [--warps 1|8] [--fused] [--dp4a]  (--warps:
+// every call in the dp4a pre-pass form with that many warps per weight row instead of the
+// op's choice; --fused: M = 1 in the fused form at every shape; --dp4a: for M > 1 a second
+// row, the dp4a pre-pass form with its own warps choice, beside the op's choice (the
+// tensor-core form on sm_80+), so that one run compares them). `form` names what ran.
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -50,15 +52,16 @@ double copy_gbps(const jit::Stream& s, size_t bytes, int rounds) {
 int main(int argc, char** argv) {
   int rounds = 25, calls = 20;
   uint32_t warps = 0;
-  bool fused = false;
+  bool fused = false, dp4a = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rounds" && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
     else if (a == "--calls" && i + 1 < argc) calls = std::max(1, std::atoi(argv[++i]));
     else if (a == "--warps" && i + 1 < argc) warps = uint32_t(std::atoi(argv[++i]));
     else if (a == "--fused") fused = true;
+    else if (a == "--dp4a") dp4a = true;
     else {
-      std::fprintf(a == "--help" ? stdout : stderr, "usage: quant_gguf [--rounds N] [--calls N] [--warps 1|8] [--fused]\n");
+      std::fprintf(a == "--help" ? stdout : stderr, "usage: quant_gguf [--rounds N] [--calls N] [--warps 1|8] [--fused] [--dp4a]\n");
       return a == "--help" ? 0 : 2;
     }
   }
@@ -74,7 +77,8 @@ int main(int argc, char** argv) {
   std::printf("quant_gguf: %s; GB/s = weight bytes / median time per call (pre-pass included); copy = "
               "cuMemcpyDtoDAsync of the same bytes\n",
               jit::device_info().name.c_str());
-  std::printf("%-6s %6s %12s %9s %10s %9s %9s %8s\n", "format", "M", "N x K", "MB", "us", "GB/s", "copy", "of copy");
+  std::printf("%-6s %6s %-7s %12s %9s %10s %9s %9s %8s\n", "format", "M", "form", "N x K", "MB", "us", "GB/s", "copy",
+              "of copy");
   for (uint32_t fmt : {8u, 12u, 14u}) {
     for (const auto& [n, k] : shapes) {
       // Weights: random values quantised once; copies rotate past the L2.
@@ -86,25 +90,34 @@ int main(int argc, char** argv) {
       std::vector<DeviceBuffer<uint8_t>> w;
       for (size_t c = 0; c < copies; ++c) w.emplace_back(std::vector<uint8_t>(wq.begin(), wq.end()));
       const double copy = copy_gbps(s, wq.size(), rounds);
-      for (size_t m : {size_t(1), size_t(16)}) {
+      for (size_t m : {size_t(1), size_t(4), size_t(8), size_t(16)}) {
         std::vector<kaio::bfloat16> xh(m * k);
         for (size_t i = 0; i < xh.size(); ++i) xh[i] = kaio::bfloat16(float(int(i % 17) - 8) * 0.125f);
         DeviceBuffer<kaio::bfloat16> x(xh);
         DeviceBuffer<uint8_t> ws(ops::quant_matmul_workspace(m, k));
         DeviceBuffer<float> y(m * n);
-        size_t next = 0;
-        const double ms = ms_per_call(s, rounds, calls, [&] {
-          if (fused && m == 1)
-            ops::detail::launch_quant_matvec_fused({fmt, ir::Scalar::BF16, ir::Scalar::F32}, w[next].device_address(),
-                                                   x.device_address(), y.device_address(), n, k, wq.size() / n, &s);
-          else
-            ops::quant_matmul<kaio::bfloat16, float>(y, w[next], fmt, x, m, n, k, ws, &s, warps);
-          next = (next + 1) % copies;
-        });
-        const double gbps = double(wq.size()) / (ms * 1e6);
-        std::printf("%-6s %6zu %12s %9.2f %10.2f %9.1f %9.1f %7.0f%%\n", quant::type_name(fmt).c_str(), m,
-                    (std::to_string(n) + "x" + std::to_string(k)).c_str(), double(wq.size()) / 1e6, ms * 1e3, gbps, copy,
-                    copy > 0 ? 100 * gbps / copy : 0.0);
+        // The op's choice (or --warps / --fused), then with --dp4a the dp4a form for M > 1.
+        for (int pass = 0; pass < (dp4a && m > 1 && warps == 0 ? 2 : 1); ++pass) {
+          const uint32_t wpr = pass == 1 ? ops::detail::quant_matvec_warps(n, k) : warps;
+          const bool fused_call = fused && m == 1;
+          const char* form = fused_call ? "fused"
+                             : wpr != 0 ? (wpr == 8 ? "dp4a-w8" : "dp4a-w1")
+                             : m == 1 ? (ops::detail::quant_matvec_fused_fits(fmt, ir::Scalar::BF16, n, k) ? "fused" : "dp4a")
+                             : ops::detail::quant_matmul_mma_picked(fmt, m, n, k) ? "mma" : "dp4a";
+          size_t next = 0;
+          const double ms = ms_per_call(s, rounds, calls, [&] {
+            if (fused_call)
+              ops::detail::launch_quant_matvec_fused({fmt, ir::Scalar::BF16, ir::Scalar::F32}, w[next].device_address(),
+                                                     x.device_address(), y.device_address(), n, k, wq.size() / n, &s);
+            else
+              ops::quant_matmul<kaio::bfloat16, float>(y, w[next], fmt, x, m, n, k, ws, &s, wpr);
+            next = (next + 1) % copies;
+          });
+          const double gbps = double(wq.size()) / (ms * 1e6);
+          std::printf("%-6s %6zu %-7s %12s %9.2f %10.2f %9.1f %9.1f %7.0f%%\n", quant::type_name(fmt).c_str(), m, form,
+                      (std::to_string(n) + "x" + std::to_string(k)).c_str(), double(wq.size()) / 1e6, ms * 1e3, gbps,
+                      copy, copy > 0 ? 100 * gbps / copy : 0.0);
+        }
       }
     }
   }
