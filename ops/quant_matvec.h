@@ -12,7 +12,9 @@
 //
 // For one activation row with K <= 4096 and few enough weight rows for one wave, a fused
 // form: each block quantises the row into shared memory itself (no pre-pass launch). Else
-// the pre-pass and the product (launched to overlap the pre-pass), in two shapes: a warp
+// the pre-pass and the product (launched to overlap the pre-pass). From two activation
+// rows up (sm_80+) the product is the tensor-core form (quant_matmul_mma.cpp, below);
+// otherwise, and where warps_per_row forces it, the dp4a product in two shapes: a warp
 // per weight row (8 rows per block of 256 threads), or a block of 8 warps per row where
 // there are too few rows to fill the GPU and the rows are long. Activation rows go MT at a
 // time (MT = 1, 4 or 16) with one weight read per MT.
