@@ -61,20 +61,16 @@ void check_options(const AttentionBackwardOptions& o) {
   check_aligned("alibi_slopes", o.alibi_slopes);
 }
 
-// The tensor-core parts after the D pre-pass: dk / dv with dq by atomics (then the
-// conversion of dq), or, deterministic, dq and dk / dv by kernels of their own.
-std::vector<AttentionBackwardPart> mma_parts(bool deterministic) {
-  if (deterministic) return {AttentionBackwardPart::Dq, AttentionBackwardPart::Dkv};
-  return {AttentionBackwardPart::DkvDq};
-}
+// The tensor-core parts after the D pre-pass: dq and dk / dv by kernels of their own.
+constexpr AttentionBackwardPart kMmaParts[] = {AttentionBackwardPart::Dq, AttentionBackwardPart::Dkv};
 
 // Why the tensor-core kernels do not apply (empty: they do).
 std::string mma_refusal(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v, const AttentionTensor& dout,
-                        const AttentionShape& s, bool varlen, bool deterministic) {
+                        const AttentionShape& s, bool varlen) {
   if (q.dtype != Scalar::F16 && q.dtype != Scalar::BF16) return "it takes f16 or bf16";
   const jit::DeviceInfo& dev = jit::device_info();
   if (dev.sm < 80) return "it needs sm_80 or newer, the device is " + dev.arch;
-  for (AttentionBackwardPart part : mma_parts(deterministic)) {
+  for (AttentionBackwardPart part : kMmaParts) {
     const AttentionBackwardVariant* row = attention_backward_pick(s.head_dim, part);
     if (!row) return "no tile shape for head_dim " + str(s.head_dim);
     if (attention_backward_mma_config(q.dtype, *row).shared_bytes() > dev.smem_per_block_optin) return "its tiles do not fit shared memory";
@@ -115,7 +111,7 @@ void attention_backward(const AttentionTensor& q, const AttentionTensor& k, cons
   const bool varlen = opt.cu_seqlens_q != 0;
   bool mma = false;
   if (opt.kernel != AttentionKernel::Rows) {
-    const std::string why = mma_refusal(q, k, v, dout, shape, varlen, opt.deterministic);
+    const std::string why = mma_refusal(q, k, v, dout, shape, varlen);
     if (opt.kernel == AttentionKernel::Mma && !why.empty()) fail("kernel", "the mma.sync kernels do not apply: " + why);
     mma = why.empty();
   }
@@ -125,11 +121,8 @@ void attention_backward(const AttentionTensor& q, const AttentionTensor& k, cons
   const uint64_t rows = varlen ? uint64_t(shape.heads_q) * opt.total_q : uint64_t(shape.batch) * shape.heads_q * shape.seqlen_q;
   const uint32_t flags = (varlen ? detail::kBwdVarlen : 0u) | (opt.alibi_slopes ? detail::kBwdAlibi : 0u);
   const uint32_t warps = 4;
-  // D (and the fast path's f32 dq) in the stream's workspace, held while the kernels are
-  // enqueued.
-  const bool atomic_dq = mma && !opt.deterministic;
-  const uint64_t dq_at = (rows * sizeof(float) + 255) / 256 * 256;
-  detail::Workspace ws = detail::workspace(stream, dq_at + (atomic_dq ? rows * shape.head_dim * sizeof(float) : 0));
+  // D in the stream's workspace, held while the kernels are enqueued.
+  detail::Workspace ws = detail::workspace(stream, rows * sizeof(float));
 
   detail::AttentionDotSignature ds(q.dtype);
   ds.o.host = o.address;
@@ -141,8 +134,7 @@ void attention_backward(const AttentionTensor& q, const AttentionTensor& k, cons
   ds.lse_bs.host = lse_bs;
   ds.lse_hs.host = lse_hs;
   ds.sq.host = shape.seqlen_q;
-  ds.flags.host = flags | (atomic_dq ? detail::kBwdZeroDq : 0u);
-  ds.ws_dq.host = atomic_dq ? ws.address + dq_at : 0;
+  ds.flags.host = flags;
 
   detail::AttentionBwdSignature s(q.dtype);
   s.q.host = q.address, s.k.host = k.address, s.v.host = v.address, s.dout.host = dout.address;
@@ -169,7 +161,6 @@ void attention_backward(const AttentionTensor& q, const AttentionTensor& k, cons
   s.window_left.host = opt.window_left;
   s.window_right.host = opt.causal ? 0 : opt.window_right;
   s.flags.host = flags;
-  s.ws_dq.host = ds.ws_dq.host;
 
   using Part = AttentionBackwardPart;
   auto& family = attention_backward_rows_family();
@@ -180,7 +171,7 @@ void attention_backward(const AttentionTensor& q, const AttentionTensor& k, cons
                      dargs.size());
   const kernel::PackedArgs args = kernel::pack(s);
   if (mma) {
-    for (Part part : mma_parts(opt.deterministic)) {
+    for (Part part : kMmaParts) {
       const AttentionBackwardMmaConfig mc = attention_backward_mma_config(q.dtype, *attention_backward_pick(shape.head_dim, part));
       const uint32_t own = part == Part::Dq ? mc.bm : mc.bn, len = part == Part::Dq ? shape.seqlen_q : shape.seqlen_k;
       attention_backward_mma_family().get(mc).launch_packed(
@@ -188,10 +179,6 @@ void attention_backward(const AttentionTensor& q, const AttentionTensor& k, cons
            .block = {32 * mc.warps()}, .shared_bytes = mc.shared_bytes(), .stream = stream},
           args.data(), args.size());
     }
-    if (atomic_dq)
-      family.get({q.dtype, shape.head_dim, Part::Convert, warps})
-          .launch_packed({.grid = {q_tiles, shape.heads_q, shape.batch}, .block = {32 * warps}, .stream = stream}, args.data(),
-                         args.size());
     return;
   }
   family.get({q.dtype, shape.head_dim, Part::Dq, warps})

@@ -27,15 +27,11 @@ AttentionBackwardMmaConfig attention_backward_mma_config(ir::Scalar dtype, const
 
 namespace kaio::ops::detail {
 
-enum : uint32_t { kBwdVarlen = 1, kBwdAlibi = 2, kBwdZeroDq = 4 };
+enum : uint32_t { kBwdVarlen = 1, kBwdAlibi = 2 };
 
-// The f32 dq accumulator of the fast path (ws_dq): element e of query head h of row `row`
-// (the row along the packed sequence axis: varlen's, or b * sq + i) at (row * hq + h) * D + e.
-
-// The D pre-pass: delta[lse index of (b, i, h)] = sum_e do[e] * o[e]; with kBwdZeroDq it
-// also zeroes the row's dq accumulator.
+// The D pre-pass: delta[lse index of (b, i, h)] = sum_e do[e] * o[e].
 struct AttentionDotSignature {
-  kernel::Ptr o{"o"}, dout{"dout"}, delta{"delta", ir::Scalar::F32}, ws_dq{"ws_dq", ir::Scalar::F32};
+  kernel::Ptr o{"o"}, dout{"dout"}, delta{"delta", ir::Scalar::F32};
   kernel::Ptr cu_q{"cu_q", ir::Scalar::S32, true};
   kernel::Param<uint64_t> o_bs{"o_bs"}, o_ss{"o_ss"}, o_hs{"o_hs"};
   kernel::Param<uint64_t> do_bs{"do_bs"}, do_ss{"do_ss"}, do_hs{"do_hs"};
@@ -46,7 +42,7 @@ struct AttentionDotSignature {
     o.elem = dout.elem = dtype;
     o.is_const = dout.is_const = true;
   }
-  auto fields() { return std::tie(o, dout, delta, ws_dq, cu_q, o_bs, o_ss, o_hs, do_bs, do_ss, do_hs, lse_bs, lse_hs, sq, flags); }
+  auto fields() { return std::tie(o, dout, delta, cu_q, o_bs, o_ss, o_hs, do_bs, do_ss, do_hs, lse_bs, lse_hs, sq, flags); }
 };
 
 // The gradient kernels (dq, and dk / dv): everything but o. Strides in elements; lse and
@@ -54,7 +50,6 @@ struct AttentionDotSignature {
 struct AttentionBwdSignature {
   kernel::Ptr q{"q"}, k{"k"}, v{"v"}, dout{"dout"}, dq{"dq"}, dk{"dk"}, dv{"dv"};
   kernel::Ptr lse{"lse", ir::Scalar::F32, true}, delta{"delta", ir::Scalar::F32, true}, alibi{"alibi", ir::Scalar::F32, true};
-  kernel::Ptr ws_dq{"ws_dq", ir::Scalar::F32};  // the fast path's f32 dq accumulator
   kernel::Ptr cu_q{"cu_q", ir::Scalar::S32, true}, cu_k{"cu_k", ir::Scalar::S32, true};
   kernel::Param<uint64_t> q_bs{"q_bs"}, q_ss{"q_ss"}, q_hs{"q_hs"};
   kernel::Param<uint64_t> k_bs{"k_bs"}, k_ss{"k_ss"}, k_hs{"k_hs"};
@@ -74,7 +69,7 @@ struct AttentionBwdSignature {
     q.is_const = k.is_const = v.is_const = dout.is_const = true;
   }
   auto fields() {
-    return std::tie(q, k, v, dout, dq, dk, dv, lse, delta, alibi, ws_dq, cu_q, cu_k, q_bs, q_ss, q_hs, k_bs, k_ss, k_hs, v_bs, v_ss, v_hs,
+    return std::tie(q, k, v, dout, dq, dk, dv, lse, delta, alibi, cu_q, cu_k, q_bs, q_ss, q_hs, k_bs, k_ss, k_hs, v_bs, v_ss, v_hs,
                     do_bs, do_ss, do_hs, dq_bs, dq_ss, dq_hs, dk_bs, dk_ss, dk_hs, dv_bs, dv_ss, dv_hs, lse_bs, lse_hs, sq, sk,
                     group, scale, softcap, window_left, window_right, flags);
   }

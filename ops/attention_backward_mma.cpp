@@ -10,9 +10,7 @@
 //   S^T = K Q^T, dP^T = V dO^T            (abt)
 //   P^T = exp(mods(S^T) - lse), dS^T = P^T (dP^T - D) mods'   (per element, masked)
 //   dV += P^T dO, dK += dS^T Q             (cb)
-// DkvDq (the fast path): Dkv, then dS^T to shared memory and dQ += dS K for the tile
-//   (ldmatrix.trans of both), added to an f32 accumulator with atomics (add_dq).
-// Dq (the deterministic path's dq): the block's BM query rows (16 per warp), Q and dO in
+// Dq: the block's BM query rows (16 per warp), Q and dO in
 // shared memory once; per KV tile: S = Q K^T, dP = dO V^T, P and dS per element,
 // dQ += dS K.
 // mods' of a softcap is 1 - tanh^2, computed with P in one pass. The work per element is
@@ -46,9 +44,6 @@ const AttentionBackwardVariant kBackwardVariants[] = {
     {.name = "bwd_dkv_d64", .head_dim = 64, .part = Part::Dkv, .bm = 64, .bn = 64, .stages = 2},
     {.name = "bwd_dkv_d96", .head_dim = 96, .part = Part::Dkv, .bm = 64, .bn = 64, .stages = 2},
     {.name = "bwd_dkv_d128", .head_dim = 128, .part = Part::Dkv, .bm = 32, .bn = 64, .stages = 2},
-    {.name = "bwd_dkvdq_d64", .head_dim = 64, .part = Part::DkvDq, .bm = 64, .bn = 64, .stages = 2},
-    {.name = "bwd_dkvdq_d96", .head_dim = 96, .part = Part::DkvDq, .bm = 64, .bn = 64, .stages = 2},
-    {.name = "bwd_dkvdq_d128", .head_dim = 128, .part = Part::DkvDq, .bm = 32, .bn = 64, .stages = 2},
     {.name = "bwd_dq_d64", .head_dim = 64, .part = Part::Dq, .bm = 64, .bn = 64, .stages = 2},
     {.name = "bwd_dq_d96", .head_dim = 96, .part = Part::Dq, .bm = 64, .bn = 64, .stages = 2},
     {.name = "bwd_dq_d128", .head_dim = 128, .part = Part::Dq, .bm = 64, .bn = 64, .stages = 2},
@@ -80,7 +75,7 @@ class BwdKernel {
   // Dkv: "own" is the block's BN key rows (K and V), "ring" the BM query rows (Q and dO).
   // Dq: "own" is the BM query rows (Q and dO), "ring" the BN key rows (K and V).
   BwdKernel(ir::KernelBuilder& b, const AttentionBackwardMmaConfig& c, detail::AttentionBwdSignature& s)
-      : b_(b), c_(c), s_(s), D_(c.head_dim), warps_(c.warps()), dkv_(c.part != Part::Dq), atomic_(c.part == Part::DkvDq),
+      : b_(b), c_(c), s_(s), D_(c.head_dim), warps_(c.warps()), dkv_(c.part != Part::Dq),
         own_rows_(dkv_ ? c.bn : c.bm), ring_rows_(dkv_ ? c.bm : c.bn),
         own0_{ir::SmemLayout::padded(c.head_dim, 8), own_rows_, 0, 1},
         own1_{ir::SmemLayout::padded(c.head_dim, 8), own_rows_, own0_.end(), 1},
@@ -89,10 +84,6 @@ class BwdKernel {
 
   // Dkv: per stage, the lse and D of the tile's BM query rows (f32, after the tiles).
   uint32_t stats_base() const { return ring1_.end() * 2 / 4; }  // in f32 elements
-  // DkvDq: dS^T of the tile (BN keys x BM queries, 16-bit), after the statistics.
-  SharedTile ds_tile() const {
-    return {ir::SmemLayout::padded(c_.bm, 8), c_.bn, (stats_base() + c_.stages * 2 * c_.bm) * 2, 1};
-  }
 
   void build() {
     tid_ = b_.thread_idx_x();
@@ -335,50 +326,9 @@ class BwdKernel {
                     [&](uint32_t ni, uint32_t r) { return stat(delta, bm, ni, r); });
       cb(dV, S, ring1_, d0, bm);
       cb(dK, dP, ring0_, q0, bm);
-      if (atomic_) add_dq(dP, h, m0);
     });
     store(dK, s_.dk, s_.dk_bs, s_.dk_ss, s_.dk_hs, kvh_, seq_.kstart, seq_.sk, s_.scale.ir);
     store(dV, s_.dv, s_.dv_bs, s_.dv_ss, s_.dv_hs, kvh_, seq_.kstart, seq_.sk, b_.constant<float>(1.0f));
-  }
-
-  // DkvDq: dQ (BM x D) += dS (BM x BN) K (BN x D) for this block's keys, added to the f32
-  // accumulator with atomics. dS^T goes through shared memory (each warp holds 16 keys of
-  // it, the product needs every key of the block); warp w then takes query rows
-  // 16 (w % (BM / 16)) and a 1 / (warps / (BM / 16)) share of D. A = dS by ldmatrix.trans of
-  // the [key][query] tile, B = K by ldmatrix.trans.
-  void add_dq(const AccTile& dS, Value h, Value m0) {
-    const SharedTile ds = ds_tile();
-    const ir::Type t16 = ir::Type::scalar(c_.dtype);
-    for (uint32_t ni = 0; ni < c_.bm / 8; ++ni)
-      for (uint32_t r = 0; r < 4; ++r) {
-        Value at = ds.base + ds.at(warp_ * 16u + dS.row(lane_, 0, r), dS.col(lane_, ni, r));
-        smem_[at] = ir::cast(dS.at(0, 0, ni, r).get(), t16, ir::Rounding::Rn);
-      }
-    b_.barrier();
-    const uint32_t groups = c_.bm / 16, shares = warps_ / groups, cols = D_ / shares;
-    Value mg = warp_ % groups, share = warp_ / groups;
-    const AccTile dQ(b_, 1, 1, cols / 8);
-    const uint32_t krow = own0_.lay.row_stride(), drow = ds.lay.row_stride();
-    Value a_lane = ds.base + ds.at((lane_ / 16u) * 8u + lane_ % 8u, mg * 16u + ((lane_ / 8u) % 2u) * 8u);
-    Value b_lane = own0_.base + own0_.at(lane_ % 16u, share * cols + (lane_ / 16u) * 8u);
-    for (uint32_t ks = 0; ks < c_.bn / 16; ++ks) {
-      std::vector<Value> a = b_.ldmatrix(smem_, a_lane + ks * 16 * drow, 4, true);
-      for (uint32_t ni = 0; ni < cols / 8; ni += 2) {
-        std::vector<Value> v = b_.ldmatrix(smem_, b_lane + (ks * 16 * krow + ni * 8), 4, true);
-        b_.mma_sync(kind(), dQ.tile(0, 0, ni), a, {v[0], v[1]});
-        b_.mma_sync(kind(), dQ.tile(0, 0, ni + 1), a, {v[2], v[3]});
-      }
-    }
-    Value hq = s_.group.ir * b_.grid_dim_y();
-    Value rowbase = ir::select(flag(detail::kBwdVarlen), seq_.qstart, batch_ * s_.sq.ir + seq_.qstart);
-    for (uint32_t half = 0; half < 2; ++half) {
-      Value i = m0 + mg * 16u + lane_ / 4u + 8u * half;
-      b_.if_(i < seq_.sq, [&] {
-        Value base = (u64(rowbase + i) * u64(hq) + u64(h)) * uint64_t(D_) + u64(share * cols);
-        for (uint32_t ni = 0; ni < cols / 8; ++ni)
-          for (uint32_t r = 2 * half; r < 2 * half + 2; ++r) ir::atomic_add(s_.ws_dq.ir, base + u64(dQ.col(lane_, ni, r)), dQ.at(0, 0, ni, r).get());
-      });
-    }
   }
 
   void dq_body() {
@@ -431,7 +381,7 @@ class BwdKernel {
   const AttentionBackwardMmaConfig& c_;
   detail::AttentionBwdSignature& s_;
   const uint32_t D_, warps_;
-  const bool dkv_, atomic_;
+  const bool dkv_;
   const uint32_t own_rows_, ring_rows_;
   const SharedTile own0_, own1_, ring0_, ring1_;
   Value tid_, lane_, warp_, batch_, smem_, smem_f32_, first_, kvh_;
@@ -441,9 +391,9 @@ class BwdKernel {
 ir::Kernel build_mma(const AttentionBackwardMmaConfig& c) {
   if (c.dtype != Scalar::F16 && c.dtype != Scalar::BF16)
     throw UsageError("", "attention_backward", std::string("the mma.sync kernels take f16 or bf16, not ") + ir::scalar_name(c.dtype));
-  if (c.part == Part::Dot || c.part == Part::Convert || c.head_dim % 16 || c.bm % 16 || c.bn % 16 || c.stages < 2 || c.stages > 4)
+  if (c.part == Part::Dot || c.head_dim % 16 || c.bm % 16 || c.bn % 16 || c.stages < 2 || c.stages > 4)
     throw UsageError("", "attention_backward", "attention_bwd_mma config " + c.str() + " is not buildable");
-  const char* part = c.part == Part::Dq ? "dq_" : c.part == Part::Dkv ? "dkv_" : "dkvdq_";
+  const char* part = c.part == Part::Dq ? "dq_" : "dkv_";
   ir::KernelBuilder b(std::string("attention_bwd_mma_") + part + ir::scalar_name(c.dtype) + "_d" +
                       std::to_string(c.head_dim) + "_m" + std::to_string(c.bm) + "n" + std::to_string(c.bn) + "s" +
                       std::to_string(c.stages));
@@ -460,13 +410,12 @@ uint32_t AttentionBackwardMmaConfig::shared_bytes() const {
   const bool dkv = part != Part::Dq;
   const uint32_t row = head_dim + 8, own = dkv ? bn : bm, ring = dkv ? bm : bn, esize = uint32_t(ir::scalar_bytes(dtype));
   const uint32_t stats = dkv ? stages * 2 * bm * 4 : 0;                       // lse and D per stage (f32)
-  const uint32_t ds = part == Part::DkvDq ? bn * (bm + 8) * esize : 0;         // dS^T of a tile
-  return (2 * own + 2 * stages * ring) * row * esize + stats + ds;
+  return (2 * own + 2 * stages * ring) * row * esize + stats;
 }
 
 std::string AttentionBackwardMmaConfig::str() const {
   return std::string("attention_bwd_mma(") + ir::scalar_name(dtype) + ", d" + std::to_string(head_dim) + ", " +
-         (part == Part::Dq ? "dq" : part == Part::Dkv ? "dkv" : "dkvdq") + ", " + std::to_string(bm) + "x" + std::to_string(bn) + ", " + std::to_string(stages) +
+         (part == Part::Dq ? "dq" : "dkv") + ", " + std::to_string(bm) + "x" + std::to_string(bn) + ", " + std::to_string(stages) +
          " stages)";
 }
 

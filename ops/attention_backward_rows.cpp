@@ -73,33 +73,6 @@ ir::Kernel build_dot(ir::KernelBuilder& b, const AttentionBackwardRowsConfig& c)
     }
     Value sum = b.warp_reduce_sum(acc.get());
     b.if_(lane == 0u, [&] { s.delta.ir[u64(batch) * s.lse_bs.ir + u64(h) * s.lse_hs.ir + u64(row)] = sum; });
-    b.if_((s.flags.ir & uint32_t(detail::kBwdZeroDq)) != 0u, [&] {
-      Value packed = ir::select((s.flags.ir & uint32_t(detail::kBwdVarlen)) != 0u, row, batch * s.sq.ir + row);
-      Value base = (u64(packed) * u64(b.grid_dim_y()) + u64(h)) * uint64_t(c.head_dim);
-      for (uint32_t t = 0; t < nt; ++t) s.ws_dq.ir[base + u64(lane + 32u * t)] = 0.0f;
-    });
-  });
-  return b.build();
-}
-
-// dq = scale x the f32 accumulator, one warp per (row, head) as the Dot part.
-ir::Kernel build_convert(ir::KernelBuilder& b, const AttentionBackwardRowsConfig& c) {
-  detail::AttentionBwdSignature s(c.dtype);
-  kernel::declare(b, s);
-  b.launch_bounds(32 * c.warps);
-  const uint32_t nt = c.head_dim / 32;
-  Value lane = b.lane_id(), batch = b.block_idx_z(), h = b.block_idx_y();
-  Value i = b.block_idx_x() * c.warps + b.warp_id();
-  const Seq seq = sequence(b, s, batch, s.sk.ir);
-  b.if_(i < seq.sq, [&] {
-    Value row = seq.qstart + i;
-    Value packed = ir::select((s.flags.ir & uint32_t(detail::kBwdVarlen)) != 0u, row, batch * s.sq.ir + row);
-    Value src = (u64(packed) * u64(b.grid_dim_y()) + u64(h)) * uint64_t(c.head_dim);
-    Value dst = u64(batch) * s.dq_bs.ir + u64(row) * s.dq_ss.ir + u64(h) * s.dq_hs.ir;
-    for (uint32_t t = 0; t < nt; ++t) {
-      Value x = s.ws_dq.ir[src + u64(lane + 32u * t)];
-      s.dq.ir[dst + u64(lane + 32u * t)] = to_dtype(x * s.scale.ir, c.dtype);
-    }
   });
   return b.build();
 }
@@ -241,8 +214,6 @@ const char* part_name(Part p) {
     case Part::Dot: return "dot";
     case Part::Dq: return "dq";
     case Part::Dkv: return "dkv";
-    case Part::Convert: return "convert";
-    case Part::DkvDq: return "dkvdq";
   }
   return "?";
 }
@@ -255,8 +226,6 @@ ir::Kernel build_rows(const AttentionBackwardRowsConfig& c) {
   ir::KernelBuilder b(std::string("attention_bwd_") + part_name(c.part) + "_" + ir::scalar_name(c.dtype) + "_d" +
                       std::to_string(c.head_dim) + "_w" + std::to_string(c.warps));
   if (c.part == Part::Dot) return build_dot(b, c);
-  if (c.part == Part::Convert) return build_convert(b, c);
-  if (c.part == Part::DkvDq) throw UsageError("", "attention_backward", "the rows kernels have no dkvdq part");
   detail::AttentionBwdSignature s(c.dtype);
   kernel::declare(b, s);
   b.launch_bounds(32 * c.warps);
@@ -284,8 +253,6 @@ jit::Family<AttentionBackwardRowsConfig>& attention_backward_rows_family() {
     for (Scalar s : {Scalar::F16, Scalar::BF16, Scalar::F32})
       for (uint32_t d : {64u, 96u, 128u, 256u})
         for (Part p : {Part::Dot, Part::Dq, Part::Dkv}) v.push_back({s, d, p, 4});
-    for (Scalar s : {Scalar::F16, Scalar::BF16})  // the tensor-core fast path's last step
-      for (uint32_t d : {64u, 96u, 128u}) v.push_back({s, d, Part::Convert, 4});
     return v;
   }());
   return f;

@@ -229,14 +229,13 @@ TEMPLATE_TEST_CASE("attention backward matches float64 at odd lengths, causal an
         }
 }
 
-// Each case on the tensor-core fast path (dq by atomics), the deterministic tensor-core path
-// and the rows kernels.
+// Each case on the tensor-core kernels and the rows kernels.
 TEMPLATE_TEST_CASE("attention backward: GQA, head dims, layouts, modifiers, varlen", "[gpu][ops][attention]", kaio::half,
                    kaio::bfloat16) {
   using K = kaio::ops::AttentionKernel;
-  for (auto [kernel, det] : {std::pair{K::Mma, false}, std::pair{K::Mma, true}, std::pair{K::Rows, false}}) {
+  for (K kernel : {K::Mma, K::Rows}) {
     auto with = [&](Case c) {
-      c.kernel = kernel, c.deterministic = det;
+      c.kernel = kernel;
       return c;
     };
     check_case<TestType>(with({.sq = 65, .sk = 65, .hq = 8, .hkv = 2, .d = 64, .causal = true}));
@@ -269,8 +268,9 @@ TEMPLATE_TEST_CASE("attention backward at long sequences on a device", "[gpu][op
   check_case<TestType>(Case{.hq = 8, .hkv = 2, .d = 128, .causal = true, .q_lens = {1000, 1, 300}, .k_lens = {1000, 513, 900}});
 }
 
-// B4 H16 S4096 D128 on a device: the deterministic mode twice, bit for bit, and the
-// gradients of both modes on two (batch, head) slices against the float64 reference (a
+// B4 H16 S4096 D128 on a device: the deterministic mode twice and the default once, all
+// three bit for bit (the default sums in a fixed order too), and the gradients on two
+// (batch, head) slices against the float64 reference (a
 // slice of MHA is a problem of its own: its dk and dv come from its query head alone).
 template <class T>
 void check_large(uint32_t B, uint32_t H, uint32_t S, uint32_t D, bool causal) {
@@ -282,7 +282,7 @@ void check_large(uint32_t B, uint32_t H, uint32_t S, uint32_t D, bool causal) {
   jit::DeviceBuffer<float> lse(uint64_t(B) * H * S);
   const kaio::ops::AttentionShape shape{.batch = B, .seqlen_q = S, .seqlen_k = S, .heads_q = H, .heads_kv = H, .head_dim = D};
   kaio::ops::attention(q.t, k.t, v.t, o.t, shape, {.causal = causal, .lse = lse.device_address()});
-  std::vector<T> grads[3][3];  // deterministic, deterministic again, fast
+  std::vector<T> grads[3][3];  // deterministic, deterministic again, default
   for (int run = 0; run < 3; ++run) {
     Tensor<T> dq = poisoned_tensor<T>(n, q.t.batch_stride, q.t.seq_stride, D), dk = poisoned_tensor<T>(n, q.t.batch_stride, q.t.seq_stride, D);
     Tensor<T> dv = poisoned_tensor<T>(n, q.t.batch_stride, q.t.seq_stride, D);
@@ -290,7 +290,10 @@ void check_large(uint32_t B, uint32_t H, uint32_t S, uint32_t D, bool causal) {
                                   {.causal = causal, .deterministic = run < 2});
     grads[run][0] = dq.dev.to_host(), grads[run][1] = dk.dev.to_host(), grads[run][2] = dv.dev.to_host();
   }
-  for (int g = 0; g < 3; ++g) CHECK(std::memcmp(grads[0][g].data(), grads[1][g].data(), n * sizeof(T)) == 0);
+  for (int g = 0; g < 3; ++g) {
+    CHECK(std::memcmp(grads[0][g].data(), grads[1][g].data(), n * sizeof(T)) == 0);
+    CHECK(std::memcmp(grads[0][g].data(), grads[2][g].data(), n * sizeof(T)) == 0);
+  }
   for (auto [b, h] : {std::pair{0u, 0u}, std::pair{B - 1, H - 1}}) {
     INFO("slice b " << b << " h " << h);
     ref::Problem p{.hq = 1, .hkv = 1, .d = D, .scale = 1.0 / std::sqrt(double(D)), .wr = causal ? 0 : -1, .sq = {S}, .sk = {S}};
@@ -307,12 +310,9 @@ void check_large(uint32_t B, uint32_t H, uint32_t S, uint32_t D, bool causal) {
       return out;
     };
     const ref::Grads r = ref::backward(p, slice(q.host), slice(k.host), slice(v.host), slice(dout.host));
-    for (int run : {0, 2}) {
-      INFO((run ? "fast" : "deterministic"));
-      CHECK(compare("dq", slice_t(grads[run][0]), r.dq, r.dq_abs, D) == 0);
-      CHECK(compare("dk", slice_t(grads[run][1]), r.dk, r.dk_abs, D) == 0);
-      CHECK(compare("dv", slice_t(grads[run][2]), r.dv, r.dv_abs, D) == 0);
-    }
+    CHECK(compare("dq", slice_t(grads[0][0]), r.dq, r.dq_abs, D) == 0);
+    CHECK(compare("dk", slice_t(grads[0][1]), r.dk, r.dk_abs, D) == 0);
+    CHECK(compare("dv", slice_t(grads[0][2]), r.dv, r.dv_abs, D) == 0);
   }
 }
 
@@ -381,8 +381,8 @@ TEST_CASE("every declared attention backward kernel is in the catalog and assemb
   for (const ir::Kernel& k : kaio::ops::catalog()) names.push_back(k.name());
   auto& rows = kaio::ops::attention_backward_rows_family();
   auto& mma = kaio::ops::attention_backward_mma_family();
-  CHECK(rows.config_count() == 42);  // {f16, bf16, f32} x {64, 96, 128, 256} x {dot, dq, dkv}; {f16, bf16} x {64, 96, 128} convert
-  CHECK(mma.config_count() == 18);   // {f16, bf16} x head dims {64, 96, 128} x {dkv, dkvdq, dq}
+  CHECK(rows.config_count() == 36);  // {f16, bf16, f32} x {64, 96, 128, 256} x {dot, dq, dkv}
+  CHECK(mma.config_count() == 12);   // {f16, bf16} x head dims {64, 96, 128} x {dkv, dq}
   for (jit::FamilyBase* f : {static_cast<jit::FamilyBase*>(&rows), static_cast<jit::FamilyBase*>(&mma)})
     for (size_t i = 0; i < f->config_count(); ++i) {
       const ir::Kernel k = f->declared_kernel(i);
@@ -406,7 +406,7 @@ TEMPLATE_TEST_CASE("attention backward sweep: every length pair, mask, head shar
       for (uint32_t d : {64u, 96u, 128u})
         for (auto [hq, hkv] : {std::pair{8u, 2u}, std::pair{4u, 1u}})
           for (bool causal : {false, true})
-            for (auto [kernel, det] : {std::pair{K::Mma, false}, std::pair{K::Mma, true}, std::pair{K::Rows, false}})
+            for (K kernel : {K::Mma, K::Rows})
               check_case<TestType>(Case{.sq = sq, .sk = sk, .hq = hq, .hkv = hkv, .d = d, .causal = causal, .wl = causal ? 33 : -1,
-                                        .softcap = sq == sk ? 0.5f : 0.0f, .kernel = kernel, .deterministic = det});
+                                        .softcap = sq == sk ? 0.5f : 0.0f, .kernel = kernel});
 }
