@@ -212,8 +212,9 @@ class Weights {
 
   // q6_K, half hh of a super-block: chunk c (elements 32c .. 32c + 31 of the half) takes the
   // low (c < 2) or high nibbles of ql range c % 2 and bits 2c, 2c + 1 of qh as its top two
-  // bits (llama.cpp's dequantize_row_q6_K order), minus 32: as s8, (q ^ 32) with bit 5
-  // copied into bits 6 and 7. Its two 16s have scale bytes 2c and 2c + 1 of the half's 8.
+  // bits (llama.cpp's dequantize_row_q6_K order), minus 32 per byte without borrows: with
+  // bit 7 set each byte is q + 128 >= 32, so q + 96 after the subtraction, and clearing the
+  // bit leaves q - 32 as an s8. Its two 16s have scale bytes 2c and 2c + 1 of the half's 8.
   void q6_k(const Value* r, Value task, uint32_t h, std::vector<Chunk>& out, std::vector<Value>* words) const {
     const Value mis = ((odd_[h] + (task >> 1u)) & 1u) != 0u;
     const std::vector<Value> ql[2] = {join8(r, mis), join8(r + 3, mis)};
@@ -228,9 +229,8 @@ class Weights {
       out[ch].sc[h][1] = (sw << (lo - 8)) >> 24;
       for (uint32_t k = 0; k < 2; ++k) {
         const Value low = ch < 2 ? ql[ch % 2][k] & 0x0F0F0F0Fu : (ql[ch % 2][k] >> 4u) & 0x0F0F0F0Fu;
-        const Value q = low | (((qh[k] >> (2u * ch)) & 0x03030303u) << 4u);
-        const Value v = q ^ 0x20202020u;
-        words[ch].push_back(v | ((v & 0x20202020u) * 6u));
+        const Value q = low | (((qh[k] >> (2u * ch)) & 0x03030303u) << 4u) | 0x80808080u;
+        words[ch].push_back((q - 0x20202020u) ^ 0x80808080u);
       }
     }
   }
