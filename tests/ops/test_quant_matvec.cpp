@@ -182,9 +182,11 @@ TEST_CASE("quant_matmul: q8_0, q4_K, q6_K against the exact reference at small s
 // alternate). The dp4a form the same shapes took before stays reachable (warps_per_row).
 TEST_CASE("quant_matmul: the tensor-core form, every format and dtype, against the exact reference", "[gpu][ops][quant][mma]") {
   CHECK_FALSE(ops::detail::quant_matmul_mma_picked(12, 1, 33, 1280));  // m = 1 keeps its forms
+  const uint32_t q8_0 = uint32_t(GgmlType::Q8_0);
+  CHECK_FALSE(ops::detail::quant_matmul_mma_picked(q8_0, 4, 33, 1280));  // q8_0 at m <= 4: dp4a, measured faster
   for (uint32_t fmt : kFormats) {
     for (size_t m : {2, 5, 16, 20}) {
-      CHECK(ops::detail::quant_matmul_mma_picked(fmt, m, 33, 1280));
+      CHECK(ops::detail::quant_matmul_mma_picked(fmt, m, 33, 1280) == (fmt != q8_0 || m > 4));
       check<float, float>(fmt, m, 33, 1280, 0);
     }
     check<kaio::half, float>(fmt, 3, 7, 256, 0);  // fewer rows than one block's 16
