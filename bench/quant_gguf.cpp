@@ -6,11 +6,14 @@
 // through copies that together exceed twice the L2, so every call reads them from memory.
 // Timing: jit::Event around --calls back-to-back calls after 3 warm-up calls, median of
 // --rounds (25). Without a GPU (KAIO_INTERPRET=1) it runs one small shape as a smoke test.
-// Usage: quant_gguf [--rounds N] [--calls N] [--warps 1|8] [--fused] [--dp4a]  (--warps:
-// every call in the dp4a pre-pass form with that many warps per weight row instead of the
-// op's choice; --fused: M = 1 in the fused form at every shape; --dp4a: for M > 1 a second
-// row, the dp4a pre-pass form with its own warps choice, beside the op's choice (the
-// tensor-core form on sm_80+), so that one run compares them). `form` names what ran.
+// Usage: quant_gguf [--rounds N] [--calls N] [--warps 1|8] [--fused] [--dp4a] [--mma-rows]
+// (--warps: every call in the dp4a pre-pass form with that many warps per weight row
+// instead of the op's choice; --fused: M = 1 in the fused form at every shape; --dp4a: for
+// M > 1 a second row, the dp4a pre-pass form with its own warps choice, beside the op's
+// choice (the tensor-core form on sm_80+), so that one run compares them; --mma-rows: where
+// M > 1 takes the tensor-core form, a row for each of its block shapes forced, 16 and 32
+// weight rows per block (q6_K: 16 only), beside the op's choice). `form` names what ran:
+// fused, dp4a, dp4a-w1 / -w8, mma-r16 / mma-r32 (the tensor-core form, rows per block).
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -52,7 +55,7 @@ double copy_gbps(const jit::Stream& s, size_t bytes, int rounds) {
 int main(int argc, char** argv) {
   int rounds = 25, calls = 20;
   uint32_t warps = 0;
-  bool fused = false, dp4a = false;
+  bool fused = false, dp4a = false, mma_rows = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rounds" && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
@@ -60,8 +63,9 @@ int main(int argc, char** argv) {
     else if (a == "--warps" && i + 1 < argc) warps = uint32_t(std::atoi(argv[++i]));
     else if (a == "--fused") fused = true;
     else if (a == "--dp4a") dp4a = true;
+    else if (a == "--mma-rows") mma_rows = true;
     else {
-      std::fprintf(a == "--help" ? stdout : stderr, "usage: quant_gguf [--rounds N] [--calls N] [--warps 1|8] [--fused] [--dp4a]\n");
+      std::fprintf(a == "--help" ? stdout : stderr, "usage: quant_gguf [--rounds N] [--calls N] [--warps 1|8] [--fused] [--dp4a] [--mma-rows]\n");
       return a == "--help" ? 0 : 2;
     }
   }
@@ -96,14 +100,26 @@ int main(int argc, char** argv) {
         DeviceBuffer<kaio::bfloat16> x(xh);
         DeviceBuffer<uint8_t> ws(ops::quant_matmul_workspace(m, k));
         DeviceBuffer<float> y(m * n);
-        // The op's choice (or --warps / --fused), then with --dp4a the dp4a form for M > 1.
-        for (int pass = 0; pass < (dp4a && m > 1 && warps == 0 ? 2 : 1); ++pass) {
-          const uint32_t wpr = pass == 1 ? ops::detail::quant_matvec_warps(n, k) : warps;
+        // The op's choice (or --warps / --fused), then for M > 1 with --mma-rows the
+        // tensor-core form with 16 and 32 rows per block, with --dp4a the dp4a form.
+        struct Pass {
+          uint32_t wpr, rows;  // rows: 0 the op's choice, else forced
+        };
+        std::vector<Pass> passes = {{warps, 0}};
+        const bool mma = m > 1 && warps == 0 && ops::detail::quant_matmul_mma_picked(fmt, m, n, k);
+        if (mma && mma_rows)
+          for (uint32_t r : {16u, 32u})
+            if (r == 16 || fmt != uint32_t(quant::GgmlType::Q6_K)) passes.push_back({0, r});
+        if (dp4a && m > 1 && warps == 0) passes.push_back({ops::detail::quant_matvec_warps(n, k), 0});
+        for (const Pass& pass : passes) {
+          const uint32_t wpr = pass.wpr;
+          ops::detail::force_quant_matmul_mma_rows(pass.rows);
           const bool fused_call = fused && m == 1;
           const char* form = fused_call ? "fused"
                              : wpr != 0 ? (wpr == 8 ? "dp4a-w8" : "dp4a-w1")
                              : m == 1 ? (ops::detail::quant_matvec_fused_fits(fmt, ir::Scalar::BF16, n, k) ? "fused" : "dp4a")
-                             : ops::detail::quant_matmul_mma_picked(fmt, m, n, k) ? "mma" : "dp4a";
+                             : !ops::detail::quant_matmul_mma_picked(fmt, m, n, k) ? "dp4a"
+                             : ops::detail::quant_matmul_mma_rows(fmt, m, n, k) == 32 ? "mma-r32" : "mma-r16";
           size_t next = 0;
           const double ms = ms_per_call(s, rounds, calls, [&] {
             if (fused_call)
@@ -117,6 +133,7 @@ int main(int argc, char** argv) {
           std::printf("%-6s %6zu %-7s %12s %9.2f %10.2f %9.1f %9.1f %7.0f%%\n", quant::type_name(fmt).c_str(), m, form,
                       (std::to_string(n) + "x" + std::to_string(k)).c_str(), double(wq.size()) / 1e6, ms * 1e3, gbps,
                       copy, copy > 0 ? 100 * gbps / copy : 0.0);
+          ops::detail::force_quant_matmul_mma_rows(0);
         }
       }
     }

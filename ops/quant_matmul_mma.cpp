@@ -23,6 +23,7 @@
 // cut into tasks of 128 elements (half a K-quant super-block, four q8_0 blocks) that the
 // warps take in turn, and a lane loads its next task while it computes the current one.
 // At the end the 8 warps' partial tiles are added in shared memory, in warp order.
+#include <atomic>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -43,18 +44,23 @@ using ir::Type;
 using ir::Value;
 using quant::GgmlType;
 
-constexpr uint32_t kWarps = 8;
-constexpr uint32_t kThreads = 32 * kWarps;
-constexpr uint32_t kRows = 16;  // weight rows per block: the mma's m
-constexpr uint32_t kQ = 32;     // elements per chunk: one mma's k, one activation scale
+constexpr uint32_t kQ = 32;  // elements per chunk: one mma's k, one activation scale
 
 const char* op_name = "quant_matmul";
 
 bool is(uint32_t f, GgmlType t) { return f == uint32_t(t); }
-// 32-element chunks per task: half a K-quant super-block, four q8_0 blocks. (A whole q4_K
-// super-block per task holds too many registers at 16 activation rows: it spills.)
-constexpr uint32_t kChunks = 4;
-size_t task_count(size_t k) { return (k / kQ + kChunks - 1) / kChunks; }
+// The block's shape by config: 16 weight rows (one m16 tile per warp), 8 warps, tasks of 4
+// chunks of 32 elements (half a K-quant super-block, four q8_0 blocks; a whole q4_K
+// super-block holds too many registers at 16 activation rows: it spills); or 32 weight rows
+// (two m16 tiles per warp sharing each B fragment and activation scale: half the activation
+// loads per weight byte), 16 warps (one block per SM, the same 16 warps), tasks of 2 chunks
+// (two q8_0 blocks, a quarter q4_K super-block: the same weight bytes per task as at 16
+// rows), or 4 for q4_K at 8 activation rows (fits the registers; the header decoded once
+// per 128 elements).
+uint32_t mtiles(const QuantMatmulMmaConfig& c) { return c.rows / 16; }
+uint32_t warps_of(const QuantMatmulMmaConfig& c) { return c.rows == 32 ? 16 : 8; }
+uint32_t chunks_of(const QuantMatmulMmaConfig& c) { return c.rows == 32 && !(c.nt == 1 && is(c.format, GgmlType::Q4_K)) ? 2 : 4; }
+size_t task_count(const QuantMatmulMmaConfig& c, size_t k) { return (k / kQ + chunks_of(c) - 1) / chunks_of(c); }
 
 // The weights are one allocation read through three pointers (16-bit and 32-bit words, f16
 // scales); the activations are the pre-pass's workspace: s8 values four to a word, the
@@ -81,16 +87,16 @@ Value u32(Value v) { return ir::cast(v, Type::scalar(Scalar::U32)); }
 Value f32(Value v) { return ir::cast(v, Type::scalar(Scalar::F32)); }
 Value u64(Value v) { return ir::cast<uint64_t>(v); }
 
-// One chunk of a lane's two weight rows, decoded: the A fragment and the row scales.
+// One chunk of a lane's weight rows (2 per m16 tile), decoded: the A fragments and the row scales.
 struct Chunk {
-  std::vector<Value> a;  // row g word 2t, row g + 8 word 2t, row g word 2t + 1, row g + 8 word 2t + 1
-  Value unit;            // the chunk's 32 elements in the row (clamped into it)
-  Value f0[2], f1[2];    // per row: q8_0 d (0 for a chunk past the row); q4_K d * sc, dmin * min; q6_K d
-  Value sc[2][2];        // q6_K, per row: the s8 scales of the two 16s (s32)
+  std::vector<Value> a[2];  // per m16 tile: row g word 2t, row g + 8 word 2t, row g word 2t + 1, row g + 8 word 2t + 1
+  Value unit;               // the chunk's 32 elements in the row (clamped into it)
+  Value f0[4], f1[4];       // per row (h = 2 tile + g / g + 8): q8_0 d (0 past the row); q4_K d * sc, dmin * min; q6_K d
+  Value sc[4][2];           // q6_K, per row: the s8 scales of the two 16s (s32)
 };
 
-// The weight side: a lane's rows g and g + 8 of the block's 16. load() issues all of a
-// task's loads (the raw words, row g's then row g + 8's) before any is used, so that they
+// The weight side: a lane's rows g and g + 8 of each of the block's m16 tiles. load()
+// issues all of a task's loads (the raw words, row by row) before any is used, so that they
 // are in flight together and the next task's can be issued ahead of the current one's
 // arithmetic; decode() works on registers only.
 //
@@ -99,12 +105,16 @@ struct Chunk {
 // together with funnel shifts (else the two words themselves, the 16-bit load unused).
 // Rows start at even bytes, so whether a block starts at 2 mod 4 follows from its row's
 // start and its index (34 / 2 and 210 / 2 are odd): no address goes through the registers.
+//
+// Tasks of 2 chunks (32-row blocks, q4_K at 16 activation rows): task 4 sb + 2 hh + qq is
+// sub-blocks 4 hh + 2 qq and 4 hh + 2 qq + 1 of super-block sb (the header and one 32-byte
+// group of nibbles, low and high).
 class Weights {
  public:
   Weights(ir::KernelBuilder& b, const QuantMatmulMmaConfig& c, MmaSignature& s, Value row_g, Value t)
-      : b_(b), c_(c), s_(s), t_(t) {
-    for (uint32_t h = 0; h < 2; ++h) {
-      const Value row = ir::min(row_g + 8u * h, s.n.ir - 1u);  // rows past n load the last one
+      : b_(b), c_(c), s_(s), t_(t), rows_(2 * mtiles(c)), kc_(chunks_of(c)) {
+    for (uint32_t h = 0; h < rows_; ++h) {
+      const Value row = ir::min(row_g + (16u * (h / 2) + 8u * (h % 2)), s.n.ir - 1u);  // rows past n load the last one
       row0_[h] = u64(row) * s.row_bytes.ir;
       odd_[h] = u32((row0_[h] >> uint64_t(1)) & uint64_t(1));
     }
@@ -113,15 +123,15 @@ class Weights {
   std::vector<Value> load(Value task) const {
     std::vector<Value> w;
     const Value t8 = u64(t_ * 8u);
-    for (uint32_t h = 0; h < 2; ++h) {
+    for (uint32_t h = 0; h < rows_; ++h) {
       if (is(c_.format, GgmlType::Q8_0)) {
-        for (uint32_t ch = 0; ch < 4; ++ch) {
-          const Value u = ir::min(task * 4u + ch, s_.units.ir - 1u);
+        for (uint32_t ch = 0; ch < kc_; ++ch) {
+          const Value u = ir::min(task * kc_ + ch, s_.units.ir - 1u);
           const Value blk = row0_[h] + u64(u) * uint64_t(34);
           w.push_back(s_.wh.ir[blk >> uint64_t(1)]);  // d
           load8(w, blk + uint64_t(2) + t8, ((odd_[h] + u + 1u) & 1u) != 0u);
         }
-      } else if (is(c_.format, GgmlType::Q4_K)) {
+      } else if (is(c_.format, GgmlType::Q4_K) && kc_ == 4) {
         // Half hh of a super-block: 144 bytes and rows start 16-byte aligned, so the header
         // (d, dmin, 12 scale bytes) is one 16-byte load and each of the half's two 32-byte
         // groups of nibbles one 8-byte load.
@@ -129,6 +139,12 @@ class Weights {
         for (Value v : ir::load_vec(s_.w32.ir, (base - u64(task & 1u) * uint64_t(64)) >> uint64_t(2), 4)) w.push_back(v);
         for (uint64_t i = 0; i < 2; ++i)
           for (Value v : ir::load_vec(s_.w32.ir, (base + uint64_t(16 + 32 * i) + t8) >> uint64_t(2), 2)) w.push_back(v);
+      } else if (is(c_.format, GgmlType::Q4_K)) {
+        // A quarter: the header and group task % 4 of the super-block's four.
+        const Value base = row0_[h] + u64(task >> 2u) * uint64_t(144);
+        for (Value v : ir::load_vec(s_.w32.ir, base >> uint64_t(2), 4)) w.push_back(v);
+        for (Value v : ir::load_vec(s_.w32.ir, (base + uint64_t(16) + u64(task & 3u) * uint64_t(32) + t8) >> uint64_t(2), 2))
+          w.push_back(v);
       } else {
         // q6_K half hh of super-block sb: ql bytes 64 hh .. + 63 (two 32-byte ranges), qh
         // bytes 128 + 32 hh .., the half's 8 scale bytes, d.
@@ -146,15 +162,15 @@ class Weights {
   }
 
   std::vector<Chunk> decode(const std::vector<Value>& w, Value task) const {
-    const size_t per_row = w.size() / 2;
-    std::vector<Chunk> out(kChunks);
-    for (uint32_t h = 0; h < 2; ++h) {
+    const size_t per_row = w.size() / rows_;
+    std::vector<Chunk> out(kc_);
+    for (uint32_t h = 0; h < rows_; ++h) {
       const Value* r = w.data() + h * per_row;
-      std::vector<Value> words[kChunks];  // each chunk's two words of this row
+      std::vector<Value> words[4];  // each chunk's two words of this row
       if (is(c_.format, GgmlType::Q8_0)) {
-        for (uint32_t ch = 0; ch < 4; ++ch) {
+        for (uint32_t ch = 0; ch < kc_; ++ch) {
           // A chunk past the row's end repeats its last block (as load() did) and counts 0.
-          const Value u = task * 4u + ch, uc = ir::min(u, s_.units.ir - 1u);
+          const Value u = task * kc_ + ch, uc = ir::min(u, s_.units.ir - 1u);
           words[ch] = join8(r + 4 * ch + 1, ((odd_[h] + uc + 1u) & 1u) != 0u);
           out[ch].unit = uc;
           out[ch].f0[h] = ir::select(u < s_.units.ir, f32(r[4 * ch]), b_.constant<float>(0.0f));
@@ -165,9 +181,10 @@ class Weights {
         q6_k(r, task, h, out, words);
       }
       for (size_t ch = 0; ch < out.size(); ++ch) {
-        out[ch].a.resize(4);
-        out[ch].a[h] = words[ch][0];
-        out[ch].a[2 + h] = words[ch][1];
+        std::vector<Value>& a = out[ch].a[h / 2];
+        a.resize(4);
+        a[h % 2] = words[ch][0];
+        a[2 + h % 2] = words[ch][1];
       }
     }
     return out;
@@ -197,13 +214,18 @@ class Weights {
   void q4_k(const Value* r, Value task, uint32_t h, std::vector<Chunk>& out, std::vector<Value>* words) const {
     // Sub-blocks 0-3 are the low 6 bits of scale bytes 0-3 (scales) and 4-7 (mins); 4-7
     // take their low 4 bits from bytes 8-11 and their top 2 from the top bits of 0-7.
-    const Value w1 = r[1], w2 = r[2], w3 = r[3], upper = (task & 1u) != 0u;
-    const Value scw = ir::select(upper, (w3 & 0x0F0F0F0Fu) | ((w1 >> 2u) & 0x30303030u), w1 & 0x3F3F3F3Fu);
-    const Value mnw = ir::select(upper, ((w3 >> 4u) & 0x0F0F0F0Fu) | ((w2 >> 2u) & 0x30303030u), w2 & 0x3F3F3F3Fu);
+    const Value w1 = r[1], w2 = r[2], w3 = r[3], upper = (kc_ == 4 ? task & 1u : task & 2u) != 0u;
+    Value scw = ir::select(upper, (w3 & 0x0F0F0F0Fu) | ((w1 >> 2u) & 0x30303030u), w1 & 0x3F3F3F3Fu);
+    Value mnw = ir::select(upper, ((w3 >> 4u) & 0x0F0F0F0Fu) | ((w2 >> 2u) & 0x30303030u), w2 & 0x3F3F3F3Fu);
+    if (kc_ == 2) {  // the quarter's two bytes of the half's four
+      const Value sh = (task & 1u) * 16u;
+      scw = scw >> sh;
+      mnw = mnw >> sh;
+    }
     const Value dm = ir::bitcast(r[0], Scalar::F16x2);
     const Value d = f32(ir::unpack_lo(dm)), dmin = f32(ir::unpack_hi(dm));
-    for (uint32_t c = 0; c < kChunks; ++c) {
-      out[c].unit = task * kChunks + c;
+    for (uint32_t c = 0; c < kc_; ++c) {
+      out[c].unit = task * kc_ + c;
       out[c].f0[h] = d * f32((scw >> (8u * c)) & 0xFFu);
       out[c].f1[h] = dmin * f32((mnw >> (8u * c)) & 0xFFu);
       for (uint32_t k = 0; k < 2; ++k) words[c].push_back((r[4 + 2 * (c / 2) + k] >> (4u * (c % 2))) & 0x0F0F0F0Fu);
@@ -239,7 +261,8 @@ class Weights {
   const QuantMatmulMmaConfig& c_;
   MmaSignature& s_;
   Value t_;
-  Value row0_[2], odd_[2];  // each row's first byte; bit 1 of it
+  uint32_t rows_, kc_;
+  Value row0_[4], odd_[4];  // each row's first byte; bit 1 of it
 };
 
 // The activation side: B fragments (row g of each n8 tile) and the scales (and q4_K sums)
@@ -258,15 +281,16 @@ class Activations {
     return ir::load_vec(s_.aq.ir, (brow_[ni] * s_.units.ir + unit) * 8u + t_ * 2u, 2);
   }
   // Column (2 ni + e)'s values of `from` for the task's chunks: the K-quants' tasks start at
-  // a multiple of 4 in rows of k / 32 (a multiple of 8), so one 16-byte load; q8_0's are
-  // single loads (its rows may have any number of blocks).
+  // a multiple of their chunk count in rows of k / 32 (a multiple of 8), so one 16-byte (or
+  // 8-byte) load; q8_0's are single loads (its rows may have any number of blocks).
   std::vector<Value> per_chunk(Value from, uint32_t col, const std::vector<Chunk>& chunks, Value task) const {
     std::vector<Value> v;
     if (is(c_.format, GgmlType::Q8_0)) {
       for (const Chunk& ch : chunks) v.push_back(Value(from[col_[col] * s_.units.ir + ch.unit]));
       return v;
     }
-    return ir::load_vec(from, col_[col] * s_.units.ir + task * kChunks, kChunks);
+    const uint32_t kc = uint32_t(chunks.size());
+    return ir::load_vec(from, col_[col] * s_.units.ir + task * kc, int(kc));
   }
 
  private:
@@ -277,8 +301,9 @@ class Activations {
   std::vector<Value> brow_, col_;
 };
 
-// A task's chunks times the activations into acc (n8 tile ni, register r: weight row g + 8
-// (r / 2), activation column 2t + r % 2).
+// A task's chunks times the activations into acc (m16 tile mi, n8 tile ni, register r:
+// weight row 16 mi + g + 8 (r / 2), activation column 2t + r % 2). Each B fragment and
+// activation scale serves the block's m16 tiles.
 void multiply(ir::KernelBuilder& b, const QuantMatmulMmaConfig& c, MmaSignature& s, const Activations& act,
               const std::vector<Chunk>& chunks, Value task, Value t, const kernel::AccTile& acc) {
   const bool q4 = is(c.format, GgmlType::Q4_K), q6 = is(c.format, GgmlType::Q6_K);
@@ -295,29 +320,33 @@ void multiply(ir::KernelBuilder& b, const QuantMatmulMmaConfig& c, MmaSignature&
     for (size_t ch = 0; ch < chunks.size(); ++ch) {
       const Chunk& w = chunks[ch];
       const std::vector<Value> bf = act.fragment(ni, w.unit);
-      std::vector<Value> prod;  // s32 per register
-      if (!q6) {
-        const ir::RegArray p = b.array<int32_t>(4, 0);
-        b.mma_sync(ir::MmaKind::S8, p, w.a, bf);
-        for (uint32_t r = 0; r < 4; ++r) prod.push_back(p[r]);
-      } else {
-        // A mma per 16: lanes t < 2 hold the first 16 elements' words, t >= 2 the second's.
-        ir::RegArray p[2] = {b.array<int32_t>(4, 0), b.array<int32_t>(4, 0)};
-        for (uint32_t half = 0; half < 2; ++half) {
-          const Value mine = half == 0 ? t < 2u : t >= 2u;
-          std::vector<Value> a;
-          for (Value v : w.a) a.push_back(ir::select(mine, v, zero));
-          b.mma_sync(ir::MmaKind::S8, p[half], a, bf);
+      for (uint32_t mi = 0; mi < mtiles(c); ++mi) {
+        std::vector<Value> prod;  // s32 per register
+        if (!q6) {
+          const ir::RegArray p = b.array<int32_t>(4, 0);
+          b.mma_sync(ir::MmaKind::S8, p, w.a[mi], bf);
+          for (uint32_t r = 0; r < 4; ++r) prod.push_back(p[r]);
+        } else {
+          // A mma per 16: lanes t < 2 hold the first 16 elements' words, t >= 2 the second's.
+          ir::RegArray p[2] = {b.array<int32_t>(4, 0), b.array<int32_t>(4, 0)};
+          for (uint32_t half = 0; half < 2; ++half) {
+            const Value mine = half == 0 ? t < 2u : t >= 2u;
+            std::vector<Value> a;
+            for (Value v : w.a[mi]) a.push_back(ir::select(mine, v, zero));
+            b.mma_sync(ir::MmaKind::S8, p[half], a, bf);
+          }
+          for (uint32_t r = 0; r < 4; ++r) {
+            const uint32_t h = 2 * mi + r / 2;
+            prod.push_back(w.sc[h][0] * Value(p[0][r]) + w.sc[h][1] * Value(p[1][r]));
+          }
         }
-        for (uint32_t r = 0; r < 4; ++r)
-          prod.push_back(w.sc[r / 2][0] * Value(p[0][r]) + w.sc[r / 2][1] * Value(p[1][r]));
-      }
-      for (uint32_t r = 0; r < 4; ++r) {
-        const uint32_t h = r / 2, e = r % 2;
-        ir::Var x = acc.at(0, 0, ni, r);
-        Value v = Value(x) + f32(prod[r]) * (w.f0[h] * da[e][ch]);
-        if (q4) v = v - w.f1[h] * dsum[e][ch];
-        x = v;
+        for (uint32_t r = 0; r < 4; ++r) {
+          const uint32_t h = 2 * mi + r / 2, e = r % 2;
+          ir::Var x = acc.at(0, mi, ni, r);
+          Value v = Value(x) + f32(prod[r]) * (w.f0[h] * da[e][ch]);
+          if (q4) v = v - w.f1[h] * dsum[e][ch];
+          x = v;
+        }
       }
     }
   }
@@ -326,7 +355,8 @@ void multiply(ir::KernelBuilder& b, const QuantMatmulMmaConfig& c, MmaSignature&
 }  // namespace
 
 std::string QuantMatmulMmaConfig::str() const {
-  return quant::type_name(format) + "_" + ir::scalar_name(out) + "_n" + std::to_string(8 * nt);
+  return quant::type_name(format) + "_" + ir::scalar_name(out) + "_n" + std::to_string(8 * nt) +
+         (rows == 16 ? "" : "_m" + std::to_string(rows));
 }
 
 ir::Kernel build_quant_matmul_mma(const QuantMatmulMmaConfig& c) {
@@ -335,19 +365,23 @@ ir::Kernel build_quant_matmul_mma(const QuantMatmulMmaConfig& c) {
   if (c.out != Scalar::F32 && c.out != Scalar::F16 && c.out != Scalar::BF16)
     throw UsageError("", op_name, std::string("output dtype ") + ir::scalar_name(c.out) + " is not supported (f32, f16, bf16)");
   if (c.nt != 1 && c.nt != 2) throw UsageError("", op_name, "nt (n8 tiles of activation rows) must be 1 or 2");
+  if (c.rows != 16 && (c.rows != 32 || is(c.format, GgmlType::Q6_K)))
+    throw UsageError("", op_name, "rows (weight rows per block) must be 16, or 32 for q8_0 and q4_K");
   ir::KernelBuilder b("quant_matmul_mma_" + c.str());
   MmaSignature s(c);
   kernel::declare(b, s);
-  // Two blocks (16 warps) per SM at most 128 registers: a task's words twice (the current
-  // and the next), the accumulators and a chunk's activations.
-  b.launch_bounds(kThreads, 2);
+  const uint32_t warps = warps_of(c), threads = 32 * warps;
+  // One SM holds 16 warps at most 128 registers: two blocks of 8 (16 rows) or one of 16 (32
+  // rows): a task's words twice (the current and the next), the accumulators and a chunk's
+  // activations.
+  b.launch_bounds(threads, 512 / threads);
   // warp_id(): the task loop's bounds are uniform over a warp (its mma needs the whole warp).
   const Value tid = b.thread_idx_x(), lane = b.lane_id(), warp = b.warp_id();
   const Value g = lane >> 2u, t = lane & 3u;
-  const Value row_base = b.block_idx_x() * kRows, a0 = b.block_idx_y() * (8 * c.nt);
+  const Value row_base = b.block_idx_x() * c.rows, a0 = b.block_idx_y() * (8 * c.nt);
   const Weights wt(b, c, s, row_base + g, t);
   const Activations act(b, c, s, a0, g, t);
-  const kernel::AccTile acc(b, 1, 1, c.nt);
+  const kernel::AccTile acc(b, 1, mtiles(c), c.nt);
   // The kernel is launched to overlap the pre-pass (programmatic dependent launch): the
   // weights do not depend on it, so each warp's first task is loaded before the wait for
   // it. A warp without a task (fewer tasks than warps) loads the last one and drops it.
@@ -355,8 +389,8 @@ ir::Kernel build_quant_matmul_mma(const QuantMatmulMmaConfig& c) {
   std::vector<ir::Var> cur;
   for (Value v : wt.load(ir::min(warp, last))) cur.push_back(b.var(v.type(), v));
   b.grid_dependency_wait();
-  b.for_(warp, s.tasks.ir, kWarps, [&](Value task) {
-    const std::vector<Value> next = wt.load(ir::min(task + kWarps, last));
+  b.for_(warp, s.tasks.ir, warps, [&](Value task) {
+    const std::vector<Value> next = wt.load(ir::min(task + warps, last));
     std::vector<Value> now;
     for (const ir::Var& v : cur) now.push_back(v.get());
     multiply(b, c, s, act, wt.decode(now, task), task, t, acc);
@@ -364,16 +398,17 @@ ir::Kernel build_quant_matmul_mma(const QuantMatmulMmaConfig& c) {
   });
   // The warps' partial tiles, [warp][activation row][weight row], added in warp order by
   // one thread per output.
-  const uint32_t outs = kRows * 8 * c.nt;
-  const Value part = b.shared<float>(kWarps * outs);
-  for (uint32_t ni = 0; ni < c.nt; ++ni)
-    for (uint32_t r = 0; r < 4; ++r)
-      part[warp * outs + (acc.col(lane, ni, r) * kRows + acc.row(lane, 0, r))] = Value(acc.at(0, 0, ni, r));
+  const uint32_t outs = c.rows * 8 * c.nt;
+  const Value part = b.shared<float>(warps * outs);
+  for (uint32_t mi = 0; mi < mtiles(c); ++mi)
+    for (uint32_t ni = 0; ni < c.nt; ++ni)
+      for (uint32_t r = 0; r < 4; ++r)
+        part[warp * outs + (acc.col(lane, ni, r) * c.rows + acc.row(lane, mi, r))] = Value(acc.at(0, mi, ni, r));
   b.barrier();
   b.if_(tid < outs, [&] {
     Value sum = part[tid];
-    for (uint32_t w = 1; w < kWarps; ++w) sum = sum + part[tid + w * outs];
-    const Value arow = a0 + tid / kRows, row = row_base + tid % kRows;
+    for (uint32_t w = 1; w < warps; ++w) sum = sum + part[tid + w * outs];
+    const Value arow = a0 + tid / c.rows, row = row_base + tid % c.rows;
     b.if_(arow < s.m.ir && row < s.n.ir, [&] {
       s.y.ir[u64(arow) * u64(s.n.ir) + u64(row)] = c.out == Scalar::F32 ? sum : ir::cast(sum, Type::scalar(c.out), ir::Rounding::Rn);
     });
@@ -386,13 +421,43 @@ jit::Family<QuantMatmulMmaConfig>& quant_matmul_mma_family() {
     std::vector<QuantMatmulMmaConfig> v;
     for (uint32_t fmt : {8u, 12u, 14u})
       for (Scalar o : {Scalar::F32, Scalar::F16, Scalar::BF16})
-        for (uint32_t nt : {1u, 2u}) v.push_back({fmt, o, nt});
+        for (uint32_t nt : {1u, 2u}) {
+          v.push_back({fmt, o, nt, 16});
+          // q6_K's 32-row form spills (16 activation rows) or takes 23% more instructions
+          // per weight byte (8 rows; it spills on sm_80): not built.
+          if (fmt != 14u) v.push_back({fmt, o, nt, 32});
+        }
     return v;
   }());
   return f;
 }
 
 namespace detail {
+
+namespace {
+std::atomic<uint32_t> forced_rows{0};
+std::atomic<uint64_t> launches[2];
+}  // namespace
+
+uint32_t quant_matmul_mma_rows(uint32_t format, size_t m, size_t n, size_t k) {
+  (void)n, (void)k;
+  const uint32_t forced = forced_rows.load();
+  if (format == uint32_t(GgmlType::Q6_K)) return 16;  // no 32-row form
+  if (forced != 0) return forced;
+  // 32 rows where the instructions per weight byte drop too (SASS, sm_90, per 2 KiB-ish of
+  // weights: q8_0 538 -> 493 at 16 activation rows, 440 -> 407 at 8; q4_K 301 -> 275 at 8);
+  // q4_K at 16 activation rows takes 442 against 419 there (a quarter super-block per task,
+  // its header decoded twice as often) for half the activation loads: not by default.
+  return format == uint32_t(GgmlType::Q8_0) || m <= 8 ? 32 : 16;
+}
+
+void force_quant_matmul_mma_rows(uint32_t rows) {
+  if (rows != 0 && rows != 16 && rows != 32)
+    throw UsageError("", op_name, "rows (weight rows per block) must be 0 (by shape), 16 or 32");
+  forced_rows.store(rows);
+}
+
+uint64_t quant_matmul_mma_launches(uint32_t rows) { return launches[rows == 32 ? 1 : 0].load(); }
 
 bool quant_matmul_mma_picked(uint32_t format, size_t m, size_t n, size_t k) {
   (void)n, (void)k;
@@ -416,12 +481,13 @@ void launch_quant_matmul_mma(const QuantMatmulMmaConfig& c, uint64_t w, uint64_t
   s.m.host = uint32_t(m);
   s.n.host = uint32_t(n);
   s.units.host = uint32_t(k / kQ);
-  s.tasks.host = uint32_t(task_count(k));
+  s.tasks.host = uint32_t(task_count(c, k));
   s.row_bytes.host = row_bytes;
   const kernel::PackedArgs args = kernel::pack(s);
-  const uint32_t gx = uint32_t((n + kRows - 1) / kRows), gy = uint32_t((m + 8 * c.nt - 1) / (8 * c.nt));
+  const uint32_t gx = uint32_t((n + c.rows - 1) / c.rows), gy = uint32_t((m + 8 * c.nt - 1) / (8 * c.nt));
+  launches[c.rows == 32 ? 1 : 0].fetch_add(1);
   quant_matmul_mma_family().get(c).launch_packed(
-      {.grid = {gx, gy, 1}, .block = {kThreads}, .stream = stream, .overlap_previous = true}, args.data(), args.size());
+      {.grid = {gx, gy, 1}, .block = {32 * warps_of(c)}, .stream = stream, .overlap_previous = true}, args.data(), args.size());
 }
 
 }  // namespace detail

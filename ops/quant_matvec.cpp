@@ -361,8 +361,9 @@ void quant_matmul(Out<O> y, In<uint8_t> w, uint32_t format, In<T> x, size_t m, s
   quant_act_family().get(ac).launch_packed(
       {.grid = {(total + kThreads - 1) / kThreads}, .block = {kThreads}, .stream = stream}, aargs.data(), aargs.size());
   if (mma) {
-    detail::launch_quant_matmul_mma({format, ir::ScalarOf<O>::value, m <= 8 ? 1u : 2u}, w.address, workspace.address,
-                                    y.address, m, n, k, row_bytes, stream);
+    detail::launch_quant_matmul_mma(
+        {format, ir::ScalarOf<O>::value, m <= 8 ? 1u : 2u, detail::quant_matmul_mma_rows(format, m, n, k)}, w.address,
+        workspace.address, y.address, m, n, k, row_bytes, stream);
     return;
   }
 

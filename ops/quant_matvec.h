@@ -89,15 +89,17 @@ void launch_quant_matvec_fused(const QuantMatvecFusedConfig& c, uint64_t w, uint
 ir::Kernel build_quant_act(const QuantActConfig& c);
 
 // The tensor-core form for several activation rows (quant_matmul_mma.cpp), picked by shape
-// (m >= 2 on sm_80+): after the pre-pass, a block of 8 warps owns 16 weight rows and 8 or
-// 16 activation rows and its warps share out the row's k; each warp multiplies its 16
-// weight rows (mma.sync m16n8k32 s8, the decoded weights as A) by the activations' q8
-// values (B) per 32 elements and scales the s32 results into f32 accumulators.
+// (m >= 2 on sm_80+): after the pre-pass, a block of 8 warps owns 16 weight rows (or of 16
+// warps 32 rows, `rows`) and 8 or 16 activation rows and its warps share out the row's k;
+// each warp multiplies its 16 or 32 weight rows (mma.sync m16n8k32 s8, the decoded weights
+// as A, one or two m16 tiles) by the activations' q8 values (B) per 32 elements and scales
+// the s32 results into f32 accumulators.
 struct QuantMatmulMmaConfig {
   uint32_t format = 8;
   ir::Scalar out = ir::Scalar::F32;
-  uint32_t nt = 2;  // n8 tiles of activation rows per block (1 or 2: 8 or 16 rows)
-  auto fields() const { return std::tie(format, out, nt); }
+  uint32_t nt = 2;     // n8 tiles of activation rows per block (1 or 2: 8 or 16 rows)
+  uint32_t rows = 16;  // weight rows per block: 16 (8 warps, one m16 tile each) or 32 (16 warps, two m16 tiles each)
+  auto fields() const { return std::tie(format, out, nt, rows); }
   std::string str() const;
 };
 ir::Kernel build_quant_matmul_mma(const QuantMatmulMmaConfig& c);
@@ -105,6 +107,13 @@ jit::Family<QuantMatmulMmaConfig>& quant_matmul_mma_family();
 namespace detail {
 // Whether quant_matmul (warps_per_row 0) takes the tensor-core form for this shape.
 bool quant_matmul_mma_picked(uint32_t format, size_t m, size_t n, size_t k);
+// The tensor-core form's weight rows per block for this shape (16 or 32; q6_K: 16), or what
+// force_quant_matmul_mma_rows set (tests, benchmarks: 16 or 32, process-wide; 0 returns the
+// choice to the shape; q6_K has no 32-row form and keeps 16).
+uint32_t quant_matmul_mma_rows(uint32_t format, size_t m, size_t n, size_t k);
+void force_quant_matmul_mma_rows(uint32_t rows);
+// Tensor-core products launched so far with 16 or 32 weight rows per block (process-wide).
+uint64_t quant_matmul_mma_launches(uint32_t rows);
 // The dp4a pre-pass form's warps per weight row where quant_matmul picks them (1 or 8).
 uint32_t quant_matvec_warps(size_t n, size_t k);
 // The tensor-core product over the pre-pass's workspace (q4_K: with the sums).

@@ -203,6 +203,51 @@ TEST_CASE("quant_matmul: the tensor-core form, every format and dtype, against t
   CHECK(ops::quant_matmul_mma_family().loaded_count() > 0);
 }
 
+// The 32-row form (16 warps, two m16 tiles per warp, tasks of 64 elements; q4_K at m <= 8
+// of 128) and the 16-row form, each forced, at odd shapes: n not a multiple of 32 (and
+// below 32), m from 2 to 20 (one or two n8 tiles, a second block row), q8_0 k of 3 and 9
+// blocks (a task half past the row's end, fewer tasks than warps). The launch counters
+// show which form ran: q6_K has no 32-row form and keeps 16.
+TEST_CASE("quant_matmul: the tensor-core form with 16 and 32 weight rows per block, forced", "[gpu][ops][quant][mma]") {
+  struct Unforce {
+    ~Unforce() { ops::detail::force_quant_matmul_mma_rows(0); }
+  } unforce;
+  const uint32_t q8_0 = uint32_t(GgmlType::Q8_0), q4_k = uint32_t(GgmlType::Q4_K), q6_k = uint32_t(GgmlType::Q6_K);
+  // By shape: 32 rows for q8_0 and for q4_K at m <= 8, never for q6_K.
+  CHECK(ops::detail::quant_matmul_mma_rows(q8_0, 16, 4096, 4096) == 32);
+  CHECK(ops::detail::quant_matmul_mma_rows(q4_k, 8, 4096, 4096) == 32);
+  CHECK(ops::detail::quant_matmul_mma_rows(q4_k, 16, 4096, 4096) == 16);
+  CHECK(ops::detail::quant_matmul_mma_rows(q6_k, 8, 4096, 4096) == 16);
+  CHECK_THROWS_AS(ops::detail::force_quant_matmul_mma_rows(24), UsageError);
+  for (uint32_t rows : {16u, 32u}) {
+    ops::detail::force_quant_matmul_mma_rows(rows);
+    for (uint32_t fmt : kFormats) {
+      const uint32_t ran = fmt == q6_k ? 16 : rows;
+      INFO("rows " << rows << " " << quant::type_name(fmt));
+      CHECK(ops::detail::quant_matmul_mma_rows(fmt, 16, 33, 256) == ran);
+      const uint64_t before = ops::detail::quant_matmul_mma_launches(ran);
+      const uint64_t other = ops::detail::quant_matmul_mma_launches(48 - ran);
+      for (size_t m : {2, 8, 16, 20}) check<float, float>(fmt, m, 33, 1280, 0);
+      check<kaio::half, float>(fmt, 3, 7, 256, 0);   // fewer rows than one m16 tile
+      check<kaio::bfloat16, float>(fmt, 9, 47, 256, 0);
+      check<float, kaio::half>(fmt, 16, 70, 512, 0);  // three blocks of 32, the last 6 rows
+      check<kaio::half, kaio::half>(fmt, 6, 95, 1280, 0);
+      check<kaio::bfloat16, kaio::bfloat16>(fmt, 13, 31, 256, 0);
+      check<float, kaio::bfloat16>(fmt, 5, 64, 768, 0);
+      size_t calls = fmt == q8_0 ? 8 : 10;  // q8_0 at m = 2, 3: the dp4a form
+      if (fmt == q8_0) {
+        check<float, float>(fmt, 5, 19, 288, 0);
+        check<kaio::bfloat16, kaio::half>(fmt, 16, 9, 96, 0);
+        check<kaio::half, kaio::bfloat16>(fmt, 11, 45, 96, 0);
+        check<float, float>(fmt, 20, 50, 288, 0);
+        calls += 4;
+      }
+      CHECK(ops::detail::quant_matmul_mma_launches(ran) - before == calls);
+      CHECK(ops::detail::quant_matmul_mma_launches(48 - ran) == other);
+    }
+  }
+}
+
 TEST_CASE("quant_matmul: a GGUF file's tensors, from the reader's spans", "[gpu][ops][quant][gguf]") {
   // A file with a q6_K and a q8_0 weight (dims [K, N]); each tensor's span goes to the
   // device as it is and is multiplied by two activation rows.
@@ -279,6 +324,8 @@ TEST_CASE("quant_matmul: bad arguments are UsageErrors naming the op and the arg
   CHECK_THROWS_AS(ops::build_quant_matmul_mma({2, ir::Scalar::F32, 2}), UsageError);
   CHECK_THROWS_AS(ops::build_quant_matmul_mma({12, ir::Scalar::S32, 2}), UsageError);
   CHECK_THROWS_AS(ops::build_quant_matmul_mma({12, ir::Scalar::F32, 3}), UsageError);
+  CHECK_THROWS_AS(ops::build_quant_matmul_mma({12, ir::Scalar::F32, 2, 24}), UsageError);
+  CHECK_THROWS_AS(ops::build_quant_matmul_mma({14, ir::Scalar::F32, 1, 32}), UsageError);  // no 32-row q6_K
 }
 
 TEST_CASE("quant_matmul: every declared kernel assembles for sm_80, sm_90 and sm_90a without spills", "[ops][quant]") {
