@@ -15,7 +15,7 @@
 // (kernel::AccTile's layout), which is where the lane's own weight scales already are.
 //
 // Weights as A: q8_0 s8 as stored; q4_K nibbles (0..15, as s8), their min term taken from
-// the activations' per-32 sums that the pre-pass stores beside the scales; q6_K q - 32
+// the activations' per-32 d * sum q that the pre-pass stores beside the scales; q6_K q - 32
 // (s8), a mma per 16 with the other 16's A words zero (lanes t < 2 hold the first 16).
 //
 // Work split. A block: 8 warps, 16 weight rows (blockIdx.x), 8 or 16 activation rows
@@ -64,14 +64,14 @@ size_t task_count(const QuantMatmulMmaConfig& c, size_t k) { return (k / kQ + ch
 
 // The weights are one allocation read through three pointers (16-bit and 32-bit words, f16
 // scales); the activations are the pre-pass's workspace: s8 values four to a word, the
-// per-32 scales and (q4_K) the per-32 sums of the s8 values.
+// per-32 scales and (q4_K) the per-32 sums of the s8 values times the scales (f32).
 struct MmaSignature {
   kernel::Ptr w16{"w16", Scalar::U16, true};
   kernel::Ptr w32{"w32", Scalar::U32, true};
   kernel::Ptr wh{"wh", Scalar::F16, true};
   kernel::Ptr aq{"aq", Scalar::U32, true};
   kernel::Ptr ad{"ad", Scalar::F32, true};
-  kernel::Opt<kernel::Ptr> as{{"as", Scalar::S32, true}};
+  kernel::Opt<kernel::Ptr> as{{"as", Scalar::F32, true}};  // q4_K: d * sum q per 32
   kernel::Ptr y{"y"};
   kernel::Param<uint32_t> m{"m"}, n{"n"}, units{"units"}, tasks{"tasks"};  // units: k / 32
   kernel::Param<uint64_t> row_bytes{"row_bytes"};
@@ -312,10 +312,7 @@ void multiply(ir::KernelBuilder& b, const QuantMatmulMmaConfig& c, MmaSignature&
     std::vector<Value> da[2], dsum[2];  // per column e, per chunk
     for (uint32_t e = 0; e < 2; ++e) {
       da[e] = act.per_chunk(s.ad.ir, 2 * ni + e, chunks, task);
-      if (q4) {
-        const std::vector<Value> sums = act.per_chunk(s.as.ir, 2 * ni + e, chunks, task);
-        for (size_t ch = 0; ch < chunks.size(); ++ch) dsum[e].push_back(da[e][ch] * f32(sums[ch]));
-      }
+      if (q4) dsum[e] = act.per_chunk(s.as.ir, 2 * ni + e, chunks, task);  // the pre-pass's d * sum q
     }
     for (size_t ch = 0; ch < chunks.size(); ++ch) {
       const Chunk& w = chunks[ch];

@@ -36,7 +36,7 @@ struct QuantActSignature {
   kernel::Ptr x{"x", Scalar::F32, true};
   kernel::Ptr q{"q", Scalar::S8};
   kernel::Ptr d{"d", Scalar::F32};
-  kernel::Opt<kernel::Ptr> sum{{"sum", Scalar::S32}};  // QuantActConfig::sums
+  kernel::Opt<kernel::Ptr> sum{{"sum", Scalar::F32}};  // QuantActConfig::sums: d * the sum of the q, in f32
   kernel::Param<uint32_t> total{"total"};  // m * k, a multiple of 32
   explicit QuantActSignature(const QuantActConfig& c) {
     x.elem = c.in;
@@ -208,7 +208,7 @@ ir::Kernel build_quant_act(const QuantActConfig& c) {
     s.q.ir[i] = ir::cast(q, Type::scalar(Scalar::S8));
     b.if_((i & 31u) == 0u, [&] {
       s.d.ir[i >> 5u] = sc.d;
-      if (c.sums) s.sum.ir[i >> 5u] = qsum;
+      if (c.sums) s.sum.ir[i >> 5u] = sc.d * ir::cast(qsum, Type::scalar(Scalar::F32));
     });
   });
   return b.build();

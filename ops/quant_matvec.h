@@ -38,7 +38,7 @@
 namespace kaio::ops {
 
 // Bytes of workspace quant_matmul needs for m rows of k activations (m * k s8 values,
-// then m * k / 32 f32 scales, then m * k / 32 s32 sums).
+// then m * k / 32 f32 scales, then m * k / 32 f32 scaled sums).
 size_t quant_matmul_workspace(size_t m, size_t k);
 
 // `format`: ggml's type number (8: q8_0, 12: q4_K, 14: q6_K). `warps_per_row`: 0 picks
@@ -58,7 +58,8 @@ struct QuantMatvecConfig {
   std::string str() const;
 };
 // The pre-pass (activation quantisation) config. `sums`: also store each 32's integer sum
-// of its s8 values (the tensor-core form's q4_K min term), after the scales.
+// of its s8 values times its scale, d * sum q in f32 (the tensor-core form's q4_K min
+// term), after the scales.
 struct QuantActConfig {
   ir::Scalar in = ir::Scalar::F32;
   bool sums = false;
