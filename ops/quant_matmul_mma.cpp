@@ -124,7 +124,22 @@ class Weights {
     std::vector<Value> w;
     const Value t8 = u64(t_ * 8u);
     for (uint32_t h = 0; h < rows_; ++h) {
-      if (is(c_.format, GgmlType::Q8_0)) {
+      if (is(c_.format, GgmlType::Q8_0) && kc_ == 2) {
+        // Blocks u0, u0 + 1 (u0 = first(task), see there): every address is one of four
+        // per row and task plus a constant. Block u0 + 1's range starts 34 bytes on, its
+        // misalignment the other way: its words are at W0 + mis0 + 8. The 16-bit word is
+        // the range's last two whichever way (unused where aligned): byte offset 6.
+        const Value blk = row0_[h] + u64(first(task)) * uint64_t(34);
+        const Value hw = blk >> uint64_t(1), w0 = (blk + uint64_t(2) + t8) >> uint64_t(2);
+        const Value w1 = w0 + u64(u32((blk >> uint64_t(1)) & uint64_t(1)) ^ 1u) + uint64_t(8);
+        const Value v16 = hw + u64(t_ * 4u) + uint64_t(4);
+        for (uint32_t ch = 0; ch < 2; ++ch) {
+          w.push_back(s_.wh.ir[hw + uint64_t(17 * ch)]);  // d
+          w.push_back(s_.w32.ir[ch == 0 ? w0 : w1]);
+          w.push_back(s_.w32.ir[(ch == 0 ? w0 : w1) + uint64_t(1)]);
+          w.push_back(s_.w16.ir[v16 + uint64_t(17 * ch)]);
+        }
+      } else if (is(c_.format, GgmlType::Q8_0)) {
         for (uint32_t ch = 0; ch < kc_; ++ch) {
           const Value u = ir::min(task * kc_ + ch, s_.units.ir - 1u);
           const Value blk = row0_[h] + u64(u) * uint64_t(34);
@@ -167,7 +182,16 @@ class Weights {
     for (uint32_t h = 0; h < rows_; ++h) {
       const Value* r = w.data() + h * per_row;
       std::vector<Value> words[4];  // each chunk's two words of this row
-      if (is(c_.format, GgmlType::Q8_0)) {
+      if (is(c_.format, GgmlType::Q8_0) && kc_ == 2) {
+        // Block u0 + ch counts where the previous task has not counted it.
+        const Value u0 = first(task);
+        const Value mis0 = ((odd_[h] + u0 + 1u) & 1u) != 0u;
+        for (uint32_t ch = 0; ch < 2; ++ch) {
+          words[ch] = join8(r + 4 * ch + 1, ch == 0 ? mis0 : !mis0);
+          out[ch].unit = u0 + ch;
+          out[ch].f0[h] = ir::select(u0 + ch >= task * 2u, f32(r[4 * ch]), b_.constant<float>(0.0f));
+        }
+      } else if (is(c_.format, GgmlType::Q8_0)) {
         for (uint32_t ch = 0; ch < kc_; ++ch) {
           // A chunk past the row's end repeats its last block (as load() did) and counts 0.
           const Value u = task * kc_ + ch, uc = ir::min(u, s_.units.ir - 1u);
@@ -256,6 +280,10 @@ class Weights {
       }
     }
   }
+
+  // q8_0 tasks of 2 blocks: the first, moved back to keep both in the row (k / 32 >= 2) where
+  // the row has an odd number (the last task then repeats the block before it, not counted).
+  Value first(Value task) const { return ir::min(task * 2u, s_.units.ir - 2u); }
 
   ir::KernelBuilder& b_;
   const QuantMatmulMmaConfig& c_;
@@ -439,7 +467,8 @@ std::atomic<uint64_t> launches[2];
 uint32_t quant_matmul_mma_rows(uint32_t format, size_t m, size_t n, size_t k) {
   (void)n, (void)k;
   const uint32_t forced = forced_rows.load();
-  if (format == uint32_t(GgmlType::Q6_K)) return 16;  // no 32-row form
+  // q6_K has no 32-row form; q8_0's takes two blocks per task from rows of two or more.
+  if (format == uint32_t(GgmlType::Q6_K) || (format == uint32_t(GgmlType::Q8_0) && k < 64)) return 16;
   if (forced != 0) return forced;
   // 32 rows where the instructions per weight byte drop too (SASS, sm_90, per 2 KiB-ish of
   // weights: q8_0 538 -> 493 at 16 activation rows, 440 -> 407 at 8; q4_K 301 -> 275 at 8);
@@ -469,6 +498,8 @@ bool quant_matmul_mma_picked(uint32_t format, size_t m, size_t n, size_t k) {
 
 void launch_quant_matmul_mma(const QuantMatmulMmaConfig& c, uint64_t w, uint64_t workspace, uint64_t y, size_t m, size_t n,
                              size_t k, size_t row_bytes, const jit::Stream* stream) {
+  if (c.rows == 32 && is(c.format, GgmlType::Q8_0) && k < 64)
+    throw UsageError("", op_name, "argument 'k': the 32-row q8_0 form needs two blocks (k >= 64)");
   MmaSignature s(c);
   s.w16.host = s.w32.host = s.wh.host = w;
   s.aq.host = workspace;

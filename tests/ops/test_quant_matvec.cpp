@@ -218,11 +218,13 @@ TEST_CASE("quant_matmul: the tensor-core form with 16 and 32 weight rows per blo
   CHECK(ops::detail::quant_matmul_mma_rows(q4_k, 8, 4096, 4096) == 32);
   CHECK(ops::detail::quant_matmul_mma_rows(q4_k, 16, 4096, 4096) == 16);
   CHECK(ops::detail::quant_matmul_mma_rows(q6_k, 8, 4096, 4096) == 16);
+  CHECK(ops::detail::quant_matmul_mma_rows(q8_0, 16, 4096, 32) == 16);  // 32 rows take two q8_0 blocks per task
   CHECK_THROWS_AS(ops::detail::force_quant_matmul_mma_rows(24), UsageError);
   for (uint32_t rows : {16u, 32u}) {
     ops::detail::force_quant_matmul_mma_rows(rows);
     for (uint32_t fmt : kFormats) {
       const uint32_t ran = fmt == q6_k ? 16 : rows;
+      CHECK(ops::detail::quant_matmul_mma_rows(fmt, 16, 33, 32) == (fmt == q4_k ? rows : 16));
       INFO("rows " << rows << " " << quant::type_name(fmt));
       CHECK(ops::detail::quant_matmul_mma_rows(fmt, 16, 33, 256) == ran);
       const uint64_t before = ops::detail::quant_matmul_mma_launches(ran);
@@ -240,10 +242,12 @@ TEST_CASE("quant_matmul: the tensor-core form with 16 and 32 weight rows per blo
         check<kaio::bfloat16, kaio::half>(fmt, 16, 9, 96, 0);
         check<kaio::half, kaio::bfloat16>(fmt, 11, 45, 96, 0);
         check<float, float>(fmt, 20, 50, 288, 0);
-        calls += 4;
+        check<kaio::half, float>(fmt, 9, 40, 64, 0);  // one task of two blocks
+        check<float, float>(fmt, 7, 33, 32, 0);       // one block: the 16-row form
+        calls += rows == 16 ? 6 : 5;
       }
       CHECK(ops::detail::quant_matmul_mma_launches(ran) - before == calls);
-      CHECK(ops::detail::quant_matmul_mma_launches(48 - ran) == other);
+      CHECK(ops::detail::quant_matmul_mma_launches(48 - ran) - other == (fmt == q8_0 && rows == 32 ? 1u : 0u));  // k = 32
     }
   }
 }
