@@ -352,13 +352,15 @@ void multiply(ir::KernelBuilder& b, const QuantMatmulMmaConfig& c, MmaSignature&
           b.mma_sync(ir::MmaKind::S8, p, w.a[mi], bf);
           for (uint32_t r = 0; r < 4; ++r) prod.push_back(p[r]);
         } else {
-          // A mma per 16: lanes t < 2 hold the first 16 elements' words, t >= 2 the second's.
+          // A mma per 16: lanes t < 2 hold the first 16 elements' words, t >= 2 the second's;
+          // each mma takes the A words of its 16, the others zero, or at one n8 tile the B
+          // words (two a lane, not A's four; at two tiles A's serve both).
           ir::RegArray p[2] = {b.array<int32_t>(4, 0), b.array<int32_t>(4, 0)};
           for (uint32_t half = 0; half < 2; ++half) {
             const Value mine = half == 0 ? t < 2u : t >= 2u;
-            std::vector<Value> a;
-            for (Value v : w.a[mi]) a.push_back(ir::select(mine, v, zero));
-            b.mma_sync(ir::MmaKind::S8, p[half], a, bf);
+            std::vector<Value> ah = w.a[mi], bh = bf;
+            for (Value& v : c.nt == 1 ? bh : ah) v = ir::select(mine, v, zero);
+            b.mma_sync(ir::MmaKind::S8, p[half], ah, bh);
           }
           for (uint32_t r = 0; r < 4; ++r) {
             const uint32_t h = 2 * mi + r / 2;
