@@ -163,14 +163,18 @@ class Weights {
       } else {
         // q6_K half hh of super-block sb: ql bytes 64 hh .. + 63 (two 32-byte ranges), qh
         // bytes 128 + 32 hh .., the half's 8 scale bytes, d.
-        const Value sb = task >> 1u, hh = u64(task & 1u);
+        // Every range starts at base + a multiple of 4, so its words are base / 4 (rounded
+        // down) plus a quarter of that, and its last two bytes base / 2 plus half of it
+        // plus 3: three 32-bit bases, three 16-bit ones and d's, plus constants.
+        const Value sb = task >> 1u, hh = task & 1u;
         const Value base = row0_[h] + u64(sb) * uint64_t(210);
-        const Value mis = ((odd_[h] + sb) & 1u) != 0u;
-        load8(w, base + hh * uint64_t(64) + t8, mis);
-        load8(w, base + hh * uint64_t(64) + uint64_t(32) + t8, mis);
-        load8(w, base + uint64_t(128) + hh * uint64_t(32) + t8, mis);
-        load8(w, base + uint64_t(192) + hh * uint64_t(8), mis);
-        w.push_back(s_.wh.ir[(base + uint64_t(208)) >> uint64_t(1)]);
+        const Value b4 = base >> uint64_t(2), b2 = base >> uint64_t(1);
+        const Value ql = u64(hh * 16u + t_ * 2u), qh = u64(hh * 8u + t_ * 2u), sc = u64(hh * 2u);
+        load8_at(w, b4 + ql, b2 + ql * uint64_t(2) + uint64_t(3));                            // ql, 64 hh
+        load8_at(w, b4 + ql + uint64_t(8), b2 + ql * uint64_t(2) + uint64_t(19));             // + 32
+        load8_at(w, b4 + qh + uint64_t(32), b2 + qh * uint64_t(2) + uint64_t(67));            // qh, 128 + 32 hh
+        load8_at(w, b4 + sc + uint64_t(48), b2 + sc * uint64_t(2) + uint64_t(99));            // scales, 192 + 8 hh
+        w.push_back(s_.wh.ir[b2 + uint64_t(104)]);                                         // d, 208
       }
     }
     return w;
@@ -215,6 +219,12 @@ class Weights {
   }
 
  private:
+  // 8 bytes from 32-bit word a (rounded down) and 16-bit word h (the last two bytes).
+  void load8_at(std::vector<Value>& w, Value a, Value h) const {
+    w.push_back(s_.w32.ir[a]);
+    w.push_back(s_.w32.ir[a + uint64_t(1)]);
+    w.push_back(s_.w16.ir[h]);
+  }
   // 8 bytes from byte `at` (even): two 32-bit loads and a 16-bit one (see the class comment).
   void load8(std::vector<Value>& w, Value at, Value mis) const {
     const Value a = at >> uint64_t(2);
