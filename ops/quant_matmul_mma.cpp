@@ -150,16 +150,16 @@ class Weights {
         // Half hh of a super-block: 144 bytes and rows start 16-byte aligned, so the header
         // (d, dmin, 12 scale bytes) is one 16-byte load and each of the half's two 32-byte
         // groups of nibbles one 8-byte load.
-        const Value base = row0_[h] + u64(task >> 1u) * uint64_t(144) + u64(task & 1u) * uint64_t(64);
-        for (Value v : ir::load_vec(s_.w32.ir, (base - u64(task & 1u) * uint64_t(64)) >> uint64_t(2), 4)) w.push_back(v);
+        const Value b4 = (row0_[h] + u64(task >> 1u) * uint64_t(144)) >> uint64_t(2);  // in words
+        const Value qs = b4 + u64((task & 1u) * 16u + t_ * 2u);
+        for (Value v : ir::load_vec(s_.w32.ir, b4, 4)) w.push_back(v);
         for (uint64_t i = 0; i < 2; ++i)
-          for (Value v : ir::load_vec(s_.w32.ir, (base + uint64_t(16 + 32 * i) + t8) >> uint64_t(2), 2)) w.push_back(v);
+          for (Value v : ir::load_vec(s_.w32.ir, qs + uint64_t(4 + 8 * i), 2)) w.push_back(v);
       } else if (is(c_.format, GgmlType::Q4_K)) {
         // A quarter: the header and group task % 4 of the super-block's four.
-        const Value base = row0_[h] + u64(task >> 2u) * uint64_t(144);
-        for (Value v : ir::load_vec(s_.w32.ir, base >> uint64_t(2), 4)) w.push_back(v);
-        for (Value v : ir::load_vec(s_.w32.ir, (base + uint64_t(16) + u64(task & 3u) * uint64_t(32) + t8) >> uint64_t(2), 2))
-          w.push_back(v);
+        const Value b4 = (row0_[h] + u64(task >> 2u) * uint64_t(144)) >> uint64_t(2);  // in words
+        for (Value v : ir::load_vec(s_.w32.ir, b4, 4)) w.push_back(v);
+        for (Value v : ir::load_vec(s_.w32.ir, b4 + u64((task & 3u) * 8u + t_ * 2u) + uint64_t(4), 2)) w.push_back(v);
       } else {
         // q6_K half hh of super-block sb: ql bytes 64 hh .. + 63 (two 32-byte ranges), qh
         // bytes 128 + 32 hh .., the half's 8 scale bytes, d.
