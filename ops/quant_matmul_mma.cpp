@@ -170,11 +170,11 @@ class Weights {
         const Value base = row0_[h] + u64(sb) * uint64_t(210);
         const Value b4 = base >> uint64_t(2), b2 = base >> uint64_t(1);
         const Value ql = u64(hh * 16u + t_ * 2u), qh = u64(hh * 8u + t_ * 2u), sc = u64(hh * 2u);
-        load8_at(w, b4 + ql, b2 + ql * uint64_t(2) + uint64_t(3));                            // ql, 64 hh
-        load8_at(w, b4 + ql + uint64_t(8), b2 + ql * uint64_t(2) + uint64_t(19));             // + 32
-        load8_at(w, b4 + qh + uint64_t(32), b2 + qh * uint64_t(2) + uint64_t(67));            // qh, 128 + 32 hh
-        load8_at(w, b4 + sc + uint64_t(48), b2 + sc * uint64_t(2) + uint64_t(99));            // scales, 192 + 8 hh
-        w.push_back(s_.wh.ir[b2 + uint64_t(104)]);                                         // d, 208
+        load8_at(w, b4 + ql, b2 + ql * uint64_t(2) + uint64_t(3));                 // ql, 64 hh
+        load8_at(w, b4 + ql + uint64_t(8), b2 + ql * uint64_t(2) + uint64_t(19));  // + 32
+        load8_at(w, b4 + qh + uint64_t(32), b2 + qh * uint64_t(2) + uint64_t(67)); // qh, 128 + 32 hh
+        load8_at(w, b4 + sc + uint64_t(48), b2 + sc * uint64_t(2) + uint64_t(99)); // scales, 192 + 8 hh
+        w.push_back(s_.wh.ir[b2 + uint64_t(104)]);                                 // d, 208
       }
     }
     return w;
@@ -482,10 +482,10 @@ uint32_t quant_matmul_mma_rows(uint32_t format, size_t m, size_t n, size_t k) {
   // q6_K has no 32-row form; q8_0's takes two blocks per task from rows of two or more.
   if (format == uint32_t(GgmlType::Q6_K) || (format == uint32_t(GgmlType::Q8_0) && k < 64)) return 16;
   if (forced != 0) return forced;
-  // 32 rows where the instructions per weight byte drop too (SASS, sm_90, per 2 KiB-ish of
-  // weights: q8_0 538 -> 493 at 16 activation rows, 440 -> 407 at 8; q4_K 301 -> 275 at 8);
-  // q4_K at 16 activation rows takes 442 against 419 there (a quarter super-block per task,
-  // its header decoded twice as often) for half the activation loads: not by default.
+  // 32 rows where the instructions per weight byte drop too (SASS, sm_90, task loop per 16
+  // rows x 128 elements: q8_0 538 -> 373 at 16 activation rows, 440 -> 301 at 8; q4_K 261 ->
+  // 238 at 8); q4_K at 16 activation rows takes 401 against 364 there (a quarter super-block
+  // per task, its header decoded twice as often) for half the activation loads: not by default.
   return format == uint32_t(GgmlType::Q8_0) || m <= 8 ? 32 : 16;
 }
 
