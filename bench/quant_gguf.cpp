@@ -11,8 +11,9 @@
 // instead of the op's choice; --fused: M = 1 in the fused form at every shape; --dp4a: for
 // M > 1 a second row, the dp4a pre-pass form with its own warps choice, beside the op's
 // choice (the tensor-core form on sm_80+), so that one run compares them; --mma-rows: where
-// M > 1 takes the tensor-core form, a row for each of its block shapes forced, 16 and 32
-// weight rows per block (q6_K: 16 only), beside the op's choice). `form` names what ran:
+// M > 1 can take the tensor-core form (sm_80+), a row for each of its block shapes forced,
+// 16 and 32 weight rows per block (q6_K: 16 only), beside the op's choice; q8_0 at M = 4
+// too, which the op leaves to the dp4a form). `form` names what ran:
 // fused, dp4a, dp4a-w1 / -w8, mma-r16 / mma-r32 (the tensor-core form, rows per block).
 #include <dlfcn.h>
 
@@ -106,7 +107,9 @@ int main(int argc, char** argv) {
           uint32_t wpr, rows;  // rows: 0 the op's choice, else forced
         };
         std::vector<Pass> passes = {{warps, 0}};
+        ops::detail::force_quant_matmul_mma(true);
         const bool mma = m > 1 && warps == 0 && ops::detail::quant_matmul_mma_picked(fmt, m, n, k);
+        ops::detail::force_quant_matmul_mma(false);
         if (mma && mma_rows)
           for (uint32_t r : {16u, 32u})
             if (r == 16 || fmt != uint32_t(quant::GgmlType::Q6_K)) passes.push_back({0, r});
@@ -114,6 +117,7 @@ int main(int argc, char** argv) {
         for (const Pass& pass : passes) {
           const uint32_t wpr = pass.wpr;
           ops::detail::force_quant_matmul_mma_rows(pass.rows);
+          ops::detail::force_quant_matmul_mma(pass.rows != 0);
           const bool fused_call = fused && m == 1;
           const char* form = fused_call ? "fused"
                              : wpr != 0 ? (wpr == 8 ? "dp4a-w8" : "dp4a-w1")
@@ -134,6 +138,7 @@ int main(int argc, char** argv) {
                       (std::to_string(n) + "x" + std::to_string(k)).c_str(), double(wq.size()) / 1e6, ms * 1e3, gbps,
                       copy, copy > 0 ? 100 * gbps / copy : 0.0);
           ops::detail::force_quant_matmul_mma_rows(0);
+          ops::detail::force_quant_matmul_mma(false);
         }
       }
     }

@@ -473,6 +473,7 @@ namespace detail {
 
 namespace {
 std::atomic<uint32_t> forced_rows{0};
+std::atomic<bool> forced_mma{false};
 std::atomic<uint64_t> launches[2];
 }  // namespace
 
@@ -497,6 +498,8 @@ void force_quant_matmul_mma_rows(uint32_t rows) {
 
 uint64_t quant_matmul_mma_launches(uint32_t rows) { return launches[rows == 32 ? 1 : 0].load(); }
 
+void force_quant_matmul_mma(bool on) { forced_mma.store(on); }
+
 bool quant_matmul_mma_picked(uint32_t format, size_t m, size_t n, size_t k) {
   (void)n, (void)k;
   // mma.sync s8 needs sm_80. One activation row keeps the dp4a forms (a mma would do 8
@@ -504,7 +507,7 @@ bool quant_matmul_mma_picked(uint32_t format, size_t m, size_t n, size_t k) {
   // q8_0 at m <= 4 too: its weights need no decoding, so the dp4a form with 4 rows per
   // block measured faster there (H200: 18.4 against 19.7 us at 4096 x 4096, 27.8 against
   // 47.1 at 11008 x 4096); from m = 8 on the tensor cores win for every format (2-3x).
-  if (format == uint32_t(GgmlType::Q8_0) && m <= 4) return false;
+  if (format == uint32_t(GgmlType::Q8_0) && m <= 4 && !forced_mma.load()) return false;
   return m >= 2 && jit::device_info().sm >= 80;
 }
 

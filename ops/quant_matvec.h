@@ -115,6 +115,9 @@ uint32_t quant_matmul_mma_rows(uint32_t format, size_t m, size_t n, size_t k);
 void force_quant_matmul_mma_rows(uint32_t rows);
 // Tensor-core products launched so far with 16 or 32 weight rows per block (process-wide).
 uint64_t quant_matmul_mma_launches(uint32_t rows);
+// Tests, benchmarks: with `on`, the tensor-core form for every m >= 2 on sm_80+ (q8_0 at
+// m <= 4 too, which the shape rule leaves to the dp4a form). Process-wide.
+void force_quant_matmul_mma(bool on);
 // The dp4a pre-pass form's warps per weight row where quant_matmul picks them (1 or 8).
 uint32_t quant_matvec_warps(size_t n, size_t k);
 // The tensor-core product over the pre-pass's workspace (q4_K: with the sums).

@@ -210,7 +210,10 @@ TEST_CASE("quant_matmul: the tensor-core form, every format and dtype, against t
 // show which form ran: q6_K has no 32-row form and keeps 16.
 TEST_CASE("quant_matmul: the tensor-core form with 16 and 32 weight rows per block, forced", "[gpu][ops][quant][mma]") {
   struct Unforce {
-    ~Unforce() { ops::detail::force_quant_matmul_mma_rows(0); }
+    ~Unforce() {
+      ops::detail::force_quant_matmul_mma_rows(0);
+      ops::detail::force_quant_matmul_mma(false);
+    }
   } unforce;
   const uint32_t q8_0 = uint32_t(GgmlType::Q8_0), q4_k = uint32_t(GgmlType::Q4_K), q6_k = uint32_t(GgmlType::Q6_K);
   // By shape: 32 rows for q8_0 and for q4_K at m <= 8, never for q6_K.
@@ -249,6 +252,16 @@ TEST_CASE("quant_matmul: the tensor-core form with 16 and 32 weight rows per blo
       CHECK(ops::detail::quant_matmul_mma_launches(ran) - before == calls);
       CHECK(ops::detail::quant_matmul_mma_launches(48 - ran) - other == (fmt == q8_0 && rows == 32 ? 1u : 0u));  // k = 32
     }
+  }
+  // q8_0 at m <= 4, forced onto the tensor cores (the bench's --mma-rows rows).
+  ops::detail::force_quant_matmul_mma(true);
+  CHECK(ops::detail::quant_matmul_mma_picked(q8_0, 4, 33, 1280));
+  CHECK_FALSE(ops::detail::quant_matmul_mma_picked(q8_0, 1, 33, 1280));
+  for (uint32_t rows : {16u, 32u}) {
+    ops::detail::force_quant_matmul_mma_rows(rows);
+    const uint64_t before = ops::detail::quant_matmul_mma_launches(rows);
+    for (size_t m : {2, 3, 4}) check<kaio::bfloat16, float>(q8_0, m, 45, 288, 0);
+    CHECK(ops::detail::quant_matmul_mma_launches(rows) - before == 3);
   }
 }
 
