@@ -478,28 +478,26 @@ std::atomic<uint64_t> launches[2];
 }  // namespace
 
 uint32_t quant_matmul_mma_rows(uint32_t format, size_t m, size_t n, size_t k) {
-  (void)n, (void)k;
-  const uint32_t forced = forced_rows.load();
+  (void)m, (void)n;
   // q6_K has no 32-row form; q8_0's takes two blocks per task from rows of two or more.
   if (format == uint32_t(GgmlType::Q6_K) || (format == uint32_t(GgmlType::Q8_0) && k < 64)) return 16;
-  if (forced != 0) return forced;
-  // 32 rows for q8_0 and q4_K: measured on the H200 (bench/NOTES.md) 3-11% less time than
-  // 16 rows at m = 8 and 16 on every shape, q4_K at 16 activation rows included although its
-  // task loop takes 401 instructions per 16 rows x 128 elements there against 364 (half the
-  // activation loads outweigh a quarter super-block per task); level at m = 4.
-  (void)m;
-  return 32;
+  const uint32_t forced = forced_rows.load(std::memory_order_relaxed);
+  // Else 32 rows: measured on the H200 (bench/NOTES.md) 3-11% less time than 16 rows at
+  // m = 8 and 16 on every shape, q4_K at 16 activation rows included although its task loop
+  // takes 401 instructions per 16 rows x 128 elements there against 364 (half the activation
+  // loads outweigh a quarter super-block per task); level at m = 4.
+  return forced != 0 ? forced : 32;
 }
 
 void force_quant_matmul_mma_rows(uint32_t rows) {
   if (rows != 0 && rows != 16 && rows != 32)
     throw UsageError("", op_name, "rows (weight rows per block) must be 0 (by shape), 16 or 32");
-  forced_rows.store(rows);
+  forced_rows.store(rows, std::memory_order_relaxed);
 }
 
-uint64_t quant_matmul_mma_launches(uint32_t rows) { return launches[rows == 32 ? 1 : 0].load(); }
+uint64_t quant_matmul_mma_launches(uint32_t rows) { return launches[rows == 32 ? 1 : 0].load(std::memory_order_relaxed); }
 
-void force_quant_matmul_mma(bool on) { forced_mma.store(on); }
+void force_quant_matmul_mma(bool on) { forced_mma.store(on, std::memory_order_relaxed); }
 
 bool quant_matmul_mma_picked(uint32_t format, size_t m, size_t n, size_t k) {
   (void)n, (void)k;
@@ -508,7 +506,7 @@ bool quant_matmul_mma_picked(uint32_t format, size_t m, size_t n, size_t k) {
   // q8_0 at m <= 4 too: its weights need no decoding, so the dp4a form with 4 rows per
   // block measured faster there (H200: 18.4 against 19.7 us at 4096 x 4096, 27.8 against
   // 47.1 at 11008 x 4096); from m = 8 on the tensor cores win for every format (2-3x).
-  if (format == uint32_t(GgmlType::Q8_0) && m <= 4 && !forced_mma.load()) return false;
+  if (format == uint32_t(GgmlType::Q8_0) && m <= 4 && !forced_mma.load(std::memory_order_relaxed)) return false;
   return m >= 2 && jit::device_info().sm >= 80;
 }
 
@@ -529,7 +527,7 @@ void launch_quant_matmul_mma(const QuantMatmulMmaConfig& c, uint64_t w, uint64_t
   s.row_bytes.host = row_bytes;
   const kernel::PackedArgs args = kernel::pack(s);
   const uint32_t gx = uint32_t((n + c.rows - 1) / c.rows), gy = uint32_t((m + 8 * c.nt - 1) / (8 * c.nt));
-  launches[c.rows == 32 ? 1 : 0].fetch_add(1);
+  launches[c.rows == 32 ? 1 : 0].fetch_add(1, std::memory_order_relaxed);  // a count for tests: no ordering
   quant_matmul_mma_family().get(c).launch_packed(
       {.grid = {gx, gy, 1}, .block = {32 * warps_of(c)}, .stream = stream, .overlap_previous = true}, args.data(), args.size());
 }
