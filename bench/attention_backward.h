@@ -1,9 +1,9 @@
 // bench/attention --backward: ops::attention_backward on the device.
 //   TFLOP/s = 2.5 x the forward's 4 B Hq Sq Sk D (halved when causal) / the median time of
 //   one backward call (the D pre-pass, the dq and the dk / dv kernels; the forward that
-//   makes o and the logsumexp runs once, outside the timing). Each row runs with
-//   deterministic = false and = true (the kernels reduce in a fixed order either way: the
-//   two times show what the guarantee costs).
+//   makes o and the logsumexp runs once, outside the timing). Each row runs the default
+//   path (the wgmma kernels on an sm_90 device) and the mma.sync kernels, deterministic
+//   (every path reduces in a fixed order, so the guarantee costs nothing).
 #pragma once
 
 #include <cstdio>
@@ -40,17 +40,21 @@ void backward(const Bwd& f, int rounds, Timer&& ms_per_call, FILE* csv) {
   const ops::AttentionShape sh{.batch = f.b, .seqlen_q = f.s, .seqlen_k = f.s, .heads_q = f.hq, .heads_kv = f.hkv, .head_dim = f.d};
   ops::attention(t(q, f.hq), t(k, f.hkv), t(v, f.hkv), t(o, f.hq), sh, {.causal = f.causal, .lse = lse.device_address()});
   const double flops = 2.5 * 4.0 * f.b * f.hq * double(f.s) * f.s * f.d * (f.causal ? 0.5 : 1.0);
-  for (bool det : {false, true}) {
+  // The default path (wgmma kernels on an sm_90 device) and the mma.sync kernels, both
+  // deterministic (every path sums in a fixed order: the flag costs nothing).
+  for (ops::AttentionKernel kernel : {ops::AttentionKernel::Auto, ops::AttentionKernel::Mma}) {
+    const char* kind = kernel == ops::AttentionKernel::Auto ? "auto" : "mma";
     auto call = [&] {
       ops::attention_backward(t(q, f.hq), t(k, f.hkv), t(v, f.hkv), t(o, f.hq), t(dout, f.hq), lse.device_address(),
-                              {t(dq, f.hq), t(dk, f.hkv), t(dv, f.hkv)}, sh, {.causal = f.causal, .deterministic = det});
+                              {t(dq, f.hq), t(dk, f.hkv), t(dv, f.hkv)}, sh,
+                              {.causal = f.causal, .deterministic = true, .kernel = kernel});
     };
     const double ms = ms_per_call(rounds, call);
     std::printf("bwd   %-5s B%-2u H%2u:%-2u S%-6u D%-4u %-7s %-6s %10.3f ms %8.1f TFLOP/s\n", name, f.b, f.hq, f.hkv, f.s, f.d,
-                f.causal ? "causal" : "full", det ? "det" : "fast", ms, flops / ms / 1e9);
+                f.causal ? "causal" : "full", kind, ms, flops / ms / 1e9);
     if (csv)
-      std::fprintf(csv, "backward,%s,%s,%u,%u,%u,%u,%u,%d,0,%.6f,%.3f\n", det ? "det" : "mma", name, f.b, f.hq, f.hkv, f.s, f.d,
-                   f.causal ? 1 : 0, ms, flops / ms / 1e9);
+      std::fprintf(csv, "backward,%s,%s,%u,%u,%u,%u,%u,%d,0,%.6f,%.3f\n", kind, name, f.b, f.hq, f.hkv, f.s, f.d, f.causal ? 1 : 0, ms,
+                   flops / ms / 1e9);
   }
 }
 

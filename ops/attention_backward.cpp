@@ -109,8 +109,13 @@ void attention_backward(const AttentionTensor& q, const AttentionTensor& k, cons
   check_aligned("lse", lse);
   check_options(opt);
   const bool varlen = opt.cu_seqlens_q != 0;
-  bool mma = false;
-  if (opt.kernel != AttentionKernel::Rows) {
+  bool wgmma = false, mma = false;
+  if (opt.kernel != AttentionKernel::Rows && opt.kernel != AttentionKernel::Mma) {
+    const std::string why = detail::attention_backward_wgmma_refusal(q, k, v, dout, g, shape, opt);
+    if (opt.kernel == AttentionKernel::Wgmma && !why.empty()) fail("kernel", "the wgmma kernels do not apply: " + why);
+    wgmma = why.empty();
+  }
+  if (!wgmma && opt.kernel != AttentionKernel::Rows) {
     const std::string why = mma_refusal(q, k, v, dout, shape, varlen);
     if (opt.kernel == AttentionKernel::Mma && !why.empty()) fail("kernel", "the mma.sync kernels do not apply: " + why);
     mma = why.empty();
@@ -121,8 +126,12 @@ void attention_backward(const AttentionTensor& q, const AttentionTensor& k, cons
   const uint64_t rows = varlen ? uint64_t(shape.heads_q) * opt.total_q : uint64_t(shape.batch) * shape.heads_q * shape.seqlen_q;
   const uint32_t flags = (varlen ? detail::kBwdVarlen : 0u) | (opt.alibi_slopes ? detail::kBwdAlibi : 0u);
   const uint32_t warps = 4;
-  // D in the stream's workspace, held while the kernels are enqueued.
-  detail::Workspace ws = detail::workspace(stream, rows * sizeof(float));
+  // D in the stream's workspace, held while the kernels are enqueued; for the wgmma kernels
+  // D and lse * log2(e) in rows padded for TMA.
+  const uint64_t sq_pad = detail::attention_backward_sq_pad(shape.seqlen_q);
+  const uint64_t stat_rows = wgmma ? uint64_t(shape.batch) * shape.heads_q * sq_pad : rows;
+  detail::Workspace ws = detail::workspace(stream, (wgmma ? 2 : 1) * stat_rows * sizeof(float));
+  const uint64_t lse2 = wgmma ? ws.address + stat_rows * sizeof(float) : 0;
 
   detail::AttentionDotSignature ds(q.dtype);
   ds.o.host = o.address;
@@ -131,10 +140,14 @@ void attention_backward(const AttentionTensor& q, const AttentionTensor& k, cons
   ds.cu_q.host = opt.cu_seqlens_q;
   set_strides(ds.o_bs, ds.o_ss, ds.o_hs, o, varlen);
   set_strides(ds.do_bs, ds.do_ss, ds.do_hs, dout, varlen);
+  ds.lse.host = lse;
+  ds.lse2.host = lse2;
   ds.lse_bs.host = lse_bs;
   ds.lse_hs.host = lse_hs;
+  ds.st_bs.host = wgmma ? shape.heads_q * sq_pad : lse_bs;
+  ds.st_hs.host = wgmma ? sq_pad : lse_hs;
   ds.sq.host = shape.seqlen_q;
-  ds.flags.host = flags;
+  ds.flags.host = flags | (wgmma ? detail::kBwdLse2 : 0u);
 
   detail::AttentionBwdSignature s(q.dtype);
   s.q.host = q.address, s.k.host = k.address, s.v.host = v.address, s.dout.host = dout.address;
@@ -169,6 +182,8 @@ void attention_backward(const AttentionTensor& q, const AttentionTensor& k, cons
   family.get({q.dtype, shape.head_dim, Part::Dot, warps})
       .launch_packed({.grid = {q_tiles, shape.heads_q, shape.batch}, .block = {32 * warps}, .stream = stream}, dargs.data(),
                      dargs.size());
+  if (wgmma)
+    return detail::attention_backward_wgmma_launch(q, k, v, dout, g, shape, opt, s.scale.host, lse2, ws.address, stream);
   const kernel::PackedArgs args = kernel::pack(s);
   if (mma) {
     for (Part part : kMmaParts) {

@@ -44,7 +44,7 @@ struct AttentionBackwardOptions {
   uint64_t cu_seqlens_q = 0, cu_seqlens_k = 0;  // int32 [B + 1]: varlen (both or neither)
   uint32_t total_q = 0;            // varlen: rows of q (the lse's per-head extent)
   bool deterministic = false;      // bit-identical gradients run to run (they are either way)
-  AttentionKernel kernel = AttentionKernel::Auto;
+  AttentionKernel kernel = AttentionKernel::Auto;  // Auto: wgmma where it applies, then mma, then rows
 };
 
 // lse: the forward's logsumexp (f32). Raises UsageError for bad arguments.
@@ -88,5 +88,21 @@ struct AttentionBackwardMmaConfig {
   uint32_t shared_bytes() const;  // the dynamic shared memory of a block
 };
 jit::Family<AttentionBackwardMmaConfig>& attention_backward_mma_family();
+
+// The Hopper kernels (sm_90a; the same schedule on wgmma, ops/attention_backward_wgmma.cpp):
+// a block is one warpgroup that owns 64 rows (Dkv: keys, Dq: query rows) and walks tiles of
+// 64 of the other side through a TMA-fed ring of `stages` stages; two blocks share an SM.
+// They take f16 / bf16, head dims 64 and 128, causal or full (no windows, softcap, ALiBi
+// or varlen: those run on the mma.sync kernels).
+struct AttentionBackwardWgmmaConfig {
+  ir::Scalar dtype = ir::Scalar::F16;
+  uint32_t head_dim = 128;
+  AttentionBackwardPart part = AttentionBackwardPart::Dkv;
+  uint32_t stages = 2;
+  auto fields() const { return std::tie(dtype, head_dim, part, stages); }
+  std::string str() const;
+  uint32_t shared_bytes() const;  // the dynamic shared memory of a block
+};
+jit::Family<AttentionBackwardWgmmaConfig>& attention_backward_wgmma_family();
 
 }  // namespace kaio::ops

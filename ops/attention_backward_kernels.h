@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <tuple>
 
 #include "kaio/ops/attention_backward.h"
@@ -27,22 +28,27 @@ AttentionBackwardMmaConfig attention_backward_mma_config(ir::Scalar dtype, const
 
 namespace kaio::ops::detail {
 
-enum : uint32_t { kBwdVarlen = 1, kBwdAlibi = 2 };
+enum : uint32_t { kBwdVarlen = 1, kBwdAlibi = 2, kBwdLse2 = 4 };
 
-// The D pre-pass: delta[lse index of (b, i, h)] = sum_e do[e] * o[e].
+// The D pre-pass: delta[st index of (b, i, h)] = sum_e do[e] * o[e], where the st index is
+// b * st_bs + h * st_hs + (qstart + i); with kBwdLse2 also lse2[st index] = lse[lse index]
+// * log2(e) (the wgmma kernels read both from rows padded to a multiple of 4, for TMA).
 struct AttentionDotSignature {
   kernel::Ptr o{"o"}, dout{"dout"}, delta{"delta", ir::Scalar::F32};
+  kernel::Ptr lse{"lse", ir::Scalar::F32, true}, lse2{"lse2", ir::Scalar::F32};
   kernel::Ptr cu_q{"cu_q", ir::Scalar::S32, true};
   kernel::Param<uint64_t> o_bs{"o_bs"}, o_ss{"o_ss"}, o_hs{"o_hs"};
   kernel::Param<uint64_t> do_bs{"do_bs"}, do_ss{"do_ss"}, do_hs{"do_hs"};
-  kernel::Param<uint64_t> lse_bs{"lse_bs"}, lse_hs{"lse_hs"};
+  kernel::Param<uint64_t> lse_bs{"lse_bs"}, lse_hs{"lse_hs"}, st_bs{"st_bs"}, st_hs{"st_hs"};
   kernel::Param<uint32_t> sq{"sq"}, flags{"flags"};
 
   explicit AttentionDotSignature(ir::Scalar dtype) {
     o.elem = dout.elem = dtype;
     o.is_const = dout.is_const = true;
   }
-  auto fields() { return std::tie(o, dout, delta, cu_q, o_bs, o_ss, o_hs, do_bs, do_ss, do_hs, lse_bs, lse_hs, sq, flags); }
+  auto fields() {
+    return std::tie(o, dout, delta, lse, lse2, cu_q, o_bs, o_ss, o_hs, do_bs, do_ss, do_hs, lse_bs, lse_hs, st_bs, st_hs, sq, flags);
+  }
 };
 
 // The gradient kernels (dq, and dk / dv): everything but o. Strides in elements; lse and
@@ -81,5 +87,18 @@ struct BwdSequence {
   ir::Value qstart, sq, kstart, sk;
 };
 BwdSequence bwd_sequence(ir::KernelBuilder& b, AttentionBwdSignature& s, ir::Value batch);
+
+// The wgmma kernels (ops/attention_backward_wgmma.cpp). Their lse and D come from the
+// pre-pass (kBwdLse2): rows padded to attention_backward_sq_pad(seqlen_q) floats, row i of
+// (b, h) at (b * heads_q + h) * sq_pad + i. The refusal says why they do not run a problem
+// (empty: they do); the launch runs dq, then dk / dv.
+uint32_t attention_backward_sq_pad(uint32_t seqlen_q);
+std::string attention_backward_wgmma_refusal(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
+                                             const AttentionTensor& dout, const AttentionGradients& g, const AttentionShape& s,
+                                             const AttentionBackwardOptions& opt);
+void attention_backward_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
+                                     const AttentionTensor& dout, const AttentionGradients& g, const AttentionShape& s,
+                                     const AttentionBackwardOptions& opt, float scale, uint64_t lse2, uint64_t delta,
+                                     const jit::Stream* stream);
 
 }  // namespace kaio::ops::detail

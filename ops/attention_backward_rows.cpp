@@ -72,7 +72,14 @@ ir::Kernel build_dot(ir::KernelBuilder& b, const AttentionBackwardRowsConfig& c)
       acc = ir::fma(ir::cast<float>(o), ir::cast<float>(d), acc.get());
     }
     Value sum = b.warp_reduce_sum(acc.get());
-    b.if_(lane == 0u, [&] { s.delta.ir[u64(batch) * s.lse_bs.ir + u64(h) * s.lse_hs.ir + u64(row)] = sum; });
+    b.if_(lane == 0u, [&] {
+      Value at = u64(batch) * s.st_bs.ir + u64(h) * s.st_hs.ir + u64(row);
+      s.delta.ir[at] = sum;
+      b.if_((s.flags.ir & uint32_t(detail::kBwdLse2)) != 0u, [&] {
+        Value l = s.lse.ir[u64(batch) * s.lse_bs.ir + u64(h) * s.lse_hs.ir + u64(row)];
+        s.lse2.ir[at] = l * 1.4426950408889634f;
+      });
+    });
   });
   return b.build();
 }

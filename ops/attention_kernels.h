@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <tuple>
 
+#include "kaio/jit/tensor_map.h"
 #include "kaio/ops/attention.h"
 #include "kaio/ops/kernel/signature.h"
 
@@ -43,6 +45,15 @@ namespace detail {
 // For bench/attention's sweep: the tensor-core decode kernel runs with this config's bn,
 // stages and warps instead of its table row's (null: the table's). This thread's calls only.
 void set_decode_override(const AttentionDecodeConfig* c);
+// A TMA map of one attention tensor (q, k, v, o, do; 16-bit): 4-D in the order its strides
+// grow, order 0 (d, s, h, b) or 1 (d, h, s, b), box (64 head elements, `rows` of the
+// sequence), 128-byte swizzled; nullopt (and why, in *why) when TMA cannot describe it.
+struct AttentionTmaPlan {
+  jit::TensorMapTiled map;
+  uint32_t order = 0;
+};
+std::optional<AttentionTmaPlan> attention_tma_plan(const AttentionTensor& t, uint32_t seqlen, uint32_t heads, uint32_t batch,
+                                                   uint32_t head_dim, uint32_t rows, std::string* why);
 // Why `row` of the forward's tile table does not run the problem (empty: it does).
 std::string attention_variant_refusal(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
                                       const AttentionTensor& o, const AttentionShape& s, const AttentionOptions& opt,

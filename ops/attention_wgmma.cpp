@@ -438,17 +438,13 @@ ir::Kernel build_wgmma(const AttentionWgmmaConfig& c) {
   return b.build();
 }
 
-// A TMA map of one attention tensor: 4-D in the order its strides grow, box (64 head
-// elements, `rows` of the sequence); nullopt (and why) when TMA cannot describe it.
-struct TensorPlan {
-  jit::TensorMapTiled map;
-  uint32_t order = 0;
-};
-std::optional<TensorPlan> plan_tensor(const AttentionTensor& t, uint32_t seqlen, uint32_t heads, uint32_t batch,
+}  // namespace
+
+std::optional<detail::AttentionTmaPlan> detail::attention_tma_plan(const AttentionTensor& t, uint32_t seqlen, uint32_t heads, uint32_t batch,
                                       uint32_t head_dim, uint32_t rows, std::string* why) {
   std::string last;
   for (uint32_t order = 0; order < 2; ++order) {
-    TensorPlan p;
+    AttentionTmaPlan p;
     p.order = order;
     p.map.dtype = t.dtype;
     p.map.global_address = t.address;
@@ -475,8 +471,6 @@ std::optional<TensorPlan> plan_tensor(const AttentionTensor& t, uint32_t seqlen,
   if (why) *why = "a TMA map cannot describe its strides (" + last + ")";
   return std::nullopt;
 }
-
-}  // namespace
 
 uint32_t AttentionWgmmaConfig::shared_bytes() const { return layout_of(*this).total; }
 
@@ -517,10 +511,10 @@ std::string attention_wgmma_refusal(const AttentionTensor& q, const AttentionTen
   if (attention_wgmma_config(q.dtype, *row).shared_bytes() > dev.smem_per_block_optin) return "its tiles do not fit shared memory";
   if (s.seqlen_q > 0x7fffffffu || s.seqlen_k > 0x7fffffffu) return "sequences of 2^31 tokens or more";
   std::string why;
-  if (!plan_tensor(q, s.seqlen_q, s.heads_q, s.batch, s.head_dim, bm_of(attention_wgmma_config(q.dtype, *row)), &why))
+  if (!detail::attention_tma_plan(q, s.seqlen_q, s.heads_q, s.batch, s.head_dim, bm_of(attention_wgmma_config(q.dtype, *row)), &why))
     return "q: " + why;
-  if (!plan_tensor(k, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, row->bn, &why)) return "k: " + why;
-  if (!plan_tensor(v, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, kBlock, &why)) return "v: " + why;
+  if (!detail::attention_tma_plan(k, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, row->bn, &why)) return "k: " + why;
+  if (!detail::attention_tma_plan(v, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, kBlock, &why)) return "v: " + why;
   if (o.address % (2 * kElem) || o.seq_stride % 2 || o.head_stride % 2 || (s.batch > 1 && o.batch_stride % 2))
     return "o is stored in pairs: 4-byte aligned, even strides";
   return "";
@@ -532,9 +526,9 @@ void attention_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, 
   const AttentionVariant& row = forced ? *forced : *attention_pick(s.head_dim, s.seqlen_q, 1, 1, AttentionEngine::Wgmma);
   const AttentionWgmmaConfig cfg = attention_wgmma_config(q.dtype, row);
   const uint32_t bm = bm_of(cfg);
-  const TensorPlan pq = *plan_tensor(q, s.seqlen_q, s.heads_q, s.batch, s.head_dim, bm, nullptr);
-  const TensorPlan pk = *plan_tensor(k, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, cfg.bn, nullptr);
-  const TensorPlan pv = *plan_tensor(v, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, kBlock, nullptr);
+  const detail::AttentionTmaPlan pq = *detail::attention_tma_plan(q, s.seqlen_q, s.heads_q, s.batch, s.head_dim, bm, nullptr);
+  const detail::AttentionTmaPlan pk = *detail::attention_tma_plan(k, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, cfg.bn, nullptr);
+  const detail::AttentionTmaPlan pv = *detail::attention_tma_plan(v, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, kBlock, nullptr);
   AttentionWgmmaSignature sig(q.dtype);
   sig.q_map.host = jit::encode_tensor_map_tiled(pq.map);
   sig.k_map.host = jit::encode_tensor_map_tiled(pk.map);

@@ -23,6 +23,7 @@ std::vector<jit::FamilyBase*> families() {
   v.push_back(&attention_decode_family());
   v.push_back(&attention_backward_rows_family());
   v.push_back(&attention_backward_mma_family());
+  v.push_back(&attention_backward_wgmma_family());
   v.push_back(&quant_act_family());
   v.push_back(&quant_matvec_family());
   v.push_back(&quant_matvec_fused_family());

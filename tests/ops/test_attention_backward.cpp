@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 
+#include "kaio/jit/device.h"
 #include "kaio/ops/attention.h"
 #include "kaio/ops/attention_backward.h"
 #include "kaio/ops/catalog.h"
@@ -260,6 +261,26 @@ TEST_CASE("attention backward: deterministic gradients are bit-identical across 
       Case{.hq = 4, .hkv = 1, .d = 128, .softcap = 0.5f, .q_lens = {7, 65, 1}, .k_lens = {65, 7, 1}, .deterministic = true}, 2);
 }
 
+namespace {
+bool wgmma_device() { return !jit::interpret_mode() && jit::device_info().sm == 90; }
+}  // namespace
+
+// The Hopper kernels: lengths across the 64-row tiles' edges, causal and not, GQA 8:2 and MQA,
+// (B, H, S, D) strides, Sq > Sk (early rows see no key), several tiles and stages.
+TEMPLATE_TEST_CASE("attention backward: the wgmma kernels at odd lengths, causal and not, GQA, layouts",
+                   "[gpu][ops][attention][wgmma]", kaio::half, kaio::bfloat16) {
+  if (!wgmma_device()) return;  // sm_90 only; the interpreter does not model wgmma and TMA
+  const auto W = kaio::ops::AttentionKernel::Wgmma;
+  for (uint32_t sq : {1u, 7u, 65u, 130u})
+    for (uint32_t sk : {1u, 7u, 65u, 130u})
+      for (uint32_t d : {64u, 128u})
+        for (bool causal : {false, true}) check_case<TestType>(Case{.sq = sq, .sk = sk, .hq = 8, .hkv = 2, .d = d, .causal = causal, .kernel = W});
+  check_case<TestType>(Case{.batch = 2, .sq = 130, .sk = 65, .hq = 2, .hkv = 1, .d = 128, .causal = true, .bhsd = true, .kernel = W});
+  check_case<TestType>(Case{.batch = 2, .sq = 65, .sk = 200, .hq = 4, .hkv = 4, .d = 64, .scale = 0.3f, .bhsd = true, .kernel = W});
+  check_case<TestType>(Case{.sq = 300, .sk = 520, .hq = 4, .hkv = 1, .d = 128, .causal = true, .kernel = W}, 2);  // bit for bit
+  check_case<TestType>(Case{.sq = 520, .sk = 300, .hq = 2, .hkv = 2, .d = 64, .causal = true, .kernel = W});
+}
+
 TEMPLATE_TEST_CASE("attention backward at long sequences on a device", "[gpu][ops][attention][large]", kaio::half,
                    kaio::bfloat16) {
   if (jit::interpret_mode()) return;
@@ -367,6 +388,10 @@ TEST_CASE("attention_backward rejects bad arguments before launching, naming op 
   auto d256 = kaio::ops::bshd(buf.device_address(), ir::Scalar::F16, 1, 2, 256);
   expect([&] { o::attention_backward(d256, d256, d256, d256, d256, lse, {d256, d256, d256}, with([](auto& x) { x.head_dim = 256, x.seqlen_q = x.seqlen_k = 1; }), {.kernel = mma}); },
          "no tile shape for head_dim 256");
+  // Windows, softcap, ALiBi and varlen run on the mma.sync kernels (as does everything off an
+  // sm_90 device): asking for the wgmma kernels then is an error that says why.
+  expect([&] { o::attention_backward(t, t, t, t, t, lse, g, s, {.softcap = 0.5f, .kernel = kaio::ops::AttentionKernel::Wgmma}); },
+         "'kernel': the wgmma kernels do not apply: ");
   auto odd_stride = t;
   odd_stride.seq_stride = 132;
   expect([&] { o::attention_backward(t, t, t, t, odd_stride, lse, g, s, {.kernel = mma}); }, "multiples of 8 elements");
@@ -381,9 +406,12 @@ TEST_CASE("every declared attention backward kernel is in the catalog and assemb
   for (const ir::Kernel& k : kaio::ops::catalog()) names.push_back(k.name());
   auto& rows = kaio::ops::attention_backward_rows_family();
   auto& mma = kaio::ops::attention_backward_mma_family();
+  auto& wgmma = kaio::ops::attention_backward_wgmma_family();
   CHECK(rows.config_count() == 36);  // {f16, bf16, f32} x {64, 96, 128, 256} x {dot, dq, dkv}
   CHECK(mma.config_count() == 12);   // {f16, bf16} x head dims {64, 96, 128} x {dkv, dq}
-  for (jit::FamilyBase* f : {static_cast<jit::FamilyBase*>(&rows), static_cast<jit::FamilyBase*>(&mma)})
+  CHECK(wgmma.config_count() == 8);  // {f16, bf16} x head dims {64, 128} x {dq, dkv}
+  for (jit::FamilyBase* f : {static_cast<jit::FamilyBase*>(&rows), static_cast<jit::FamilyBase*>(&mma),
+                             static_cast<jit::FamilyBase*>(&wgmma)})
     for (size_t i = 0; i < f->config_count(); ++i) {
       const ir::Kernel k = f->declared_kernel(i);
       CHECK(std::find(names.begin(), names.end(), k.name()) != names.end());
@@ -393,6 +421,7 @@ TEST_CASE("every declared attention backward kernel is in the catalog and assemb
     }
   CHECK(rows.configs()[1].str() == "attention_bwd_rows(f16, d64, dq, 4 warps)");
   CHECK(mma.configs()[0].str() == "attention_bwd_mma(f16, d64, dkv, 64x64, 2 stages)");
+  CHECK(wgmma.configs()[3].str() == "attention_bwd_wgmma(f16, d128, dkv, 2 stages)");
 }
 
 // The full cross of lengths (tile edges included), masks, head sharing, head dims and paths:

@@ -1,0 +1,493 @@
+// The Hopper attention backward kernels (the FlashAttention-2 schedule on wgmma), f16 / bf16
+// in, f32 accumulate, sm_90a.
+//
+// A block is one warpgroup (128 threads) that owns 64 rows and walks tiles of 64 rows of the
+// other side; thread 0 also issues the TMA loads (its own tiles once, then a ring of `stages`
+// stages, each refilled as soon as the warpgroup has released it). Two blocks share an SM
+// (255 registers a thread), so one block's elementwise work runs under the other's MMAs:
+//   Dkv  owns 64 keys of one KV head (K, V), walks the query tiles of each query head of the
+//        group in order (Q, dO and the rows' lse and D through the ring):
+//          S^T = K Q^T, dP^T = V dO^T      wgmma m64n64k16, both operands K-major in shared memory
+//          P^T = exp2(S^T scale log2e - lse log2e), dS^T = P^T (dP^T - D)   (masked only on the
+//                                          tiles that cross the causal diagonal or an end)
+//          dV += P^T dO, dK += dS^T Q      wgmma m64nDk16, A = P^T / dS^T from registers (the C
+//                                          fragments rounded to 16 bits in place), B = the same
+//                                          dO / Q tiles read MN-major
+//   Dq   owns 64 query rows of one head (Q, dO), walks the key tiles (K and V through the ring):
+//          S = Q K^T, dP = dO V^T, dS as above, dQ += dS K.
+// Every gradient element is summed by one thread in a fixed order: bit-identical run to run.
+// One TMA layout serves both readings of a tile: 64 rows of D elements land as D / 64 boxes of
+// 64 rows x 128 bytes, 128-byte swizzled, which is the K-major tile of 64 rows (k along D)
+// and the MN-major tile whose k runs along the 64 rows (n along D). Rows past a sequence read
+// as zeros; the lse and D rows come from the pre-pass's padded copies (rows of a multiple of
+// 4 floats, so TMA can read them; rows past the end read as zeros and are masked).
+#include <string>
+#include <vector>
+
+#include "kaio/ir/builder.h"
+#include "kaio/jit/device.h"
+#include "kaio/jit/tensor_map.h"
+#include "kaio/ops/attention_backward.h"
+#include "kaio/ops/attention_backward_kernels.h"
+#include "kaio/ops/attention_kernels.h"
+#include "kaio/ops/kernel/reg_tile.h"
+#include "kaio/ops/kernel/shared_tile.h"
+#include "kaio/ops/kernel/signature.h"
+#include "kaio/ops/kernel/stage_ring.h"
+
+namespace kaio::ops {
+
+namespace {
+
+using ir::Scalar;
+using ir::Value;
+using kernel::AccTile;
+using kernel::TmaTile;
+using Part = AttentionBackwardPart;
+
+constexpr uint32_t kRows = 64;      // rows a block owns, and rows of a ring tile
+constexpr uint32_t kThreads = 128;  // one warpgroup
+constexpr uint32_t kElem = 2, kBlock = 64, kWgmmaK = 16;
+constexpr uint32_t kBoxBytes = kRows * kernel::kSwizzleBytes;  // 64 rows x 64 head elements
+
+// Byte offsets in a block's shared memory: its own two tiles (K and V, or Q and dO), the
+// stages (two ring tiles each), the stats of each stage (Dkv: lse2 and D of its 64 query
+// rows), the mbarriers (full and empty per stage, then the own tiles').
+struct Layout {
+  uint32_t tile, stage, ring, stats, bars, total;
+};
+Layout layout_of(const AttentionBackwardWgmmaConfig& c) {
+  Layout l{};
+  l.tile = kRows * c.head_dim * kElem;
+  l.stage = 2 * l.tile;
+  l.ring = 2 * l.tile;
+  l.stats = l.ring + c.stages * l.stage;
+  l.bars = l.stats + (c.part == Part::Dkv ? c.stages * 2 * kRows * 4 : 0);
+  l.total = l.bars + (2 * c.stages + 1) * 8;
+  return l;
+}
+
+// g0, g1: dq (Dq), or dk and dv (Dkv). lse2 and delta: the pre-pass's padded rows, row i of
+// (b, h) at (b * hq + h) * sq_pad + i (Dq reads them per row; Dkv through the two maps).
+struct BwdWgmmaSignature {
+  kernel::TensorMap q_map{"q_map"}, k_map{"k_map"}, v_map{"v_map"}, do_map{"do_map"};
+  kernel::TensorMap lse_map{"lse_map"}, delta_map{"delta_map"};
+  kernel::Ptr g0{"g0"}, g1{"g1"};
+  kernel::Ptr lse2{"lse2", Scalar::F32, true}, delta{"delta", Scalar::F32, true};
+  kernel::Param<uint64_t> g0_bs{"g0_bs"}, g0_ss{"g0_ss"}, g0_hs{"g0_hs"}, g1_bs{"g1_bs"}, g1_ss{"g1_ss"}, g1_hs{"g1_hs"};
+  kernel::Param<uint32_t> sq{"sq"}, sk{"sk"}, sq_pad{"sq_pad"}, hq{"hq"}, group{"group"}, causal{"causal"};
+  // 0: the map is (d, s, h, b); 1: (d, h, s, b)
+  kernel::Param<uint32_t> q_order{"q_order"}, k_order{"k_order"}, v_order{"v_order"}, do_order{"do_order"};
+  kernel::Param<float> scale_log2{"scale_log2"}, scale{"scale"};
+
+  explicit BwdWgmmaSignature(Scalar dtype) { g0.elem = g1.elem = dtype; }
+  auto fields() {
+    return std::tie(q_map, k_map, v_map, do_map, lse_map, delta_map, g0, g1, lse2, delta, g0_bs, g0_ss, g0_hs, g1_bs, g1_ss, g1_hs,
+                    sq, sk, sq_pad, hq, group, causal, q_order, k_order, v_order, do_order, scale_log2, scale);
+  }
+};
+
+class BwdWgmma {
+ public:
+  BwdWgmma(ir::KernelBuilder& b, const AttentionBackwardWgmmaConfig& c, BwdWgmmaSignature& s)
+      : b_(b), c_(c), s_(s), L_(layout_of(c)), D_(c.head_dim) {}
+
+  void build() {
+    smem_ = b_.dynamic_shared(c_.dtype, 1024);
+    smem_f32_ = b_.dynamic_shared(Scalar::F32, 1024);
+    bars_ = b_.dynamic_shared<uint64_t>(1024);
+    tid_ = b_.thread_idx_x();
+    warp_ = b_.warp_id();
+    lane_ = b_.lane_id();
+    batch_ = b_.block_idx_z();
+    const kernel::MbarrierRing ring(b_, bars_, L_.bars / 8, c_.stages, kThreads / 32);  // each warp releases
+    own_bar_ = L_.bars / 8 + 2 * c_.stages;
+    b_.if_(tid_ == 0u, [&] {
+      b_.mbarrier_init(bars_, own_bar_, 1u);
+      ring.init();
+    });
+    b_.barrier();
+    if (c_.part == Part::Dkv) dkv(ring);
+    else dq(ring);
+  }
+
+ private:
+  Value i32(Value v) { return ir::cast<int32_t>(v); }
+  Value u64(Value v) { return ir::cast<uint64_t>(v); }
+  Value u32c(uint32_t v) { return b_.constant<uint32_t>(v); }
+  Value u64c(uint64_t v) { return b_.constant<uint64_t>(v); }
+
+  // A map's coordinates in its order: (d, s, h, b) or (d, h, s, b).
+  std::vector<Value> coords(Value order, Value d, Value seq, Value head) {
+    return {d, ir::select(order != 0u, head, seq), ir::select(order != 0u, seq, head), batch_};
+  }
+  // 64 rows from row0 of a head into the tile at byte `at`, completing mbarrier `bar`.
+  void load_tile(const kernel::TensorMap& map, const kernel::Param<uint32_t>& order, Value at, Value row0, Value head, Value bar) {
+    for (uint32_t kb = 0; kb < D_ / kBlock; ++kb)
+      b_.tma_load(smem_, at / kElem + kb * (kBoxBytes / kElem), map.ir, coords(order.ir, u32c(kb * kBlock), row0, head), bars_, bar);
+  }
+  // Descriptors of the tile at byte `at`: K-major (64 rows, k along D) and MN-major (k along
+  // the 64 rows, n along D).
+  Value kmajor(uint32_t at) {
+    const TmaTile t{.rows = kRows, .esize = kElem, .k_major = true, .base = at / kElem};
+    return t.descriptor(b_, smem_, u32c(t.base));
+  }
+  Value mnmajor(uint32_t at) {
+    const TmaTile t{.rows = D_, .esize = kElem, .k_major = false, .base = at / kElem};
+    return t.descriptor(b_, smem_, u32c(t.base));
+  }
+
+  // acc (64 x 64) += A (64 rows at da) . B (64 rows at db)^T, both K-major over D.
+  void issue_abt(const AccTile& acc, Value da, Value db) {
+    for (uint32_t ki = 0; ki < D_ / kWgmmaK; ++ki) {
+      const uint32_t kb = ki / (kBlock / kWgmmaK), within = ki % (kBlock / kWgmmaK) * kWgmmaK * kElem;
+      const uint64_t off = (kb * kBoxBytes + within) / 16;
+      b_.wgmma(acc.array(0), da + u64c(off), db + u64c(off), c_.dtype);
+    }
+  }
+  // acc (64 x D) += X (64 x 64, A fragments from registers) . B (64 rows along k, MN-major at db).
+  void issue_xb(const AccTile& acc, const std::vector<std::vector<Value>>& x, Value db) {
+    const TmaTile t{.rows = D_, .esize = kElem, .k_major = false};
+    for (uint32_t kk = 0; kk < kRows / kWgmmaK; ++kk)
+      b_.wgmma(acc.array(0), x[kk], db + u64c(kk * t.k_step_bytes(kWgmmaK) / 16), c_.dtype, true);
+  }
+  // The A fragments of a 64 x 64 f32 tile rounded to the dtype: k slice kk is n8 blocks 2 kk
+  // and 2 kk + 1, rows g and g + 8 of each (the C layout of a k16 pair is the A layout).
+  std::vector<std::vector<Value>> frags_of(const AccTile& x) {
+    const ir::Type t16 = ir::Type::scalar(c_.dtype);
+    std::vector<std::vector<Value>> f(kRows / kWgmmaK);
+    for (uint32_t ni = 0; ni < kRows / 8; ++ni)
+      for (uint32_t h = 0; h < 2; ++h)
+        f[ni / 2].push_back(ir::pack2(ir::cast(x.at(0, 0, ni, 2 * h).get(), t16, ir::Rounding::Rn),
+                                      ir::cast(x.at(0, 0, ni, 2 * h + 1).get(), t16, ir::Rounding::Rn)));
+    return f;
+  }
+
+  // Is key j visible to query i (i32)? Inside both sequences and, causal, at or below the
+  // bottom-right aligned diagonal.
+  Value visible(Value i, Value j) {
+    Value sq = i32(s_.sq.ir), sk = i32(s_.sk.ir);
+    return i < sq && j < sk && (s_.causal.ir == 0u || j <= i + sk - sq);
+  }
+  // Every element of the tile (queries m0.., keys n0.., 64 each) is visible.
+  Value whole(Value m0, Value n0) {
+    return m0 + kRows <= s_.sq.ir && n0 + kRows <= s_.sk.ir &&
+           (s_.causal.ir == 0u || i32(n0 + (kRows - 1)) <= i32(m0) + i32(s_.sk.ir) - i32(s_.sq.ir));
+  }
+
+  // S becomes P = exp2(S scale log2e - lse2) and dP becomes dS = P (dP - D), both 0 where
+  // masked. query / key (i32) and lse2 / delta of register (ni, r); masks only where not `full`.
+  using Index = std::function<Value(uint32_t, uint32_t)>;
+  void gradients(const AccTile& S, const AccTile& dP, Value full, const Index& query, const Index& key, const Index& lse2,
+                 const Index& delta) {
+    auto pass = [&](bool masked) {
+      for (uint32_t ni = 0; ni < S.nt(); ++ni)
+        for (uint32_t r = 0; r < 4; ++r) {
+          ir::Var x = S.at(0, 0, ni, r), dp = dP.at(0, 0, ni, r);
+          Value p = ir::exp2_ftz(ir::fma(x.get(), s_.scale_log2.ir, -lse2(ni, r)));
+          Value ds = p * (dp.get() - delta(ni, r));
+          if (masked) {
+            Value ok = visible(query(ni, r), key(ni, r));
+            p = ir::select(ok, p, 0.0f);  // also past the ends, where lse2 is 0 or -inf
+            ds = ir::select(ok, ds, 0.0f);
+          }
+          x = p;
+          dp = ds;
+        }
+    };
+    b_.if_(full, [&] { pass(false); }).else_([&] { pass(true); });
+  }
+
+  // The accumulator's 64 rows (first.. of a sequence of len) times factor into a gradient.
+  void store(const AccTile& A, const kernel::Ptr& out, const kernel::Param<uint64_t>& bs, const kernel::Param<uint64_t>& ss,
+             const kernel::Param<uint64_t>& hs, Value first, Value len, Value head, Value factor) {
+    const ir::Type t16 = ir::Type::scalar(c_.dtype);
+    for (uint32_t h = 0; h < 2; ++h) {
+      Value r = first + warp_ * 16u + lane_ / 4u + 8u * h;
+      b_.if_(r < len, [&] {
+        Value base = u64(batch_) * bs.ir + u64(r) * ss.ir + u64(head) * hs.ir;
+        for (uint32_t ni = 0; ni < D_ / 8; ++ni) {
+          std::vector<Value> pair;
+          for (uint32_t k = 2 * h; k < 2 * h + 2; ++k) pair.push_back(ir::cast(A.at(0, 0, ni, k).get() * factor, t16, ir::Rounding::Rn));
+          ir::store_vec(out.ir, base + u64(A.col(lane_, ni, 2 * h)), pair);
+        }
+      });
+    }
+  }
+
+  // The shared loop of both parts: thread 0 fills the first `stages` steps, then each step
+  // waits for its stage, runs, releases it, and thread 0 refills it with step t + stages.
+  void run_ring(const kernel::MbarrierRing& ring, Value steps, const std::function<void(Value)>& load,
+                const std::function<void(Value, const kernel::MbarrierRing::Slot&, Value)>& step) {
+    b_.if_(tid_ == 0u, [&] {
+      for (uint32_t p = 0; p < c_.stages; ++p) b_.if_(u32c(p) < steps, [&] { load(u32c(p)); });
+    });
+    b_.mbarrier_wait(bars_, own_bar_, 0u);
+    b_.for_(0u, steps, [&](Value t) {
+      const kernel::MbarrierRing::Slot sl = ring.slot(t);
+      ring.wait(sl);
+      step(t, sl, u64(sl.stage * (L_.stage / 16)));  // the stage's offset in descriptor units
+      ring.release(sl.stage, lane_);
+      b_.if_(tid_ == 0u && t + c_.stages < steps, [&] { load(t + c_.stages); });
+    });
+  }
+
+  void dkv(const kernel::MbarrierRing& ring) {
+    Value kvh = b_.block_idx_y(), n0 = b_.block_idx_x() * kRows;
+    Value sq = i32(s_.sq.ir), sk = i32(s_.sk.ir);
+    // The query tiles that see any of the block's keys: causal, from the row whose diagonal
+    // reaches key n0.
+    Value lo = ir::select(s_.causal.ir != 0u, ir::max(i32(n0) - (sk - sq), b_.constant<int32_t>(0)), b_.constant<int32_t>(0));
+    Value t0 = ir::cast<uint32_t>(lo) / kRows;
+    Value tiles = ir::select(lo < sq, (s_.sq.ir + (kRows - 1)) / kRows - t0, u32c(0));
+    Value steps = tiles * s_.group.ir;  // the group's query heads in order, each over its tiles
+    auto head_of = [&](Value t) { return kvh * s_.group.ir + t / tiles; };
+    auto m0_of = [&](Value t) { return (t0 + t % tiles) * kRows; };
+
+    b_.if_(tid_ == 0u, [&] {
+      b_.mbarrier_arrive_expect_tx(bars_, own_bar_, u32c(2 * L_.tile));
+      load_tile(s_.k_map, s_.k_order, u32c(0), n0, kvh, u32c(own_bar_));
+      load_tile(s_.v_map, s_.v_order, u32c(L_.tile), n0, kvh, u32c(own_bar_));
+    });
+    auto load = [&](Value t) {
+      const kernel::MbarrierRing::Slot sl = ring.slot(t);
+      ring.acquire(sl);
+      ring.expect(sl, L_.stage + 2 * kRows * 4);
+      Value h = head_of(t), m0 = m0_of(t), at = L_.ring + sl.stage * L_.stage;
+      load_tile(s_.q_map, s_.q_order, at, m0, h, ring.full(sl));
+      load_tile(s_.do_map, s_.do_order, at + L_.tile, m0, h, ring.full(sl));
+      Value st = L_.stats / 4 + sl.stage * (2 * kRows);
+      b_.tma_load(smem_f32_, st, s_.lse_map.ir, {m0, h, batch_}, bars_, ring.full(sl));
+      b_.tma_load(smem_f32_, st + kRows, s_.delta_map.ir, {m0, h, batch_}, bars_, ring.full(sl));
+    };
+
+    const AccTile dK(b_, 1, 1, D_ / 8), dV(b_, 1, 1, D_ / 8), S(b_, 1, 1, kRows / 8), dP(b_, 1, 1, kRows / 8);
+    Value k_desc = kmajor(0), v_desc = kmajor(L_.tile);
+    Value q_k = kmajor(L_.ring), do_k = kmajor(L_.ring + L_.tile), q_mn = mnmajor(L_.ring), do_mn = mnmajor(L_.ring + L_.tile);
+    Value j0 = i32(n0 + warp_ * 16u);  // the warp's first key
+    run_ring(ring, steps, load, [&](Value t, const kernel::MbarrierRing::Slot& sl, Value soff) {
+      Value m0 = m0_of(t);
+      S.zero();
+      dP.zero();
+      b_.wgmma_fence();
+      issue_abt(S, k_desc, q_k + soff);
+      issue_abt(dP, v_desc, do_k + soff);
+      b_.wgmma_commit_group();
+      b_.wgmma_wait_group(0);
+      // Columns are queries: each thread's 16 columns' lse2 and D from the stage.
+      Value st = L_.stats / 4 + sl.stage * (2 * kRows);
+      std::vector<Value> lse2(kRows / 4), delta(kRows / 4);
+      for (uint32_t ni = 0; ni < kRows / 8; ++ni)
+        for (uint32_t c = 0; c < 2; ++c) {
+          Value col = S.col(lane_, ni, c);
+          lse2[2 * ni + c] = smem_f32_[st + col];
+          delta[2 * ni + c] = smem_f32_[st + kRows + col];
+        }
+      gradients(S, dP, whole(m0, n0), [&](uint32_t ni, uint32_t r) { return i32(m0 + S.col(lane_, ni, r)); },
+                [&](uint32_t, uint32_t r) { return j0 + i32(S.row(lane_, 0, r)); },
+                [&](uint32_t ni, uint32_t r) { return lse2[2 * ni + r % 2]; },
+                [&](uint32_t ni, uint32_t r) { return delta[2 * ni + r % 2]; });
+      const std::vector<std::vector<Value>> p = frags_of(S), ds = frags_of(dP);
+      b_.wgmma_fence();
+      issue_xb(dV, p, do_mn + soff);
+      issue_xb(dK, ds, q_mn + soff);
+      b_.wgmma_commit_group();
+      b_.wgmma_wait_group(0);
+    });
+    store(dK, s_.g0, s_.g0_bs, s_.g0_ss, s_.g0_hs, n0, s_.sk.ir, kvh, s_.scale.ir);
+    store(dV, s_.g1, s_.g1_bs, s_.g1_ss, s_.g1_hs, n0, s_.sk.ir, kvh, b_.constant<float>(1.0f));
+  }
+
+  void dq(const kernel::MbarrierRing& ring) {
+    Value h = b_.block_idx_y(), kvh = h / s_.group.ir;
+    Value m0 = (b_.grid_dim_x() - 1u - b_.block_idx_x()) * kRows;  // the longest (causal) blocks first
+    // This thread's two rows and their statistics (rows past the sequence: the last row's;
+    // they are masked and not stored).
+    Value lse2[2], delta[2], rows[2];
+    for (uint32_t half = 0; half < 2; ++half) {
+      rows[half] = m0 + warp_ * 16u + lane_ / 4u + 8u * half;
+      Value at = (u64(batch_) * u64(s_.hq.ir) + u64(h)) * u64(s_.sq_pad.ir) + u64(ir::min(rows[half], s_.sq.ir - 1u));
+      lse2[half] = s_.lse2.ir[at];
+      delta[half] = s_.delta.ir[at];
+    }
+    // The key tiles up to the last row's last key.
+    Value sk = i32(s_.sk.ir);
+    Value last = i32(ir::min(m0 + (kRows - 1), s_.sq.ir - 1u));
+    Value hi = ir::select(s_.causal.ir != 0u, ir::max(ir::min(last + sk - i32(s_.sq.ir) + 1, sk), b_.constant<int32_t>(0)), sk);
+    Value steps = (ir::cast<uint32_t>(hi) + (kRows - 1)) / kRows;
+
+    b_.if_(tid_ == 0u, [&] {
+      b_.mbarrier_arrive_expect_tx(bars_, own_bar_, u32c(2 * L_.tile));
+      load_tile(s_.q_map, s_.q_order, u32c(0), m0, h, u32c(own_bar_));
+      load_tile(s_.do_map, s_.do_order, u32c(L_.tile), m0, h, u32c(own_bar_));
+    });
+    auto load = [&](Value t) {
+      const kernel::MbarrierRing::Slot sl = ring.slot(t);
+      ring.acquire(sl);
+      ring.expect(sl, L_.stage);
+      Value at = L_.ring + sl.stage * L_.stage;
+      load_tile(s_.k_map, s_.k_order, at, t * kRows, kvh, ring.full(sl));
+      load_tile(s_.v_map, s_.v_order, at + L_.tile, t * kRows, kvh, ring.full(sl));
+    };
+
+    const AccTile dQ(b_, 1, 1, D_ / 8), S(b_, 1, 1, kRows / 8), dP(b_, 1, 1, kRows / 8);
+    Value q_desc = kmajor(0), do_desc = kmajor(L_.tile);
+    Value k_k = kmajor(L_.ring), v_k = kmajor(L_.ring + L_.tile), k_mn = mnmajor(L_.ring);
+    run_ring(ring, steps, load, [&](Value t, const kernel::MbarrierRing::Slot&, Value soff) {
+      Value n0 = t * kRows;
+      S.zero();
+      dP.zero();
+      b_.wgmma_fence();
+      issue_abt(S, q_desc, k_k + soff);
+      issue_abt(dP, do_desc, v_k + soff);
+      b_.wgmma_commit_group();
+      b_.wgmma_wait_group(0);
+      gradients(S, dP, whole(m0, n0), [&](uint32_t, uint32_t r) { return i32(rows[r / 2]); },
+                [&](uint32_t ni, uint32_t r) { return i32(n0 + S.col(lane_, ni, r)); },
+                [&](uint32_t, uint32_t r) { return lse2[r / 2]; }, [&](uint32_t, uint32_t r) { return delta[r / 2]; });
+      const std::vector<std::vector<Value>> ds = frags_of(dP);
+      b_.wgmma_fence();
+      issue_xb(dQ, ds, k_mn + soff);
+      b_.wgmma_commit_group();
+      b_.wgmma_wait_group(0);
+    });
+    store(dQ, s_.g0, s_.g0_bs, s_.g0_ss, s_.g0_hs, m0, s_.sq.ir, h, s_.scale.ir);
+  }
+
+  ir::KernelBuilder& b_;
+  const AttentionBackwardWgmmaConfig& c_;
+  BwdWgmmaSignature& s_;
+  const Layout L_;
+  const uint32_t D_;
+  uint32_t own_bar_ = 0;
+  Value smem_, smem_f32_, bars_, tid_, warp_, lane_, batch_;
+};
+
+// The stages per head dim (two blocks an SM: D 128 at 2 stages is 97 KB a block).
+uint32_t stages_of(uint32_t head_dim) { return head_dim == 64 ? 3 : 2; }
+
+void check_config(const AttentionBackwardWgmmaConfig& c) {
+  if (c.dtype != Scalar::F16 && c.dtype != Scalar::BF16)
+    throw UsageError("", "attention_backward", std::string("the wgmma kernels take f16 or bf16, not ") + ir::scalar_name(c.dtype));
+  if ((c.head_dim != 64 && c.head_dim != 128) || c.part == Part::Dot || c.stages < 2 || c.stages > 4 ||
+      2 * c.shared_bytes() > jit::device_info_for("sm_90a").smem_per_sm)
+    throw UsageError("", "attention_backward", "attention_bwd_wgmma config " + c.str() +
+                                                   " is not buildable (head_dim 64 or 128, dq or dkv, 2-4 stages, two blocks "
+                                                   "within an sm_90 SM's shared memory)");
+}
+
+ir::Kernel build_wgmma(const AttentionBackwardWgmmaConfig& c) {
+  check_config(c);
+  ir::KernelBuilder b(std::string("attention_bwd_wgmma_") + (c.part == Part::Dq ? "dq_" : "dkv_") + ir::scalar_name(c.dtype) + "_d" +
+                      std::to_string(c.head_dim) + "_s" + std::to_string(c.stages));
+  BwdWgmmaSignature sig(c.dtype);
+  kernel::declare(b, sig);
+  b.launch_bounds(kThreads, 2);
+  b.fast_math();  // no IEEE slow-path calls: a call makes ptxas serialize every wgmma
+  BwdWgmma(b, c, sig).build();
+  return b.build();
+}
+
+// The pre-pass's padded stats (lse2 or D) as a map: (row, head, batch), box 64 rows.
+jit::TensorMapTiled stats_map(uint64_t address, const AttentionShape& s, uint32_t sq_pad) {
+  jit::TensorMapTiled m;
+  m.dtype = Scalar::F32;
+  m.global_address = address;
+  m.global_dims = {s.seqlen_q, s.heads_q, s.batch};
+  m.global_strides = {uint64_t(sq_pad) * 4, uint64_t(s.heads_q) * sq_pad * 4};
+  m.box_dims = {kRows, 1, 1};
+  return m;
+}
+
+}  // namespace
+
+uint32_t AttentionBackwardWgmmaConfig::shared_bytes() const { return layout_of(*this).total; }
+
+std::string AttentionBackwardWgmmaConfig::str() const {
+  return std::string("attention_bwd_wgmma(") + ir::scalar_name(dtype) + ", d" + std::to_string(head_dim) + ", " +
+         (part == Part::Dq ? "dq" : "dkv") + ", " + std::to_string(stages) + " stages)";
+}
+
+jit::Family<AttentionBackwardWgmmaConfig>& attention_backward_wgmma_family() {
+  static jit::Family<AttentionBackwardWgmmaConfig> f("attention_bwd_wgmma", build_wgmma, [] {
+    std::vector<AttentionBackwardWgmmaConfig> v;
+    for (Scalar s : {Scalar::F16, Scalar::BF16})
+      for (uint32_t d : {64u, 128u})
+        for (Part p : {Part::Dq, Part::Dkv}) v.push_back({s, d, p, stages_of(d)});
+    return v;
+  }());
+  return f;
+}
+
+namespace detail {
+
+uint32_t attention_backward_sq_pad(uint32_t seqlen_q) { return (seqlen_q + 3) / 4 * 4; }
+
+std::string attention_backward_wgmma_refusal(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
+                                             const AttentionTensor& dout, const AttentionGradients& g, const AttentionShape& s,
+                                             const AttentionBackwardOptions& opt) {
+  if (q.dtype != Scalar::F16 && q.dtype != Scalar::BF16) return "it takes f16 or bf16";
+  const jit::DeviceInfo& dev = jit::device_info();
+  if (dev.sm != 90) return "it needs an sm_90 device (compiled for sm_90a), the device is " + dev.arch;
+  if (jit::interpret_mode()) return "the interpreter does not model wgmma and TMA (an sm_90 GPU runs it)";
+  if (s.head_dim != 64 && s.head_dim != 128) return "it takes head_dim 64 or 128";
+  if (opt.cu_seqlens_q || opt.cu_seqlens_k) return "it does not take varlen batches (cu_seqlens)";
+  if (opt.window_left >= 0 || opt.window_right >= 0) return "it does not take sliding windows";
+  if (opt.softcap > 0.0f) return "it does not take softcap";
+  if (opt.alibi_slopes) return "it does not take ALiBi";
+  if (s.seqlen_q > 0x7fffffffu || s.seqlen_k > 0x7fffffffu) return "sequences of 2^31 tokens or more";
+  const AttentionBackwardWgmmaConfig c{q.dtype, s.head_dim, Part::Dkv, stages_of(s.head_dim)};
+  if (2 * c.shared_bytes() > dev.smem_per_sm) return "two blocks of its tiles do not fit an SM's shared memory";
+  std::string why;
+  const std::pair<const char*, const AttentionTensor*> ins[] = {{"q", &q}, {"k", &k}, {"v", &v}, {"dout", &dout}};
+  for (auto [name, t] : ins) {
+    const bool is_q = t == &q || t == &dout;
+    if (!attention_tma_plan(*t, is_q ? s.seqlen_q : s.seqlen_k, is_q ? s.heads_q : s.heads_kv, s.batch, s.head_dim, kRows, &why))
+      return std::string(name) + ": " + why;
+  }
+  for (const AttentionTensor* t : {&g.dq, &g.dk, &g.dv})
+    if (t->address % (2 * kElem) || t->seq_stride % 2 || t->head_stride % 2 || (s.batch > 1 && t->batch_stride % 2))
+      return "dq, dk and dv are stored in pairs: 4-byte aligned, even strides";
+  return "";
+}
+
+void attention_backward_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
+                                     const AttentionTensor& dout, const AttentionGradients& g, const AttentionShape& s,
+                                     const AttentionBackwardOptions& opt, float scale, uint64_t lse2, uint64_t delta,
+                                     const jit::Stream* stream) {
+  const uint32_t sq_pad = attention_backward_sq_pad(s.seqlen_q);
+  auto plan = [&](const AttentionTensor& t, bool is_q) {
+    return jit::encode_tensor_map_tiled(
+        attention_tma_plan(t, is_q ? s.seqlen_q : s.seqlen_k, is_q ? s.heads_q : s.heads_kv, s.batch, s.head_dim, kRows, nullptr)->map);
+  };
+  auto order = [&](const AttentionTensor& t, bool is_q) {
+    return attention_tma_plan(t, is_q ? s.seqlen_q : s.seqlen_k, is_q ? s.heads_q : s.heads_kv, s.batch, s.head_dim, kRows, nullptr)->order;
+  };
+  BwdWgmmaSignature sig(q.dtype);
+  sig.q_map.host = plan(q, true), sig.k_map.host = plan(k, false), sig.v_map.host = plan(v, false), sig.do_map.host = plan(dout, true);
+  sig.q_order.host = order(q, true), sig.k_order.host = order(k, false), sig.v_order.host = order(v, false);
+  sig.do_order.host = order(dout, true);
+  sig.lse_map.host = jit::encode_tensor_map_tiled(stats_map(lse2, s, sq_pad));
+  sig.delta_map.host = jit::encode_tensor_map_tiled(stats_map(delta, s, sq_pad));
+  sig.lse2.host = lse2, sig.delta.host = delta;
+  sig.sq.host = s.seqlen_q, sig.sk.host = s.seqlen_k, sig.sq_pad.host = sq_pad, sig.hq.host = s.heads_q;
+  sig.group.host = s.heads_q / s.heads_kv;
+  sig.causal.host = opt.causal ? 1u : 0u;
+  sig.scale.host = scale;
+  sig.scale_log2.host = scale * 1.4426950408889634f;
+  auto launch = [&](Part part, const AttentionTensor& g0, const AttentionTensor& g1, uint32_t len, uint32_t heads) {
+    sig.g0.host = g0.address, sig.g0_bs.host = g0.batch_stride, sig.g0_ss.host = g0.seq_stride, sig.g0_hs.host = g0.head_stride;
+    sig.g1.host = g1.address, sig.g1_bs.host = g1.batch_stride, sig.g1_ss.host = g1.seq_stride, sig.g1_hs.host = g1.head_stride;
+    const AttentionBackwardWgmmaConfig c{q.dtype, s.head_dim, part, stages_of(s.head_dim)};
+    const kernel::PackedArgs args = kernel::pack(sig);
+    attention_backward_wgmma_family().get(c).launch_packed(
+        {.grid = {(len + kRows - 1) / kRows, heads, s.batch}, .block = {kThreads}, .shared_bytes = c.shared_bytes(), .stream = stream},
+        args.data(), args.size());
+  };
+  launch(Part::Dq, g.dq, g.dq, s.seqlen_q, s.heads_q);
+  launch(Part::Dkv, g.dk, g.dv, s.seqlen_k, s.heads_kv);
+}
+
+}  // namespace detail
+
+}  // namespace kaio::ops
