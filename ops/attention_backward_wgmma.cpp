@@ -241,8 +241,14 @@ class BwdWgmma {
     Value t0 = ir::cast<uint32_t>(lo) / kRows;
     Value tiles = ir::select(lo < sq, (s_.sq.ir + (kRows - 1)) / kRows - t0, u32c(0));
     Value steps = tiles * s_.group.ir;  // the group's query heads in order, each over its tiles
-    auto head_of = [&](Value t) { return kvh * s_.group.ir + t / tiles; };
-    auto m0_of = [&](Value t) { return (t0 + t % tiles) * kRows; };
+    // Step t is query tile t % tiles of head t / tiles of the group: the loader (steps in
+    // order) and the consumer count them instead of dividing by the run-time tile count.
+    ir::Var ld_tile = b_.var<uint32_t>(0u), ld_head = b_.var<uint32_t>(0u), rd_tile = b_.var<uint32_t>(0u);
+    auto next = [&](ir::Var& tile) {
+      Value wrap = Value(tile) + 1u == tiles;
+      tile = ir::select(wrap, u32c(0), Value(tile) + 1u);
+      return wrap;
+    };
 
     b_.if_(tid_ == 0u, [&] {
       b_.mbarrier_arrive_expect_tx(bars_, own_bar_, u32c(2 * L_.tile));
@@ -253,20 +259,21 @@ class BwdWgmma {
       const kernel::MbarrierRing::Slot sl = ring.slot(t);
       ring.acquire(sl);
       ring.expect(sl, L_.stage + 2 * kRows * 4);
-      Value h = head_of(t), m0 = m0_of(t), at = L_.ring + sl.stage * L_.stage;
+      Value h = kvh * s_.group.ir + ld_head, m0 = (t0 + ld_tile) * kRows, at = L_.ring + sl.stage * L_.stage;
       load_tile(s_.q_map, s_.q_order, at, m0, h, ring.full(sl));
       load_tile(s_.do_map, s_.do_order, at + L_.tile, m0, h, ring.full(sl));
       Value st = L_.stats / 4 + sl.stage * (2 * kRows);
       b_.tma_load(smem_f32_, st, s_.lse_map.ir, {m0, h, batch_}, bars_, ring.full(sl));
       b_.tma_load(smem_f32_, st + kRows, s_.delta_map.ir, {m0, h, batch_}, bars_, ring.full(sl));
+      ld_head = ir::select(next(ld_tile), Value(ld_head) + 1u, Value(ld_head));
     };
 
     const AccTile dK(b_, 1, 1, D_ / 8), dV(b_, 1, 1, D_ / 8), S(b_, 1, 1, kRows / 8), dP(b_, 1, 1, kRows / 8);
     Value k_desc = kmajor(0), v_desc = kmajor(L_.tile);
     Value q_k = kmajor(L_.ring), do_k = kmajor(L_.ring + L_.tile), q_mn = mnmajor(L_.ring), do_mn = mnmajor(L_.ring + L_.tile);
     Value j0 = i32(n0 + warp_ * 16u);  // the warp's first key
-    run_ring(ring, steps, load, [&](Value t, const kernel::MbarrierRing::Slot& sl, Value soff) {
-      Value m0 = m0_of(t);
+    run_ring(ring, steps, load, [&](Value, const kernel::MbarrierRing::Slot& sl, Value soff) {
+      Value m0 = (t0 + rd_tile) * kRows;
       S.zero();
       dP.zero();
       b_.wgmma_fence();
@@ -293,6 +300,7 @@ class BwdWgmma {
       issue_xb(dK, ds, q_mn + soff);
       b_.wgmma_commit_group();
       b_.wgmma_wait_group(0);
+      next(rd_tile);
     });
     store(dK, s_.g0, s_.g0_bs, s_.g0_ss, s_.g0_hs, n0, s_.sk.ir, kvh, s_.scale.ir);
     store(dV, s_.g1, s_.g1_bs, s_.g1_ss, s_.g1_hs, n0, s_.sk.ir, kvh, b_.constant<float>(1.0f));
