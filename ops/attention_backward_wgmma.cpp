@@ -175,27 +175,39 @@ class BwdWgmma {
            (s_.causal.ir == 0u || i32(n0 + (kRows - 1)) <= i32(m0) + i32(s_.sk.ir) - i32(s_.sq.ir));
   }
 
-  // S becomes P = exp2(S scale log2e - lse2) and dP becomes dS = P (dP - D), both 0 where
-  // masked. query / key (i32) and lse2 / delta of register (ni, r); masks only where not `full`.
+  // S becomes P = exp2(S scale log2e - lse2), 0 where masked: query / key (i32) and lse2 of
+  // register (ni, r); masks only where not `full` (the masked weights are 0 also past the
+  // ends, where lse2 is 0 or -inf).
   using Index = std::function<Value(uint32_t, uint32_t)>;
-  void gradients(const AccTile& S, const AccTile& dP, Value full, const Index& query, const Index& key, const Index& lse2,
-                 const Index& delta) {
+  void probabilities(const AccTile& S, Value full, const Index& query, const Index& key, const Index& lse2) {
     auto pass = [&](bool masked) {
       for (uint32_t ni = 0; ni < S.nt(); ++ni)
         for (uint32_t r = 0; r < 4; ++r) {
-          ir::Var x = S.at(0, 0, ni, r), dp = dP.at(0, 0, ni, r);
+          ir::Var x = S.at(0, 0, ni, r);
           Value p = ir::exp2_ftz(ir::fma(x.get(), s_.scale_log2.ir, -lse2(ni, r)));
-          Value ds = p * (dp.get() - delta(ni, r));
-          if (masked) {
-            Value ok = visible(query(ni, r), key(ni, r));
-            p = ir::select(ok, p, 0.0f);  // also past the ends, where lse2 is 0 or -inf
-            ds = ir::select(ok, ds, 0.0f);
-          }
-          x = p;
-          dp = ds;
+          x = masked ? ir::select(visible(query(ni, r), key(ni, r)), p, 0.0f) : p;
         }
     };
     b_.if_(full, [&] { pass(false); }).else_([&] { pass(true); });
+  }
+  // dP becomes dS = P (dP - D) (0 where P is: every input is finite there).
+  void dscores(const AccTile& P, const AccTile& dP, const Index& delta) {
+    for (uint32_t ni = 0; ni < P.nt(); ++ni)
+      for (uint32_t r = 0; r < 4; ++r) {
+        ir::Var dp = dP.at(0, 0, ni, r);
+        dp = P.at(0, 0, ni, r).get() * (dp.get() - delta(ni, r));
+      }
+  }
+  // S and dP of a step as two groups: the weights are computed while dP's MMAs run.
+  void scores(const AccTile& S, const AccTile& dP, Value sa, Value sb, Value pa, Value pb) {
+    S.zero();
+    dP.zero();
+    b_.wgmma_fence();
+    issue_abt(S, sa, sb);
+    b_.wgmma_commit_group();
+    issue_abt(dP, pa, pb);
+    b_.wgmma_commit_group();
+    b_.wgmma_wait_group(1);
   }
 
   // The accumulator's 64 rows (first.. of a sequence of len) times factor into a gradient.
@@ -274,13 +286,7 @@ class BwdWgmma {
     Value j0 = i32(n0 + warp_ * 16u);  // the warp's first key
     run_ring(ring, steps, load, [&](Value, const kernel::MbarrierRing::Slot& sl, Value soff) {
       Value m0 = (t0 + rd_tile) * kRows;
-      S.zero();
-      dP.zero();
-      b_.wgmma_fence();
-      issue_abt(S, k_desc, q_k + soff);
-      issue_abt(dP, v_desc, do_k + soff);
-      b_.wgmma_commit_group();
-      b_.wgmma_wait_group(0);
+      scores(S, dP, k_desc, q_k + soff, v_desc, do_k + soff);
       // Columns are queries: each thread's 16 columns' lse2 and D from the stage.
       Value st = L_.stats / 4 + sl.stage * (2 * kRows);
       std::vector<Value> lse2(kRows / 4), delta(kRows / 4);
@@ -290,10 +296,11 @@ class BwdWgmma {
           lse2[2 * ni + c] = smem_f32_[st + col];
           delta[2 * ni + c] = smem_f32_[st + kRows + col];
         }
-      gradients(S, dP, whole(m0, n0), [&](uint32_t ni, uint32_t r) { return i32(m0 + S.col(lane_, ni, r)); },
-                [&](uint32_t, uint32_t r) { return j0 + i32(S.row(lane_, 0, r)); },
-                [&](uint32_t ni, uint32_t r) { return lse2[2 * ni + r % 2]; },
-                [&](uint32_t ni, uint32_t r) { return delta[2 * ni + r % 2]; });
+      probabilities(S, whole(m0, n0), [&](uint32_t ni, uint32_t r) { return i32(m0 + S.col(lane_, ni, r)); },
+                    [&](uint32_t, uint32_t r) { return j0 + i32(S.row(lane_, 0, r)); },
+                    [&](uint32_t ni, uint32_t r) { return lse2[2 * ni + r % 2]; });
+      b_.wgmma_wait_group(0);
+      dscores(S, dP, [&](uint32_t ni, uint32_t r) { return delta[2 * ni + r % 2]; });
       const std::vector<std::vector<Value>> p = frags_of(S), ds = frags_of(dP);
       b_.wgmma_fence();
       issue_xb(dV, p, do_mn + soff);
@@ -343,16 +350,12 @@ class BwdWgmma {
     Value k_k = kmajor(L_.ring), v_k = kmajor(L_.ring + L_.tile), k_mn = mnmajor(L_.ring);
     run_ring(ring, steps, load, [&](Value t, const kernel::MbarrierRing::Slot&, Value soff) {
       Value n0 = t * kRows;
-      S.zero();
-      dP.zero();
-      b_.wgmma_fence();
-      issue_abt(S, q_desc, k_k + soff);
-      issue_abt(dP, do_desc, v_k + soff);
-      b_.wgmma_commit_group();
+      scores(S, dP, q_desc, k_k + soff, do_desc, v_k + soff);
+      probabilities(S, whole(m0, n0), [&](uint32_t, uint32_t r) { return i32(rows[r / 2]); },
+                    [&](uint32_t ni, uint32_t r) { return i32(n0 + S.col(lane_, ni, r)); },
+                    [&](uint32_t, uint32_t r) { return lse2[r / 2]; });
       b_.wgmma_wait_group(0);
-      gradients(S, dP, whole(m0, n0), [&](uint32_t, uint32_t r) { return i32(rows[r / 2]); },
-                [&](uint32_t ni, uint32_t r) { return i32(n0 + S.col(lane_, ni, r)); },
-                [&](uint32_t, uint32_t r) { return lse2[r / 2]; }, [&](uint32_t, uint32_t r) { return delta[r / 2]; });
+      dscores(S, dP, [&](uint32_t, uint32_t r) { return delta[r / 2]; });
       const std::vector<std::vector<Value>> ds = frags_of(dP);
       b_.wgmma_fence();
       issue_xb(dQ, ds, k_mn + soff);
