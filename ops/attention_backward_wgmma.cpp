@@ -21,6 +21,7 @@
 // and the MN-major tile whose k runs along the 64 rows (n along D). Rows past a sequence read
 // as zeros; the lse and D rows come from the pre-pass's padded copies (rows of a multiple of
 // 4 floats, so TMA can read them; rows past the end read as zeros and are masked).
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -375,12 +376,21 @@ class BwdWgmma {
 };
 
 // The stages per head dim (two blocks an SM: D 128 at 2 stages is 97 KB a block).
-uint32_t stages_of(uint32_t head_dim) { return head_dim == 64 ? 3 : 2; }
+uint32_t stages_of(uint32_t head_dim, Part part) {
+  if (part == Part::Dq) return head_dim == 64 ? 3 : 1;
+  return head_dim == 64 ? 3 : 2;
+}
+// Blocks an SM holds: three where their shared memory fits (the dq kernels: 168 registers),
+// else two (the dk / dv kernels need 255 registers).
+uint32_t blocks_of(const AttentionBackwardWgmmaConfig& c) {
+  const uint32_t smem = jit::device_info_for("sm_90a").smem_per_sm;
+  return c.part == Part::Dq && 3 * (c.shared_bytes() + 1024) <= smem ? 3 : 2;
+}
 
 void check_config(const AttentionBackwardWgmmaConfig& c) {
   if (c.dtype != Scalar::F16 && c.dtype != Scalar::BF16)
     throw UsageError("", "attention_backward", std::string("the wgmma kernels take f16 or bf16, not ") + ir::scalar_name(c.dtype));
-  if ((c.head_dim != 64 && c.head_dim != 128) || c.part == Part::Dot || c.stages < 2 || c.stages > 4 ||
+  if ((c.head_dim != 64 && c.head_dim != 128) || c.part == Part::Dot || c.stages < (c.part == Part::Dq ? 1 : 2) || c.stages > 4 ||
       2 * c.shared_bytes() > jit::device_info_for("sm_90a").smem_per_sm)
     throw UsageError("", "attention_backward", "attention_bwd_wgmma config " + c.str() +
                                                    " is not buildable (head_dim 64 or 128, dq or dkv, 2-4 stages, two blocks "
@@ -393,7 +403,7 @@ ir::Kernel build_wgmma(const AttentionBackwardWgmmaConfig& c) {
                       std::to_string(c.head_dim) + "_s" + std::to_string(c.stages));
   BwdWgmmaSignature sig(c.dtype);
   kernel::declare(b, sig);
-  b.launch_bounds(kThreads, 2);
+  b.launch_bounds(kThreads, blocks_of(c));
   b.fast_math();  // no IEEE slow-path calls: a call makes ptxas serialize every wgmma
   BwdWgmma(b, c, sig).build();
   return b.build();
@@ -424,7 +434,7 @@ jit::Family<AttentionBackwardWgmmaConfig>& attention_backward_wgmma_family() {
     std::vector<AttentionBackwardWgmmaConfig> v;
     for (Scalar s : {Scalar::F16, Scalar::BF16})
       for (uint32_t d : {64u, 128u})
-        for (Part p : {Part::Dq, Part::Dkv}) v.push_back({s, d, p, stages_of(d)});
+        for (Part p : {Part::Dq, Part::Dkv}) v.push_back({s, d, p, stages_of(d, p)});
     return v;
   }());
   return f;
@@ -447,7 +457,7 @@ std::string attention_backward_wgmma_refusal(const AttentionTensor& q, const Att
   if (opt.softcap > 0.0f) return "it does not take softcap";
   if (opt.alibi_slopes) return "it does not take ALiBi";
   if (s.seqlen_q > 0x7fffffffu || s.seqlen_k > 0x7fffffffu) return "sequences of 2^31 tokens or more";
-  const AttentionBackwardWgmmaConfig c{q.dtype, s.head_dim, Part::Dkv, stages_of(s.head_dim)};
+  const AttentionBackwardWgmmaConfig c{q.dtype, s.head_dim, Part::Dkv, stages_of(s.head_dim, Part::Dkv)};
   if (2 * c.shared_bytes() > dev.smem_per_sm) return "two blocks of its tiles do not fit an SM's shared memory";
   std::string why;
   const std::pair<const char*, const AttentionTensor*> ins[] = {{"q", &q}, {"k", &k}, {"v", &v}, {"dout", &dout}};
@@ -489,7 +499,7 @@ void attention_backward_wgmma_launch(const AttentionTensor& q, const AttentionTe
   auto launch = [&](Part part, const AttentionTensor& g0, const AttentionTensor& g1, uint32_t len, uint32_t heads) {
     sig.g0.host = g0.address, sig.g0_bs.host = g0.batch_stride, sig.g0_ss.host = g0.seq_stride, sig.g0_hs.host = g0.head_stride;
     sig.g1.host = g1.address, sig.g1_bs.host = g1.batch_stride, sig.g1_ss.host = g1.seq_stride, sig.g1_hs.host = g1.head_stride;
-    const AttentionBackwardWgmmaConfig c{q.dtype, s.head_dim, part, stages_of(s.head_dim)};
+    const AttentionBackwardWgmmaConfig c{q.dtype, s.head_dim, part, stages_of(s.head_dim, part)};
     const kernel::PackedArgs args = kernel::pack(sig);
     attention_backward_wgmma_family().get(c).launch_packed(
         {.grid = {(len + kRows - 1) / kRows, heads, s.batch}, .block = {kThreads}, .shared_bytes = c.shared_bytes(), .stream = stream},
