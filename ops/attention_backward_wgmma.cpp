@@ -199,7 +199,8 @@ class BwdWgmma {
         dp = P.at(0, 0, ni, r).get() * (dp.get() - delta(ni, r));
       }
   }
-  // S and dP of a step as two groups: the weights are computed while dP's MMAs run.
+  // S and dP of a step as two groups (the caller waits for S, then computes the weights
+  // while dP's MMAs run).
   void scores(const AccTile& S, const AccTile& dP, Value sa, Value sb, Value pa, Value pb) {
     S.zero();
     dP.zero();
@@ -208,7 +209,6 @@ class BwdWgmma {
     b_.wgmma_commit_group();
     issue_abt(dP, pa, pb);
     b_.wgmma_commit_group();
-    b_.wgmma_wait_group(1);
   }
 
   // The accumulator's 64 rows (first.. of a sequence of len) times factor into a gradient.
@@ -285,30 +285,65 @@ class BwdWgmma {
     Value k_desc = kmajor(0), v_desc = kmajor(L_.tile);
     Value q_k = kmajor(L_.ring), do_k = kmajor(L_.ring + L_.tile), q_mn = mnmajor(L_.ring), do_mn = mnmajor(L_.ring + L_.tile);
     Value j0 = i32(n0 + warp_ * 16u);  // the warp's first key
-    run_ring(ring, steps, load, [&](Value, const kernel::MbarrierRing::Slot& sl, Value soff) {
-      Value m0 = (t0 + rd_tile) * kRows;
-      scores(S, dP, k_desc, q_k + soff, v_desc, do_k + soff);
-      // Columns are queries: each thread's 16 columns' lse2 and D from the stage.
-      Value st = L_.stats / 4 + sl.stage * (2 * kRows);
-      std::vector<Value> lse2(kRows / 4), delta(kRows / 4);
+    // Rotated so that no MMA group is in flight across the loop's back edge (ptxas then
+    // serializes every wgmma): step t's S and dP are issued right behind step t - 1's dV and
+    // dK, and step t's weights are computed (while its dP runs) at the end of step t - 1.
+    using Slot = kernel::MbarrierRing::Slot;
+    auto offset = [&](Value stage) { return u64(stage * (L_.stage / 16)); };  // in descriptor units
+    auto stats = [&](Value stage, uint32_t which) {  // lse2 (0) or D (1) of the thread's 16 columns
+      Value st = L_.stats / 4 + stage * (2 * kRows) + which * kRows;
+      std::vector<Value> v;
       for (uint32_t ni = 0; ni < kRows / 8; ++ni)
-        for (uint32_t c = 0; c < 2; ++c) {
-          Value col = S.col(lane_, ni, c);
-          lse2[2 * ni + c] = smem_f32_[st + col];
-          delta[2 * ni + c] = smem_f32_[st + kRows + col];
-        }
+        for (Value x : ir::load_vec(smem_f32_, st + S.col(lane_, ni, 0), 2)) v.push_back(x);  // neighbours
+      return v;
+    };
+    // Step t's weights: waits for its S (and every group before it), runs `then`, computes P.
+    auto weights = [&](Value t, const std::function<void()>& then) {
+      const std::vector<Value> lse2 = stats(ring.slot(t).stage, 0);
+      Value m0 = (t0 + rd_tile) * kRows;
+      b_.wgmma_wait_group(1);
+      then();
       probabilities(S, whole(m0, n0), [&](uint32_t ni, uint32_t r) { return i32(m0 + S.col(lane_, ni, r)); },
                     [&](uint32_t, uint32_t r) { return j0 + i32(S.row(lane_, 0, r)); },
                     [&](uint32_t ni, uint32_t r) { return lse2[2 * ni + r % 2]; });
+    };
+    b_.if_(tid_ == 0u, [&] {
+      for (uint32_t p = 0; p < c_.stages; ++p) b_.if_(u32c(p) < steps, [&] { load(u32c(p)); });
+    });
+    b_.mbarrier_wait(bars_, own_bar_, 0u);
+    b_.if_(steps > 0u, [&] {
+      const Slot s0 = ring.slot(u32c(0));
+      ring.wait(s0);
+      scores(S, dP, k_desc, q_k + offset(s0.stage), v_desc, do_k + offset(s0.stage));
+      weights(u32c(0), [] {});
       b_.wgmma_wait_group(0);
+    });
+    b_.for_(0u, steps, [&](Value t) {
+      const Slot sl = ring.slot(t);
+      Value soff = offset(sl.stage);
+      const std::vector<Value> delta = stats(sl.stage, 1);
       dscores(S, dP, [&](uint32_t ni, uint32_t r) { return delta[2 * ni + r % 2]; });
       const std::vector<std::vector<Value>> p = frags_of(S), ds = frags_of(dP);
+      // The next step (the last step again on the last: its stage is still full, the result
+      // unused), waited for before the fence: nothing between the groups but the MMAs.
+      const Slot sn = ring.slot(ir::min(t + 1u, steps - 1u));
+      ring.wait(sn);
+      S.zero();
+      dP.zero();
       b_.wgmma_fence();
       issue_xb(dV, p, do_mn + soff);
       issue_xb(dK, ds, q_mn + soff);
       b_.wgmma_commit_group();
-      b_.wgmma_wait_group(0);
+      issue_abt(S, k_desc, q_k + offset(sn.stage));
+      b_.wgmma_commit_group();
+      issue_abt(dP, v_desc, do_k + offset(sn.stage));
+      b_.wgmma_commit_group();
       next(rd_tile);
+      weights(sn.step, [&] {  // step t's dV and dK are done: its stage goes back to the loader
+        ring.release(sl.stage, lane_);
+        b_.if_(tid_ == 0u && t + c_.stages < steps, [&] { load(t + c_.stages); });
+      });
+      b_.wgmma_wait_group(0);
     });
     store(dK, s_.g0, s_.g0_bs, s_.g0_ss, s_.g0_hs, n0, s_.sk.ir, kvh, s_.scale.ir);
     store(dV, s_.g1, s_.g1_bs, s_.g1_ss, s_.g1_hs, n0, s_.sk.ir, kvh, b_.constant<float>(1.0f));
@@ -352,6 +387,7 @@ class BwdWgmma {
     run_ring(ring, steps, load, [&](Value t, const kernel::MbarrierRing::Slot&, Value soff) {
       Value n0 = t * kRows;
       scores(S, dP, q_desc, k_k + soff, do_desc, v_k + soff);
+      b_.wgmma_wait_group(1);
       probabilities(S, whole(m0, n0), [&](uint32_t, uint32_t r) { return i32(rows[r / 2]); },
                     [&](uint32_t ni, uint32_t r) { return i32(n0 + S.col(lane_, ni, r)); },
                     [&](uint32_t, uint32_t r) { return lse2[r / 2]; });
