@@ -14,6 +14,8 @@
 //
 //   ops::attention_backward(q, k, v, o, dout, lse, {dq, dk, dv}, shape, {.causal = true});
 //
+// Kernels: on sm_90 the wgmma ones (D 64 and 128, causal or full), else mma.sync (sm_80+,
+// D 64 to 128, every option), else the scalar rows kernels (f32, D 256, odd strides).
 // Deterministic either way: every kernel sums each gradient element in one thread in a
 // fixed order (dq by a kernel that owns the query rows, dk and dv by one that owns the
 // keys), so the gradients are bit-identical run to run. A one-pass form that added dq with
