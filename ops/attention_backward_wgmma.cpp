@@ -3,8 +3,9 @@
 //
 // A block is one warpgroup (128 threads) that owns 64 rows and walks tiles of 64 rows of the
 // other side; thread 0 also issues the TMA loads (its own tiles once, then a ring of `stages`
-// stages, each refilled as soon as the warpgroup has released it). Two blocks share an SM
-// (255 registers a thread), so one block's elementwise work runs under the other's MMAs:
+// stages, each refilled as soon as the warpgroup has released it). Several blocks share an
+// SM (dkv: two at 255 registers a thread; dq: three at 168 where one stage fits, D 128), so
+// one block's elementwise work runs under another's MMAs:
 //   Dkv  owns 64 keys of one KV head (K, V), walks the query tiles of each query head of the
 //        group in order (Q, dO and the rows' lse and D through the ring):
 //          S^T = K Q^T, dP^T = V dO^T      wgmma m64n64k16, both operands K-major in shared memory
@@ -13,6 +14,9 @@
 //          dV += P^T dO, dK += dS^T Q      wgmma m64nDk16, A = P^T / dS^T from registers (the C
 //                                          fragments rounded to 16 bits in place), B = the same
 //                                          dO / Q tiles read MN-major
+//        with the loop rotated: the next tile's S^T and dP^T queue behind this tile's dV and
+//        dK, and its P^T is computed (under its dP^T) before the back edge, where no MMA
+//        group may be in flight (ptxas would serialize every wgmma of the kernel).
 //   Dq   owns 64 query rows of one head (Q, dO), walks the key tiles (K and V through the ring):
 //          S = Q K^T, dP = dO V^T, dS as above, dQ += dS K.
 // Every gradient element is summed by one thread in a fixed order: bit-identical run to run.
@@ -126,6 +130,15 @@ class BwdWgmma {
   void load_tile(const kernel::TensorMap& map, const kernel::Param<uint32_t>& order, Value at, Value row0, Value head, Value bar) {
     for (uint32_t kb = 0; kb < D_ / kBlock; ++kb)
       b_.tma_load(smem_, at / kElem + kb * (kBoxBytes / kElem), map.ir, coords(order.ir, u32c(kb * kBlock), row0, head), bars_, bar);
+  }
+  // Thread 0: the block's own two tiles (64 rows from row0 of a head of each map), once.
+  void load_own(const kernel::TensorMap& m0, const kernel::Param<uint32_t>& o0, const kernel::TensorMap& m1,
+                const kernel::Param<uint32_t>& o1, Value row0, Value head) {
+    b_.if_(tid_ == 0u, [&] {
+      b_.mbarrier_arrive_expect_tx(bars_, own_bar_, u32c(2 * L_.tile));
+      load_tile(m0, o0, u32c(0), row0, head, u32c(own_bar_));
+      load_tile(m1, o1, u32c(L_.tile), row0, head, u32c(own_bar_));
+    });
   }
   // Descriptors of the tile at byte `at`: K-major (64 rows, k along D) and MN-major (k along
   // the 64 rows, n along D).
@@ -263,11 +276,7 @@ class BwdWgmma {
       return wrap;
     };
 
-    b_.if_(tid_ == 0u, [&] {
-      b_.mbarrier_arrive_expect_tx(bars_, own_bar_, u32c(2 * L_.tile));
-      load_tile(s_.k_map, s_.k_order, u32c(0), n0, kvh, u32c(own_bar_));
-      load_tile(s_.v_map, s_.v_order, u32c(L_.tile), n0, kvh, u32c(own_bar_));
-    });
+    load_own(s_.k_map, s_.k_order, s_.v_map, s_.v_order, n0, kvh);
     auto load = [&](Value t) {
       const kernel::MbarrierRing::Slot sl = ring.slot(t);
       ring.acquire(sl);
@@ -367,11 +376,7 @@ class BwdWgmma {
     Value hi = ir::select(s_.causal.ir != 0u, ir::max(ir::min(last + sk - i32(s_.sq.ir) + 1, sk), b_.constant<int32_t>(0)), sk);
     Value steps = (ir::cast<uint32_t>(hi) + (kRows - 1)) / kRows;
 
-    b_.if_(tid_ == 0u, [&] {
-      b_.mbarrier_arrive_expect_tx(bars_, own_bar_, u32c(2 * L_.tile));
-      load_tile(s_.q_map, s_.q_order, u32c(0), m0, h, u32c(own_bar_));
-      load_tile(s_.do_map, s_.do_order, u32c(L_.tile), m0, h, u32c(own_bar_));
-    });
+    load_own(s_.q_map, s_.q_order, s_.do_map, s_.do_order, m0, h);
     auto load = [&](Value t) {
       const kernel::MbarrierRing::Slot sl = ring.slot(t);
       ring.acquire(sl);
