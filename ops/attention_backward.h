@@ -14,7 +14,7 @@
 //
 //   ops::attention_backward(q, k, v, o, dout, lse, {dq, dk, dv}, shape, {.causal = true});
 //
-// Kernels: on sm_90 the wgmma ones (D 64 and 128, causal or full), else mma.sync (sm_80+,
+// Kernels: on sm_90 the wgmma ones (D 64 and 128, no softcap or varlen), else mma.sync (sm_80+,
 // D 64 to 128, every option), else the scalar rows kernels (f32, D 256, odd strides).
 // Deterministic either way: every kernel sums each gradient element in one thread in a
 // fixed order (dq by a kernel that owns the query rows, dk and dv by one that owns the
@@ -94,8 +94,8 @@ jit::Family<AttentionBackwardMmaConfig>& attention_backward_mma_family();
 // The Hopper kernels (sm_90a; the same schedule on wgmma, ops/attention_backward_wgmma.cpp):
 // a block is one warpgroup that owns 64 rows (Dkv: keys, Dq: query rows) and walks tiles of
 // 64 of the other side through a TMA-fed ring of `stages` stages; two blocks share an SM.
-// They take f16 / bf16, head dims 64 and 128, causal or full (no windows, softcap, ALiBi
-// or varlen: those run on the mma.sync kernels).
+// They take f16 / bf16, head dims 64 and 128, causal, windows and ALiBi (no softcap or
+// varlen: those run on the mma.sync kernels).
 struct AttentionBackwardWgmmaConfig {
   ir::Scalar dtype = ir::Scalar::F16;
   uint32_t head_dim = 128;

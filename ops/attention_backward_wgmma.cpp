@@ -9,8 +9,9 @@
 //   Dkv  owns 64 keys of one KV head (K, V), walks the query tiles of each query head of the
 //        group in order (Q, dO and the rows' lse and D through the ring):
 //          S^T = K Q^T, dP^T = V dO^T      wgmma m64n64k16, both operands K-major in shared memory
-//          P^T = exp2(S^T scale log2e - lse log2e), dS^T = P^T (dP^T - D)   (masked only on the
-//                                          tiles that cross the causal diagonal or an end)
+//          P^T = exp2(S^T scale log2e - lse log2e), dS^T = P^T (dP^T - D)   (masked, and ALiBi's
+//                                          bias added, only on the tiles that cross a window's
+//                                          edge (causal: the diagonal) or an end, or with ALiBi)
 //          dV += P^T dO, dK += dS^T Q      wgmma m64nDk16, A = P^T / dS^T from registers (the C
 //                                          fragments rounded to 16 bits in place), B = the same
 //                                          dO / Q tiles read MN-major
@@ -78,17 +79,19 @@ struct BwdWgmmaSignature {
   kernel::TensorMap q_map{"q_map"}, k_map{"k_map"}, v_map{"v_map"}, do_map{"do_map"};
   kernel::TensorMap lse_map{"lse_map"}, delta_map{"delta_map"};
   kernel::Ptr g0{"g0"}, g1{"g1"};
-  kernel::Ptr lse2{"lse2", Scalar::F32, true}, delta{"delta", Scalar::F32, true};
+  kernel::Ptr lse2{"lse2", Scalar::F32, true}, delta{"delta", Scalar::F32, true}, alibi{"alibi", Scalar::F32, true};
   kernel::Param<uint64_t> g0_bs{"g0_bs"}, g0_ss{"g0_ss"}, g0_hs{"g0_hs"}, g1_bs{"g1_bs"}, g1_ss{"g1_ss"}, g1_hs{"g1_hs"};
-  kernel::Param<uint32_t> sq{"sq"}, sk{"sk"}, sq_pad{"sq_pad"}, hq{"hq"}, group{"group"}, causal{"causal"};
+  kernel::Param<uint32_t> sq{"sq"}, sk{"sk"}, sq_pad{"sq_pad"}, hq{"hq"}, group{"group"}, flags{"flags"};  // kBwdAlibi
+  kernel::Param<int32_t> window_left{"window_left"}, window_right{"window_right"};  // -1: unbounded (causal: right 0)
   // 0: the map is (d, s, h, b); 1: (d, h, s, b)
   kernel::Param<uint32_t> q_order{"q_order"}, k_order{"k_order"}, v_order{"v_order"}, do_order{"do_order"};
   kernel::Param<float> scale_log2{"scale_log2"}, scale{"scale"};
 
   explicit BwdWgmmaSignature(Scalar dtype) { g0.elem = g1.elem = dtype; }
   auto fields() {
-    return std::tie(q_map, k_map, v_map, do_map, lse_map, delta_map, g0, g1, lse2, delta, g0_bs, g0_ss, g0_hs, g1_bs, g1_ss, g1_hs,
-                    sq, sk, sq_pad, hq, group, causal, q_order, k_order, v_order, do_order, scale_log2, scale);
+    return std::tie(q_map, k_map, v_map, do_map, lse_map, delta_map, g0, g1, lse2, delta, alibi, g0_bs, g0_ss, g0_hs, g1_bs, g1_ss,
+                    g1_hs, sq, sk, sq_pad, hq, group, flags, window_left, window_right, q_order, k_order, v_order, do_order,
+                    scale_log2, scale);
   }
 };
 
@@ -177,29 +180,63 @@ class BwdWgmma {
     return f;
   }
 
-  // Is key j visible to query i (i32)? Inside both sequences and, causal, at or below the
-  // bottom-right aligned diagonal.
+  Value alibi_on() { return (s_.flags.ir & uint32_t(detail::kBwdAlibi)) != 0u; }
+  Value offset() { return i32(s_.sk.ir) - i32(s_.sq.ir); }  // key position of query i: i + offset (bottom right)
+  // Is key j visible to query i (i32)? Inside both sequences and the window around the
+  // query's position (causal: window_right 0).
   Value visible(Value i, Value j) {
-    Value sq = i32(s_.sq.ir), sk = i32(s_.sk.ir);
-    return i < sq && j < sk && (s_.causal.ir == 0u || j <= i + sk - sq);
+    Value center = i + offset(), wl = s_.window_left.ir, wr = s_.window_right.ir;
+    return i < i32(s_.sq.ir) && j < i32(s_.sk.ir) && (wl < 0 || j >= center - wl) && (wr < 0 || j <= center + wr);
   }
-  // Every element of the tile (queries m0.., keys n0.., 64 each) is visible.
+  // Every element of the tile (queries m0.., keys n0.., 64 each) is visible and unbiased.
   Value whole(Value m0, Value n0) {
-    return m0 + kRows <= s_.sq.ir && n0 + kRows <= s_.sk.ir &&
-           (s_.causal.ir == 0u || i32(n0 + (kRows - 1)) <= i32(m0) + i32(s_.sk.ir) - i32(s_.sq.ir));
+    Value wl = s_.window_left.ir, wr = s_.window_right.ir, off = offset();
+    return m0 + kRows <= s_.sq.ir && n0 + kRows <= s_.sk.ir && (wr < 0 || i32(n0 + (kRows - 1)) <= i32(m0) + off + wr) &&
+           (wl < 0 || i32(n0) >= i32(m0 + (kRows - 1)) + off - wl) && !alibi_on();
+  }
+  // The queries [lo, hi) that see key j, and the keys [lo, hi) query i sees (i32).
+  std::pair<Value, Value> queries_of(Value j) {
+    Value sq = i32(s_.sq.ir), off = offset(), wl = s_.window_left.ir, wr = s_.window_right.ir, zero = b_.constant<int32_t>(0);
+    Value lo = ir::select(wr >= 0, ir::max(j - off - wr, zero), zero);
+    Value hi = ir::select(wl >= 0, ir::min(j - off + wl + 1, sq), sq);
+    return {lo, ir::max(hi, lo)};
+  }
+  std::pair<Value, Value> keys_of(Value i) {
+    Value sk = i32(s_.sk.ir), center = i + offset(), wl = s_.window_left.ir, wr = s_.window_right.ir, zero = b_.constant<int32_t>(0);
+    Value lo = ir::select(wl >= 0, ir::max(center - wl, zero), zero);
+    Value hi = ir::select(wr >= 0, ir::min(center + wr + 1, sk), sk);
+    return {lo, ir::max(hi, lo)};
+  }
+  // ALiBi's slope of query head h times log2(e) (0 without ALiBi).
+  Value slope_of(Value h) {
+    ir::Var slope = b_.var<float>(0.0f);
+    b_.if_(alibi_on(), [&] {
+      Value a = s_.alibi.ir[h];
+      slope = a * 1.4426950408889634f;
+    });
+    return slope.get();
   }
 
   // S becomes P = exp2(S scale log2e - lse2), 0 where masked: query / key (i32) and lse2 of
   // register (ni, r); masks only where not `full` (the masked weights are 0 also past the
   // ends, where lse2 is 0 or -inf).
+  // With ALiBi (never `full`) the score drops by slope |i + offset - j| (slope2: times log2 e).
   using Index = std::function<Value(uint32_t, uint32_t)>;
-  void probabilities(const AccTile& S, Value full, const Index& query, const Index& key, const Index& lse2) {
+  void probabilities(const AccTile& S, Value full, const Index& query, const Index& key, const Index& lse2,
+                     const std::function<Value()>& slope_of_row) {
     auto pass = [&](bool masked) {
+      Value slope2 = masked ? slope_of_row() : Value();  // read on the masked path only (registers)
       for (uint32_t ni = 0; ni < S.nt(); ++ni)
         for (uint32_t r = 0; r < 4; ++r) {
           ir::Var x = S.at(0, 0, ni, r);
-          Value p = ir::exp2_ftz(ir::fma(x.get(), s_.scale_log2.ir, -lse2(ni, r)));
-          x = masked ? ir::select(visible(query(ni, r), key(ni, r)), p, 0.0f) : p;
+          Value l = ir::fma(x.get(), s_.scale_log2.ir, -lse2(ni, r));
+          if (!masked) {
+            x = ir::exp2_ftz(l);
+            continue;
+          }
+          Value i = query(ni, r), j = key(ni, r);
+          l = l - slope2 * ir::cast<float>(ir::abs(i + offset() - j));
+          x = ir::select(visible(i, j), ir::exp2_ftz(l), 0.0f);
         }
     };
     b_.if_(full, [&] { pass(false); }).else_([&] { pass(true); });
@@ -260,16 +297,16 @@ class BwdWgmma {
 
   void dkv(const kernel::MbarrierRing& ring) {
     Value kvh = b_.block_idx_y(), n0 = b_.block_idx_x() * kRows;
-    Value sq = i32(s_.sq.ir), sk = i32(s_.sk.ir);
-    // The query tiles that see any of the block's keys: causal, from the row whose diagonal
-    // reaches key n0.
-    Value lo = ir::select(s_.causal.ir != 0u, ir::max(i32(n0) - (sk - sq), b_.constant<int32_t>(0)), b_.constant<int32_t>(0));
-    Value t0 = ir::cast<uint32_t>(lo) / kRows;
-    Value tiles = ir::select(lo < sq, (s_.sq.ir + (kRows - 1)) / kRows - t0, u32c(0));
+    // The query tiles that see any of the block's keys (the bounds are monotonic in the key).
+    Value last = ir::min(n0 + (kRows - 1), s_.sk.ir - 1u);
+    Value lo = ir::cast<uint32_t>(queries_of(i32(n0)).first), hi = ir::cast<uint32_t>(queries_of(i32(last)).second);
+    Value t0 = lo / kRows;
+    Value tiles = ir::select(hi > lo, (hi + (kRows - 1)) / kRows - t0, u32c(0));
     Value steps = tiles * s_.group.ir;  // the group's query heads in order, each over its tiles
     // Step t is query tile t % tiles of head t / tiles of the group: the loader (steps in
     // order) and the consumer count them instead of dividing by the run-time tile count.
-    ir::Var ld_tile = b_.var<uint32_t>(0u), ld_head = b_.var<uint32_t>(0u), rd_tile = b_.var<uint32_t>(0u);
+    ir::Var ld_tile = b_.var<uint32_t>(0u), ld_head = b_.var<uint32_t>(0u), rd_tile = b_.var<uint32_t>(0u),
+            rd_head = b_.var<uint32_t>(0u);
     auto next = [&](ir::Var& tile) {
       Value wrap = Value(tile) + 1u == tiles;
       tile = ir::select(wrap, u32c(0), Value(tile) + 1u);
@@ -314,7 +351,8 @@ class BwdWgmma {
       then();
       probabilities(S, whole(m0, n0), [&](uint32_t ni, uint32_t r) { return i32(m0 + S.col(lane_, ni, r)); },
                     [&](uint32_t, uint32_t r) { return j0 + i32(S.row(lane_, 0, r)); },
-                    [&](uint32_t ni, uint32_t r) { return lse2[2 * ni + r % 2]; });
+                    [&](uint32_t ni, uint32_t r) { return lse2[2 * ni + r % 2]; },
+                    [&] { return slope_of(kvh * s_.group.ir + rd_head); });
     };
     b_.if_(tid_ == 0u, [&] {
       for (uint32_t p = 0; p < c_.stages; ++p) b_.if_(u32c(p) < steps, [&] { load(u32c(p)); });
@@ -347,7 +385,7 @@ class BwdWgmma {
       b_.wgmma_commit_group();
       issue_abt(dP, v_desc, do_k + offset(sn.stage));
       b_.wgmma_commit_group();
-      next(rd_tile);
+      rd_head = ir::select(next(rd_tile), Value(rd_head) + 1u, Value(rd_head));
       weights(sn.step, [&] {  // step t's dV and dK are done: its stage goes back to the loader
         ring.release(sl.stage, lane_);
         b_.if_(tid_ == 0u && t + c_.stages < steps, [&] { load(t + c_.stages); });
@@ -370,11 +408,11 @@ class BwdWgmma {
       lse2[half] = s_.lse2.ir[at];
       delta[half] = s_.delta.ir[at];
     }
-    // The key tiles up to the last row's last key.
-    Value sk = i32(s_.sk.ir);
-    Value last = i32(ir::min(m0 + (kRows - 1), s_.sq.ir - 1u));
-    Value hi = ir::select(s_.causal.ir != 0u, ir::max(ir::min(last + sk - i32(s_.sq.ir) + 1, sk), b_.constant<int32_t>(0)), sk);
-    Value steps = (ir::cast<uint32_t>(hi) + (kRows - 1)) / kRows;
+    // The key tiles the block's rows see (the bounds are monotonic in the row).
+    Value last = ir::min(m0 + (kRows - 1), s_.sq.ir - 1u);
+    Value lo = ir::cast<uint32_t>(keys_of(i32(m0)).first), hi = ir::cast<uint32_t>(keys_of(i32(last)).second);
+    Value t0 = lo / kRows;
+    Value steps = ir::select(hi > lo, (hi + (kRows - 1)) / kRows - t0, u32c(0));
 
     load_own(s_.q_map, s_.q_order, s_.do_map, s_.do_order, m0, h);
     auto load = [&](Value t) {
@@ -382,20 +420,20 @@ class BwdWgmma {
       ring.acquire(sl);
       ring.expect(sl, L_.stage);
       Value at = L_.ring + sl.stage * L_.stage;
-      load_tile(s_.k_map, s_.k_order, at, t * kRows, kvh, ring.full(sl));
-      load_tile(s_.v_map, s_.v_order, at + L_.tile, t * kRows, kvh, ring.full(sl));
+      load_tile(s_.k_map, s_.k_order, at, (t0 + t) * kRows, kvh, ring.full(sl));
+      load_tile(s_.v_map, s_.v_order, at + L_.tile, (t0 + t) * kRows, kvh, ring.full(sl));
     };
 
     const AccTile dQ(b_, 1, 1, D_ / 8), S(b_, 1, 1, kRows / 8), dP(b_, 1, 1, kRows / 8);
     Value q_desc = kmajor(0), do_desc = kmajor(L_.tile);
     Value k_k = kmajor(L_.ring), v_k = kmajor(L_.ring + L_.tile), k_mn = mnmajor(L_.ring);
     run_ring(ring, steps, load, [&](Value t, const kernel::MbarrierRing::Slot&, Value soff) {
-      Value n0 = t * kRows;
+      Value n0 = (t0 + t) * kRows;
       scores(S, dP, q_desc, k_k + soff, do_desc, v_k + soff);
       b_.wgmma_wait_group(1);
       probabilities(S, whole(m0, n0), [&](uint32_t, uint32_t r) { return i32(rows[r / 2]); },
                     [&](uint32_t ni, uint32_t r) { return i32(n0 + S.col(lane_, ni, r)); },
-                    [&](uint32_t, uint32_t r) { return lse2[r / 2]; });
+                    [&](uint32_t, uint32_t r) { return lse2[r / 2]; }, [&] { return slope_of(h); });
       b_.wgmma_wait_group(0);
       dscores(S, dP, [&](uint32_t, uint32_t r) { return delta[r / 2]; });
       const std::vector<std::vector<Value>> ds = frags_of(dP);
@@ -494,9 +532,7 @@ std::string attention_backward_wgmma_refusal(const AttentionTensor& q, const Att
   if (jit::interpret_mode()) return "the interpreter does not model wgmma and TMA (an sm_90 GPU runs it)";
   if (s.head_dim != 64 && s.head_dim != 128) return "it takes head_dim 64 or 128";
   if (opt.cu_seqlens_q || opt.cu_seqlens_k) return "it does not take varlen batches (cu_seqlens)";
-  if (opt.window_left >= 0 || opt.window_right >= 0) return "it does not take sliding windows";
   if (opt.softcap > 0.0f) return "it does not take softcap";
-  if (opt.alibi_slopes) return "it does not take ALiBi";
   if (s.seqlen_q > 0x7fffffffu || s.seqlen_k > 0x7fffffffu) return "sequences of 2^31 tokens or more";
   const AttentionBackwardWgmmaConfig c{q.dtype, s.head_dim, Part::Dkv, stages_of(s.head_dim, Part::Dkv)};
   if (2 * c.shared_bytes() > dev.smem_per_sm) return "two blocks of its tiles do not fit an SM's shared memory";
@@ -534,7 +570,10 @@ void attention_backward_wgmma_launch(const AttentionTensor& q, const AttentionTe
   sig.lse2.host = lse2, sig.delta.host = delta;
   sig.sq.host = s.seqlen_q, sig.sk.host = s.seqlen_k, sig.sq_pad.host = sq_pad, sig.hq.host = s.heads_q;
   sig.group.host = s.heads_q / s.heads_kv;
-  sig.causal.host = opt.causal ? 1u : 0u;
+  sig.window_left.host = opt.window_left;
+  sig.window_right.host = opt.causal ? 0 : opt.window_right;
+  sig.alibi.host = opt.alibi_slopes;
+  sig.flags.host = opt.alibi_slopes ? detail::kBwdAlibi : 0u;
   sig.scale.host = scale;
   sig.scale_log2.host = scale * 1.4426950408889634f;
   auto launch = [&](Part part, const AttentionTensor& g0, const AttentionTensor& g1, uint32_t len, uint32_t heads) {

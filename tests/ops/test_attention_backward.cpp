@@ -266,7 +266,8 @@ bool wgmma_device() { return !jit::interpret_mode() && jit::device_info().sm == 
 }  // namespace
 
 // The Hopper kernels: lengths across the 64-row tiles' edges, causal and not, GQA 8:2 and MQA,
-// (B, H, S, D) strides, Sq > Sk (early rows see no key), several tiles and stages.
+// (B, H, S, D) strides, Sq > Sk (early rows see no key), several tiles and stages, windows and
+// ALiBi.
 TEMPLATE_TEST_CASE("attention backward: the wgmma kernels at odd lengths, causal and not, GQA, layouts",
                    "[gpu][ops][attention][wgmma]", kaio::half, kaio::bfloat16) {
   if (!wgmma_device()) return;  // sm_90 only; the interpreter does not model wgmma and TMA
@@ -279,6 +280,12 @@ TEMPLATE_TEST_CASE("attention backward: the wgmma kernels at odd lengths, causal
   check_case<TestType>(Case{.batch = 2, .sq = 65, .sk = 200, .hq = 4, .hkv = 4, .d = 64, .scale = 0.3f, .bhsd = true, .kernel = W});
   check_case<TestType>(Case{.sq = 300, .sk = 520, .hq = 4, .hkv = 1, .d = 128, .causal = true, .kernel = W}, 2);  // bit for bit
   check_case<TestType>(Case{.sq = 520, .sk = 300, .hq = 2, .hkv = 2, .d = 64, .causal = true, .kernel = W});
+  // Windows (both sides, and causal with a left window) and ALiBi, across several tiles.
+  check_case<TestType>(Case{.sq = 130, .sk = 130, .hq = 4, .hkv = 2, .d = 64, .wl = 16, .wr = 3, .kernel = W});
+  check_case<TestType>(Case{.sq = 300, .sk = 520, .hq = 4, .hkv = 2, .d = 128, .causal = true, .wl = 100, .kernel = W});
+  check_case<TestType>(Case{.sq = 65, .sk = 130, .hq = 4, .hkv = 2, .d = 128, .alibi = true, .kernel = W});
+  check_case<TestType>(Case{.sq = 130, .sk = 65, .hq = 8, .hkv = 2, .d = 64, .causal = true, .alibi = true, .kernel = W});
+  check_case<TestType>(Case{.sq = 200, .sk = 200, .hq = 2, .hkv = 1, .d = 128, .wl = 64, .wr = 0, .alibi = true, .kernel = W}, 2);
 }
 
 TEMPLATE_TEST_CASE("attention backward at long sequences on a device", "[gpu][ops][attention][large]", kaio::half,
