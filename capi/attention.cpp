@@ -9,6 +9,7 @@
 #include "kaio/capi/internal.h"
 #include "kaio/capi/plan.h"
 #include "kaio/ops/attention.h"
+#include "kaio/ops/attention_backward.h"
 
 namespace kaio::capi {
 
@@ -62,91 +63,182 @@ ops::AttentionKernel kernel_of(const char* op, int32_t k) {
 
 }  // namespace
 
-Plan plan_attention(const kaio_tensor* q_t, const kaio_tensor* k_t, const kaio_tensor* v_t, const kaio_tensor* o_t,
-                    const kaio_attention_options* opt_in) {
-  const char* op = "attention";
-  kaio_attention_options def{};
-  def.window_left = def.window_right = -1;
-  const kaio_attention_options& opt = opt_in ? *opt_in : def;
-  const bool varlen = opt.cu_seqlens_q || opt.cu_seqlens_k;
-  if (varlen && !(opt.cu_seqlens_q && opt.cu_seqlens_k))
+namespace {
+
+// The forward's operands and options, checked: what attention and its backward share.
+struct Parsed {
+  View q, k, v, o, cq, ck, alibi;  // cq, ck: varlen; alibi: when given
+  ops::AttentionTensor tq, tk, tv, to;
+  ops::AttentionShape s;
+  ops::AttentionOptions opts;
+  bool varlen = false, has_alibi = false;
+  int dims = 4;
+};
+
+Parsed parse(const char* op, const kaio_tensor* q_t, const kaio_tensor* k_t, const kaio_tensor* v_t, const kaio_tensor* o_t,
+             const char* o_name, const kaio_attention_options& opt) {
+  Parsed p;
+  p.varlen = opt.cu_seqlens_q || opt.cu_seqlens_k;
+  if (p.varlen && !(opt.cu_seqlens_q && opt.cu_seqlens_k))
     throw UsageError("", op, arg_text(opt.cu_seqlens_q ? "cu_seqlens_k" : "cu_seqlens_q") +
                                  "varlen needs both cu_seqlens_q and cu_seqlens_k");
-  const int dims = varlen ? 3 : 4;
-  View q = view(op, "q", q_t), k = view(op, "k", k_t), v = view(op, "v", v_t), o = view(op, "out", o_t);
-  const ops::AttentionTensor tq = operand(op, "q", q, dims), tk = operand(op, "k", k, dims),
-                             tv = operand(op, "v", v, dims), to = operand(op, "out", o, dims);
-  require_same(op, "v", v, "k", k);
-  require_same(op, "out", o, "q", q);
-  require_dtype(op, "k", k, q.dtype);
-  if (q.shape[dims - 1] != k.shape[dims - 1])
-    throw UsageError("", op, arg_text("k") + "head_dim " + std::to_string(k.shape[dims - 1]) + " differs from q's " +
-                                 std::to_string(q.shape[dims - 1]));
-  if (!varlen && q.shape[0] != k.shape[0])
-    throw UsageError("", op, arg_text("k") + "batch " + std::to_string(k.shape[0]) + " differs from q's " +
-                                 std::to_string(q.shape[0]));
-  ops::AttentionShape s;
-  s.heads_q = dim(q, dims - 2);
-  s.heads_kv = dim(k, dims - 2);
-  s.head_dim = dim(q, dims - 1);
-  ops::AttentionOptions o2;
+  const int dims = p.dims = p.varlen ? 3 : 4;
+  p.q = view(op, "q", q_t), p.k = view(op, "k", k_t), p.v = view(op, "v", v_t), p.o = view(op, o_name, o_t);
+  p.tq = operand(op, "q", p.q, dims), p.tk = operand(op, "k", p.k, dims), p.tv = operand(op, "v", p.v, dims);
+  p.to = operand(op, o_name, p.o, dims);
+  require_same(op, "v", p.v, "k", p.k);
+  require_same(op, o_name, p.o, "q", p.q);
+  require_dtype(op, "k", p.k, p.q.dtype);
+  if (p.q.shape[dims - 1] != p.k.shape[dims - 1])
+    throw UsageError("", op, arg_text("k") + "head_dim " + std::to_string(p.k.shape[dims - 1]) + " differs from q's " +
+                                 std::to_string(p.q.shape[dims - 1]));
+  if (!p.varlen && p.q.shape[0] != p.k.shape[0])
+    throw UsageError("", op, arg_text("k") + "batch " + std::to_string(p.k.shape[0]) + " differs from q's " +
+                                 std::to_string(p.q.shape[0]));
+  ops::AttentionShape& s = p.s;
+  s.heads_q = dim(p.q, dims - 2);
+  s.heads_kv = dim(p.k, dims - 2);
+  s.head_dim = dim(p.q, dims - 1);
+  ops::AttentionOptions& o2 = p.opts;
   o2.scale = opt.scale;
   o2.causal = opt.causal != 0;
   o2.window_left = opt.window_left;
   o2.window_right = opt.window_right;
   o2.softcap = opt.softcap;
   o2.kernel = kernel_of(op, opt.kernel);
-  Plan plan(op);
-  plan.add("q", q);
-  plan.add("k", k);
-  plan.add("v", v);
-  plan.add("out", o);
-  if (varlen) {
-    View cq = view(op, "cu_seqlens_q", opt.cu_seqlens_q), ck = view(op, "cu_seqlens_k", opt.cu_seqlens_k);
-    if (cq.ndim() != 1 || cq.shape[0] < 2)
-      throw UsageError("", op, arg_text("cu_seqlens_q") + "expected batch + 1 prefix sums, got shape " + cq.shape_str());
-    require_vector(op, "cu_seqlens_q", cq, ir::Scalar::S32, cq.shape[0]);
-    require_vector(op, "cu_seqlens_k", ck, ir::Scalar::S32, cq.shape[0]);
+  if (p.varlen) {
+    p.cq = view(op, "cu_seqlens_q", opt.cu_seqlens_q), p.ck = view(op, "cu_seqlens_k", opt.cu_seqlens_k);
+    if (p.cq.ndim() != 1 || p.cq.shape[0] < 2)
+      throw UsageError("", op, arg_text("cu_seqlens_q") + "expected batch + 1 prefix sums, got shape " + p.cq.shape_str());
+    require_vector(op, "cu_seqlens_q", p.cq, ir::Scalar::S32, p.cq.shape[0]);
+    require_vector(op, "cu_seqlens_k", p.ck, ir::Scalar::S32, p.cq.shape[0]);
     if (opt.max_seqlen_q == 0 || opt.max_seqlen_k == 0)
       throw UsageError("", op, arg_text("max_seqlen_q") + "varlen needs the longest sequences (max_seqlen_q, max_seqlen_k)");
-    s.batch = static_cast<uint32_t>(cq.shape[0] - 1);
+    s.batch = static_cast<uint32_t>(p.cq.shape[0] - 1);
     s.seqlen_q = opt.max_seqlen_q;
     s.seqlen_k = opt.max_seqlen_k;
-    o2.total_q = dim(q, 0);
-    plan.add("cu_seqlens_q", cq);
-    plan.add("cu_seqlens_k", ck);
+    o2.total_q = dim(p.q, 0);
   } else {
-    s.batch = dim(q, 0);
-    s.seqlen_q = dim(q, 1);
-    s.seqlen_k = dim(k, 1);
+    s.batch = dim(p.q, 0);
+    s.seqlen_q = dim(p.q, 1);
+    s.seqlen_k = dim(p.k, 1);
   }
-  const bool alibi = opt.alibi_slopes != nullptr, lse = opt.lse != nullptr;
-  if (alibi) {
-    View a = view(op, "alibi_slopes", opt.alibi_slopes);
-    require_vector(op, "alibi_slopes", a, ir::Scalar::F32, s.heads_q);
-    plan.add("alibi_slopes", a);
+  p.has_alibi = opt.alibi_slopes != nullptr;
+  if (p.has_alibi) {
+    p.alibi = view(op, "alibi_slopes", opt.alibi_slopes);
+    require_vector(op, "alibi_slopes", p.alibi, ir::Scalar::F32, s.heads_q);
   }
+  return p;
+}
+
+// The lse's shape: (batch, heads_q, seq_q), varlen (heads_q, tokens).
+std::vector<int64_t> lse_shape(const Parsed& p) {
+  if (p.varlen) return {int64_t(p.s.heads_q), int64_t(p.opts.total_q)};
+  return {int64_t(p.s.batch), int64_t(p.s.heads_q), int64_t(p.s.seqlen_q)};
+}
+
+// The prefix sums and the slopes, after the tensors (in the order the plan takes them).
+void add_extras(Plan& plan, const Parsed& p) {
+  if (p.varlen) {
+    plan.add("cu_seqlens_q", p.cq);
+    plan.add("cu_seqlens_k", p.ck);
+  }
+  if (p.has_alibi) plan.add("alibi_slopes", p.alibi);
+}
+// ... and their addresses into the options, from addr[i] on.
+void take_extras(ops::AttentionOptions& o, const Parsed& p, const uint64_t* addr, size_t& i) {
+  if (p.varlen) {
+    o.cu_seqlens_q = addr[i++];
+    o.cu_seqlens_k = addr[i++];
+  }
+  if (p.has_alibi) o.alibi_slopes = addr[i++];
+}
+
+ops::AttentionTensor at(ops::AttentionTensor t, uint64_t a) {
+  t.address = a;
+  return t;
+}
+
+}  // namespace
+
+Plan plan_attention(const kaio_tensor* q_t, const kaio_tensor* k_t, const kaio_tensor* v_t, const kaio_tensor* o_t,
+                    const kaio_attention_options* opt_in) {
+  const char* op = "attention";
+  kaio_attention_options def{};
+  def.window_left = def.window_right = -1;
+  const kaio_attention_options& opt = opt_in ? *opt_in : def;
+  const Parsed p = parse(op, q_t, k_t, v_t, o_t, "out", opt);
+  Plan plan(op);
+  plan.add("q", p.q);
+  plan.add("k", p.k);
+  plan.add("v", p.v);
+  plan.add("out", p.o);
+  add_extras(plan, p);
+  const bool lse = opt.lse != nullptr;
   if (lse) {
     View l = view(op, "lse", opt.lse);
-    if (varlen) require_f32_shape(op, "lse", l, {int64_t(s.heads_q), int64_t(o2.total_q)});
-    else require_f32_shape(op, "lse", l, {int64_t(s.batch), int64_t(s.heads_q), int64_t(s.seqlen_q)});
+    require_f32_shape(op, "lse", l, lse_shape(p));
     plan.add("lse", l);
   }
-  if (q.numel == 0 || k.numel == 0) return plan;  // nothing to launch (the op refuses empty shapes)
-  plan.set_run([tq, tk, tv, to, s, o2, varlen, alibi, lse](const uint64_t* addr, const double*, const jit::Stream& st) {
-    auto at = [&](ops::AttentionTensor t, uint64_t a) {
-      t.address = a;
-      return t;
-    };
-    ops::AttentionOptions o = o2;
+  if (p.q.numel == 0 || p.k.numel == 0) return plan;  // nothing to launch (the op refuses empty shapes)
+  plan.set_run([p, lse](const uint64_t* addr, const double*, const jit::Stream& st) {
+    ops::AttentionOptions o = p.opts;
     size_t i = 4;
-    if (varlen) {
-      o.cu_seqlens_q = addr[i++];
-      o.cu_seqlens_k = addr[i++];
-    }
-    if (alibi) o.alibi_slopes = addr[i++];
+    take_extras(o, p, addr, i);
     if (lse) o.lse = addr[i++];
-    ops::attention(at(tq, addr[0]), at(tk, addr[1]), at(tv, addr[2]), at(to, addr[3]), s, o, &st);
+    ops::attention(at(p.tq, addr[0]), at(p.tk, addr[1]), at(p.tv, addr[2]), at(p.to, addr[3]), p.s, o, &st);
+  });
+  return plan;
+}
+
+Plan plan_attention_backward(const kaio_tensor* q_t, const kaio_tensor* k_t, const kaio_tensor* v_t, const kaio_tensor* o_t,
+                             const kaio_tensor* do_t, const kaio_tensor* lse_t, const kaio_tensor* dq_t,
+                             const kaio_tensor* dk_t, const kaio_tensor* dv_t, const kaio_attention_options* opt_in) {
+  const char* op = "attention_backward";
+  kaio_attention_options def{};
+  def.window_left = def.window_right = -1;
+  const kaio_attention_options& opt = opt_in ? *opt_in : def;
+  const Parsed p = parse(op, q_t, k_t, v_t, o_t, "out", opt);
+  const View dout = view(op, "dout", do_t), lse = view(op, "lse", lse_t);
+  const View dq = view(op, "dq", dq_t), dk = view(op, "dk", dk_t), dv = view(op, "dv", dv_t);
+  const ops::AttentionTensor t_do = operand(op, "dout", dout, p.dims), t_dq = operand(op, "dq", dq, p.dims);
+  const ops::AttentionTensor t_dk = operand(op, "dk", dk, p.dims), t_dv = operand(op, "dv", dv, p.dims);
+  require_same(op, "dout", dout, "q", p.q);
+  require_same(op, "dq", dq, "q", p.q);
+  require_same(op, "dk", dk, "k", p.k);
+  require_same(op, "dv", dv, "k", p.k);
+  require_f32_shape(op, "lse", lse, lse_shape(p));
+  Plan plan(op);
+  plan.add("q", p.q);
+  plan.add("k", p.k);
+  plan.add("v", p.v);
+  plan.add("out", p.o);
+  plan.add("dout", dout);
+  plan.add("lse", lse);
+  plan.add("dq", dq);
+  plan.add("dk", dk);
+  plan.add("dv", dv);
+  add_extras(plan, p);
+  if (p.q.numel == 0 || p.k.numel == 0) return plan;  // nothing to launch (the op refuses empty shapes)
+  ops::AttentionBackwardOptions bo;
+  bo.scale = p.opts.scale;
+  bo.causal = p.opts.causal;
+  bo.window_left = p.opts.window_left;
+  bo.window_right = p.opts.window_right;
+  bo.softcap = p.opts.softcap;
+  bo.total_q = p.opts.total_q;
+  bo.deterministic = true;
+  bo.kernel = p.opts.kernel == ops::AttentionKernel::Tuned ? ops::AttentionKernel::Auto : p.opts.kernel;
+  plan.set_run([p, bo, t_do, t_dq, t_dk, t_dv](const uint64_t* addr, const double*, const jit::Stream& st) {
+    ops::AttentionOptions extras;
+    size_t i = 9;
+    take_extras(extras, p, addr, i);
+    ops::AttentionBackwardOptions o = bo;
+    o.cu_seqlens_q = extras.cu_seqlens_q;
+    o.cu_seqlens_k = extras.cu_seqlens_k;
+    o.alibi_slopes = extras.alibi_slopes;
+    ops::attention_backward(at(p.tq, addr[0]), at(p.tk, addr[1]), at(p.tv, addr[2]), at(p.to, addr[3]), at(t_do, addr[4]),
+                            addr[5], {at(t_dq, addr[6]), at(t_dk, addr[7]), at(t_dv, addr[8])}, p.s, o, &st);
   });
   return plan;
 }
@@ -266,6 +358,28 @@ int kaio_attention(const kaio_tensor* q, const kaio_tensor* k, const kaio_tensor
 int kaio_plan_attention(const kaio_tensor* q, const kaio_tensor* k, const kaio_tensor* v, const kaio_tensor* out,
                         const kaio_attention_options* o, kaio_plan** plan) {
   return capi::make_plan(plan, [&] { return capi::plan_attention(q, k, v, out, o); });
+}
+
+int kaio_attention_backward(const kaio_tensor* q, const kaio_tensor* k, const kaio_tensor* v, const kaio_tensor* out,
+                            const kaio_tensor* dout, const kaio_tensor* lse, const kaio_tensor* dq, const kaio_tensor* dk,
+                            const kaio_tensor* dv, const kaio_attention_options* o, void* stream) {
+  return capi::guard([&] {
+    capi::Plan plan = capi::plan_attention_backward(q, k, v, out, dout, lse, dq, dk, dv, o);
+    std::vector<uint64_t> addr;
+    for (const kaio_tensor* t : {q, k, v, out, dout, lse, dq, dk, dv}) addr.push_back(capi::address_of(t));
+    if (o && o->cu_seqlens_q) {
+      addr.push_back(capi::address_of(o->cu_seqlens_q));
+      addr.push_back(capi::address_of(o->cu_seqlens_k));
+    }
+    if (o && o->alibi_slopes) addr.push_back(capi::address_of(o->alibi_slopes));
+    plan.launch(addr.data(), addr.size(), nullptr, 0, stream);
+  });
+}
+
+int kaio_plan_attention_backward(const kaio_tensor* q, const kaio_tensor* k, const kaio_tensor* v, const kaio_tensor* out,
+                                 const kaio_tensor* dout, const kaio_tensor* lse, const kaio_tensor* dq, const kaio_tensor* dk,
+                                 const kaio_tensor* dv, const kaio_attention_options* o, kaio_plan** plan) {
+  return capi::make_plan(plan, [&] { return capi::plan_attention_backward(q, k, v, out, dout, lse, dq, dk, dv, o); });
 }
 
 int kaio_attention_decode(const kaio_tensor* q, const kaio_tensor* k_cache, const kaio_tensor* v_cache,

@@ -149,6 +149,15 @@ typedef struct {
 } kaio_attention_options;
 KAIO_API int kaio_attention(const kaio_tensor* q, const kaio_tensor* k, const kaio_tensor* v, const kaio_tensor* out,
                             const kaio_attention_options* o, void* stream);
+/* The backward of kaio_attention: dq, dk, dv (shaped and strided like q, k, v, in their dtype)
+ * from q, k, v, out, dout (the gradient of out, like out) and the forward's lse (f32, as
+ * kaio_attention wrote it), with the forward's options (o->lse is not read: lse is an argument
+ * here; kernel 4, tuned, runs as 0, auto). Deterministic: the same gradients bit for bit run
+ * to run. */
+KAIO_API int kaio_attention_backward(const kaio_tensor* q, const kaio_tensor* k, const kaio_tensor* v,
+                                     const kaio_tensor* out, const kaio_tensor* dout, const kaio_tensor* lse,
+                                     const kaio_tensor* dq, const kaio_tensor* dk, const kaio_tensor* dv,
+                                     const kaio_attention_options* o, void* stream);
 /* Decoding: q (batch, 1..16 new tokens, heads_q, head_dim) against a KV cache whose length
  * per sequence is seqlens (int32 [batch], the new tokens included). Contiguous cache:
  * k_cache, v_cache (batch, capacity, heads_kv, head_dim). Paged (block_table given): a pool
@@ -383,6 +392,10 @@ KAIO_API int kaio_plan_matmul(const char* variant, const kaio_tensor* a, const k
 /* data: q, k, v, out (then cu_seqlens_q, cu_seqlens_k, alibi_slopes, lse when given). */
 KAIO_API int kaio_plan_attention(const kaio_tensor* q, const kaio_tensor* k, const kaio_tensor* v,
                                  const kaio_tensor* out, const kaio_attention_options* o, kaio_plan** plan);
+KAIO_API int kaio_plan_attention_backward(const kaio_tensor* q, const kaio_tensor* k, const kaio_tensor* v,
+                                          const kaio_tensor* out, const kaio_tensor* dout, const kaio_tensor* lse,
+                                          const kaio_tensor* dq, const kaio_tensor* dk, const kaio_tensor* dv,
+                                          const kaio_attention_options* o, kaio_plan** plan);
 /* data: q, k_cache, v_cache, seqlens, out (then block_table, alibi_slopes, lse when given). */
 KAIO_API int kaio_plan_attention_decode(const kaio_tensor* q, const kaio_tensor* k_cache, const kaio_tensor* v_cache,
                                         const kaio_tensor* seqlens, const kaio_tensor* out,

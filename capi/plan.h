@@ -22,7 +22,8 @@
 namespace kaio::capi {
 
 inline constexpr size_t kMaxPlanValues = ops::kMapMaxScalars;
-inline constexpr size_t kMaxPlanArrays = ops::kMapMaxInputs + 1;  // a map's inputs and out: the most of any op
+// The most of any op: attention_backward's nine tensors, two prefix sums and the slopes.
+inline constexpr size_t kMaxPlanArrays = ops::kMapMaxInputs + 1 > 12 ? ops::kMapMaxInputs + 1 : 12;
 
 class Plan {
  public:
@@ -56,7 +57,8 @@ class Plan {
 
  private:
   void add_span(const char* name, uint64_t bytes) {
-    if (arrays_.size() == kMaxPlanArrays) throw InternalError("capi: a plan takes at most 9 arrays");
+    if (arrays_.size() == kMaxPlanArrays)
+      throw InternalError("capi: a plan takes at most " + std::to_string(kMaxPlanArrays) + " arrays");
     arrays_.push_back(Array{name, bytes});
   }
   struct Array {
@@ -99,6 +101,9 @@ Plan plan_rope(const kaio_tensor* x, const kaio_tensor* y, const kaio_tensor* co
 Plan plan_matmul(const char* variant, const kaio_tensor* a, const kaio_tensor* b, const kaio_tensor* c,
                  const kaio_matmul_options* o);  // alpha, beta
 // capi/attention.cpp, capi/quant.cpp: no per-call numbers.
+Plan plan_attention_backward(const kaio_tensor* q, const kaio_tensor* k, const kaio_tensor* v, const kaio_tensor* o,
+                             const kaio_tensor* dout, const kaio_tensor* lse, const kaio_tensor* dq, const kaio_tensor* dk,
+                             const kaio_tensor* dv, const kaio_attention_options* opt);
 Plan plan_attention(const kaio_tensor* q, const kaio_tensor* k, const kaio_tensor* v, const kaio_tensor* o,
                     const kaio_attention_options* opt);
 Plan plan_attention_decode(const kaio_tensor* q, const kaio_tensor* k_cache, const kaio_tensor* v_cache,

@@ -1,4 +1,5 @@
-"""kaio.ops.attention and kaio.ops.attention_decode (kaio::ops::attention, attention_decode)."""
+"""kaio.ops.attention, attention_backward and attention_decode (kaio::ops::attention,
+attention_backward, attention_decode)."""
 
 from __future__ import annotations
 
@@ -102,6 +103,64 @@ def attention(q: Array, k: Array, v: Array, out: Optional[Array] = None, *, scal
     if want_lse:
         arrays.append(lse)
     return _call_fast(("attention", *opts), arrays, 3, (), stream, _attention_miss, opts)
+
+
+def _backward_miss(key: Any, arrays: list, values: tuple, stream: Any, opts: tuple) -> Any:
+    scale, causal, wl, wr, softcap, kernel, varlen, alibi, mq, mk = opts
+    names = ["q", "k", "v", "out", "dout", "lse", "dq", "dk", "dv"]
+    names += (["cu_seqlens_q", "cu_seqlens_k"] if varlen else []) + (["alibi_slopes"] if alibi else [])
+
+    def make(ts: list, ph: Any, h: int) -> int:
+        o = _lib.AttentionOptions(scale, int(causal), wl, wr, softcap, kernel, None, None, None, None, mq, mk)
+        i = 9
+        if varlen:
+            o.cu_seqlens_q, o.cu_seqlens_k = ts[9].addr, ts[10].addr
+            i = 11
+        if alibi:
+            o.alibi_slopes = ts[i].addr
+        args = (*(t.addr for t in ts[:9]), ctypes.byref(o))
+        if ph is None:
+            return _lib.lib.kaio_attention_backward(*args, h)
+        return _lib.lib.kaio_plan_attention_backward(*args, ph)
+
+    def like(slot: int) -> Any:
+        return lambda ts: ts[slot].shape
+
+    # dq, dk, dv made like q, k, v (contiguous, q's dtype) where not given.
+    outs = {6 + i: (i, arrays[6 + i], like(i), _dtype_q) for i in range(3)}
+    return _miss(key, "attention_backward", arrays, names, outs, make, values, stream, ret=(6, 7, 8))
+
+
+def attention_backward(q: Array, k: Array, v: Array, out: Array, dout: Array, lse: Array, dq: Optional[Array] = None,
+                       dk: Optional[Array] = None, dv: Optional[Array] = None, *, scale: float = 0.0,
+                       causal: bool = False, window: tuple[int, int] = (-1, -1), softcap: float = 0.0,
+                       alibi_slopes: Optional[Array] = None, cu_seqlens_q: Optional[Array] = None,
+                       cu_seqlens_k: Optional[Array] = None, max_seqlen_q: int = 0, max_seqlen_k: int = 0,
+                       kernel: str = "auto", stream: Any = None) -> tuple:
+    """The gradients of attention (kaio::ops::attention_backward): dq, dk, dv from q, k, v,
+    the forward's out and lse (attention(..., return_lse=True)) and dout, the gradient of out.
+
+    The arrays and options mean what they mean for attention (the same scale, masks, softcap,
+    ALiBi and varlen as the forward that made out and lse); dq, dk, dv are shaped like q, k, v in
+    q's dtype, made where not given. dk and dv of a KV head sum over the query heads that read
+    it (GQA, MQA). Deterministic: the same gradients bit for bit run to run. kernel: "auto",
+    "rows", "mma" or "wgmma" (the Hopper kernels; a UsageError says why they do not apply).
+    Returns (dq, dk, dv).
+    """
+    if kernel not in _KERNELS or kernel == "tuned":
+        raise UsageError.make("attention_backward", f"argument 'kernel': '{kernel}' is not auto, rows, mma or wgmma")
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    if varlen and (cu_seqlens_q is None or cu_seqlens_k is None):
+        raise UsageError.make("attention_backward", "argument 'cu_seqlens_q'/'cu_seqlens_k': varlen needs both")
+    wl, wr = window
+    opts = (float(scale), bool(causal), int(wl), int(wr), float(softcap), _KERNELS[kernel], varlen,
+            alibi_slopes is not None, int(max_seqlen_q), int(max_seqlen_k))
+    arrays = [q, k, v, out, dout, lse, dq, dk, dv]
+    if varlen:
+        arrays += [cu_seqlens_q, cu_seqlens_k]
+    if alibi_slopes is not None:
+        arrays.append(alibi_slopes)
+    return _call_fast(("attention_backward", *opts), arrays, -1, (), stream, _backward_miss, opts)
 
 
 def _decode_miss(key: Any, arrays: list, values: tuple, stream: Any, opts: tuple) -> Any:

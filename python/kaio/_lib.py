@@ -224,6 +224,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "kaio_plan_matmul": (_I, [_S, _T, _T, _T, ctypes.POINTER(MatmulOptions), _PP]),
     "kaio_attention": (_I, [_T, _T, _T, _T, ctypes.POINTER(AttentionOptions), _P]),
     "kaio_plan_attention": (_I, [_T, _T, _T, _T, ctypes.POINTER(AttentionOptions), _PP]),
+    "kaio_attention_backward": (_I, [_T] * 9 + [ctypes.POINTER(AttentionOptions), _P]),
+    "kaio_plan_attention_backward": (_I, [_T] * 9 + [ctypes.POINTER(AttentionOptions), _PP]),
     "kaio_attention_decode": (_I, [_T, _T, _T, _T, _T, ctypes.POINTER(DecodeOptions), _P]),
     "kaio_plan_attention_decode": (_I, [_T, _T, _T, _T, _T, ctypes.POINTER(DecodeOptions), _PP]),
     "kaio_matmul_int8": (_I, [_T, _T, _T, _T, _T, _T, ctypes.c_int32, _P]),

@@ -29,7 +29,7 @@ __all__ = [
     "Reduce", "reduce_rows", "argmax_rows", "reduce",
     "softmax", "log_softmax", "rms_norm", "layer_norm", "add_rms_norm", "rope",
     "matmul", "matmul_auto", "matmul_variants",
-    "attention", "attention_decode",
+    "attention", "attention_backward", "attention_decode",
     "matmul_int8", "matmul_int8_qkv", "matmul_int8_tiles", "matmul_int4", "matmul_int4_qkv",
     "quant_matmul", "quant_matmul_workspace", "GGUF_FORMATS",
     "quantize_int8", "quantize_int4", "pack_int4", "dequantize_int4",
@@ -410,7 +410,7 @@ def matmul_variants() -> list[str]:
 
 
 # Attention and the quantized matmuls live in their own modules; kaio.ops is their namespace.
-from ._attention import attention, attention_decode  # noqa: E402
+from ._attention import attention, attention_backward, attention_decode  # noqa: E402
 from ._quant import (  # noqa: E402
     GGUF_FORMATS,
     dequantize_int4,

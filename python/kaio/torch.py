@@ -1,7 +1,11 @@
 """kaio's ops as PyTorch custom ops (torch.ops.kaio.*): registered with
 torch.library.custom_op and register_fake (so torch.compile and FakeTensor tracing see them),
 with register_autograd where a backward exists (matmul, softmax, log_softmax, rms_norm,
-layer_norm). Importable only where torch is installed.
+layer_norm, attention, attention_lse). Importable only where torch is installed.
+
+Training through attention: attention_lse returns (out, lse) and keeps the lse its backward
+(kaio::ops::attention_backward) needs; attention's own backward recomputes it with a second
+forward first.
 
     import kaio.torch
     y = torch.ops.kaio.rms_norm(x, w, 1e-6)     # or kaio.torch.rms_norm(x, w, 1e-6)
@@ -20,7 +24,8 @@ from . import ops as _ops
 __all__ = [
     "add", "sub", "mul", "axpby", "relu", "silu", "gelu", "gelu_tanh", "exp", "silu_gate", "gelu_gate",
     "gelu_gate_tanh", "softmax", "log_softmax", "rms_norm", "layer_norm", "add_rms_norm", "rope",
-    "reduce_rows", "argmax_rows", "matmul", "attention", "attention_decode", "matmul_int8", "matmul_int4",
+    "reduce_rows", "argmax_rows", "matmul", "attention", "attention_lse", "attention_backward", "attention_decode",
+    "matmul_int8", "matmul_int4",
     "quant_matmul", "OPS",
 ]  # fmt: skip
 
@@ -125,10 +130,17 @@ matmul = _register(
 )
 
 
-# ---- attention (forward only) ----
+# ---- attention ----
 def _heads(t: torch.Tensor) -> torch.Tensor:
     # Any strides with the head dimension contiguous are read as they are.
     return t if t.stride(-1) == 1 else t.contiguous()
+
+
+_ATTN = "float scale, bool causal, int window_left, int window_right, float softcap, Tensor? alibi_slopes"
+
+
+def _attn_kw(scale: float, causal: bool, wl: int, wr: int, softcap: float, alibi: Any) -> dict:
+    return dict(scale=scale, causal=causal, window=(wl, wr), softcap=softcap, alibi_slopes=None if alibi is None else _c(alibi))
 
 
 attention = _register(
@@ -139,6 +151,20 @@ attention = _register(
         _heads(q), _heads(k), _heads(v), scale=scale, causal=causal, window=(wl, wr), softcap=softcap,
         alibi_slopes=None if alibi is None else _c(alibi)),
     lambda q, k, v, *args: torch.empty_like(q, memory_format=torch.contiguous_format),
+)
+attention_lse = _register(
+    "attention_lse",
+    f"(Tensor q, Tensor k, Tensor v, {_ATTN}) -> (Tensor, Tensor)",
+    lambda q, k, v, *opts: _ops.attention(_heads(q), _heads(k), _heads(v), return_lse=True, **_attn_kw(*opts)),
+    lambda q, k, v, *args: (torch.empty_like(q, memory_format=torch.contiguous_format),
+                            q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)),
+)
+attention_backward = _register(
+    "attention_backward",
+    f"(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, {_ATTN}) -> (Tensor, Tensor, Tensor)",
+    lambda do, q, k, v, o, lse, *opts: _ops.attention_backward(_heads(q), _heads(k), _heads(v), _heads(o), _heads(do),
+                                                               _c(lse), **_attn_kw(*opts)),
+    lambda do, q, k, v, *args: tuple(torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v)),
 )
 attention_decode = _register(
     "attention_decode",
@@ -246,6 +272,27 @@ def _ln_backward(ctx: Any, g: torch.Tensor) -> tuple:
             g32.reshape(-1, cols).sum(0).to(b.dtype), None)
 
 
+def _attn_setup(ctx: Any, inputs: tuple, output: Any) -> None:
+    q, k, v, *opts = inputs
+    ctx.opts = tuple(opts[:5])
+    alibi = opts[5]
+    if isinstance(output, tuple):  # attention_lse: the lse is kept for the backward, not differentiated
+        ctx.mark_non_differentiable(output[1])
+        ctx.save_for_backward(q, k, v, output[0], output[1], alibi)
+    else:
+        ctx.save_for_backward(q, k, v, output, None, alibi)
+
+
+def _attn_backward(ctx: Any, g: Any, *unused: Any) -> tuple:
+    q, k, v, o, lse, alibi = ctx.saved_tensors
+    if lse is None:  # attention: the forward again, for its lse
+        o, lse = attention_lse(q, k, v, *ctx.opts, alibi)
+    dq, dk, dv = attention_backward(g, q, k, v, o, lse, *ctx.opts, alibi)
+    return dq, dk, dv, None, None, None, None, None, None
+
+
+attention.register_autograd(_attn_backward, setup_context=_attn_setup)
+attention_lse.register_autograd(_attn_backward, setup_context=_attn_setup)
 matmul.register_autograd(_mm_backward, setup_context=_mm_setup)
 softmax.register_autograd(_softmax_backward, setup_context=_softmax_setup)
 log_softmax.register_autograd(_log_softmax_backward, setup_context=_softmax_setup)

@@ -55,6 +55,41 @@ def ref_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, scale: float =
     return o, lse
 
 
+def ref_attention_backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray, *, scale: float = 0.0,
+                           causal: bool = False, window: tuple[int, int] = (-1, -1),
+                           alibi: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """dq, dk, dv in float64 from the float64 forward's weights P: dv = P^T do, dP = do v^T,
+    dS = P (dP - rowsum(do o)), dq = scale dS k, dk = scale dS^T q (dk, dv summed over a KV
+    head's query heads)."""
+    q, k, v, do = (np.asarray(t, np.float64) for t in (q, k, v, dout))
+    B, Sq, Hq, Dh = q.shape
+    Sk, Hkv = k.shape[1], k.shape[2]
+    group, sc = Hq // Hkv, scale or 1 / math.sqrt(Dh)
+    dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
+    for b in range(B):
+        for h in range(Hq):
+            kh, vh = k[b, :, h // group], v[b, :, h // group]
+            s = sc * q[b, :, h] @ kh.T
+            i, j = np.arange(Sq)[:, None] + Sk - Sq, np.arange(Sk)[None, :]
+            if alibi is not None:
+                s = s - alibi[h] * np.abs(i - j)
+            left, right = window[0], 0 if causal else window[1]
+            ok = np.ones_like(s, bool)
+            if left >= 0:
+                ok &= j >= i - left
+            if right >= 0:
+                ok &= j <= i + right
+            m = np.where(ok, s, -np.inf).max(axis=1, keepdims=True)
+            p = np.where(ok, np.exp(s - np.where(np.isfinite(m), m, 0)), 0.0)
+            p /= np.where(p.sum(axis=1, keepdims=True) > 0, p.sum(axis=1, keepdims=True), 1)
+            o, g = p @ vh, do[b, :, h]
+            ds = p * (g @ vh.T - (g * o).sum(axis=1, keepdims=True))
+            dq[b, :, h] = sc * ds @ kh
+            dk[b, :, h // group] += sc * ds.T @ q[b, :, h]
+            dv[b, :, h // group] += p.T @ g
+    return dq, dk, dv
+
+
 def close(got: Any, ref: np.ndarray, tol: float) -> None:
     g = np.asarray(got, np.float64)
     assert g.shape == ref.shape
@@ -116,6 +151,52 @@ def test_attention_f16_and_varlen() -> None:
         ro, rl = ref_attention(qs[None, sl], ks[None, kl], vs[None, kl], causal=True)
         close(o[sl], ro[0], 2e-5)
         close(lse[:, sl], rl[0], 2e-5)
+
+
+@pytest.mark.interpret
+def test_attention_backward_causal_gqa_window_alibi() -> None:
+    q, k, v, do = rand(2, 5, 4, D, seed=31), rand(2, 7, 2, D, seed=32), rand(2, 7, 2, D, seed=33), rand(2, 5, 4, D, seed=34)
+    o, lse = kaio.ops.attention(q, k, v, causal=True, return_lse=True)
+    got = kaio.ops.attention_backward(q, k, v, o, do, lse, causal=True)
+    for g, r in zip(got, ref_attention_backward(q, k, v, do, causal=True)):
+        close(g, r, 1e-4)
+    # A window and ALiBi, the gradients into given arrays (poisoned first), twice bit for bit.
+    slopes = np.array([0.5, 0.25, 0.125, 0.0625], np.float32)
+    o, lse = kaio.ops.attention(q, k, v, window=(3, 1), alibi_slopes=slopes, scale=0.2, return_lse=True)
+    ref = ref_attention_backward(q, k, v, do, window=(3, 1), alibi=slopes, scale=0.2)
+    runs = []
+    for _ in range(2):
+        given = [np.full_like(t, np.nan) for t in (q, k, v)]
+        got = kaio.ops.attention_backward(q, k, v, o, do, lse, *given, window=(3, 1), alibi_slopes=slopes, scale=0.2)
+        assert all(a is b for a, b in zip(got, given))
+        for g, r in zip(got, ref):
+            close(g, r, 1e-4)
+        runs.append(got)
+    assert all(np.array_equal(a, b) for a, b in zip(*runs))
+
+
+@pytest.mark.interpret
+def test_attention_backward_varlen_and_errors() -> None:
+    qs, ks, vs, dos = rand(5, 2, D, seed=35), rand(6, 1, D, seed=36), rand(6, 1, D, seed=37), rand(5, 2, D, seed=38)
+    cq, ck = np.array([0, 2, 5], np.int32), np.array([0, 4, 6], np.int32)
+    kw = dict(causal=True, cu_seqlens_q=cq, cu_seqlens_k=ck, max_seqlen_q=3, max_seqlen_k=4)
+    o, lse = kaio.ops.attention(qs, ks, vs, return_lse=True, **kw)
+    dq, dk, dv = kaio.ops.attention_backward(qs, ks, vs, o, dos, lse, **kw)
+    for b in range(2):
+        sl, kl = slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1])
+        rq, rk, rv = ref_attention_backward(qs[None, sl], ks[None, kl], vs[None, kl], dos[None, sl], causal=True)
+        close(dq[sl], rq[0], 1e-4)
+        close(dk[kl], rk[0], 1e-4)
+        close(dv[kl], rv[0], 1e-4)
+    q = rand(1, 3, 2, D, seed=39)
+    o, lse = kaio.ops.attention(q, q, q, return_lse=True)
+    with pytest.raises(kaio.UsageError, match=r"argument 'lse'") as e:
+        kaio.ops.attention_backward(q, q, q, o, q, lse[:, :, :2])
+    assert e.value.op == "attention_backward"
+    with pytest.raises(kaio.UsageError, match=r"argument 'dout'"):
+        kaio.ops.attention_backward(q, q, q, o, rand(1, 2, 2, D), lse)
+    with pytest.raises(kaio.UsageError, match=r"argument 'kernel'"):
+        kaio.ops.attention_backward(q, q, q, o, q, lse, kernel="tuned")
 
 
 def _paged(kc: np.ndarray, page: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

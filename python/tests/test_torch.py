@@ -49,7 +49,7 @@ def _samples(dev: str) -> dict[str, list[tuple]]:
 
 
 def _new_op_samples(dev: str) -> dict[str, list[tuple]]:
-    """Samples of attention and the quantized matmuls (forward only)."""
+    """Samples of attention (with gradients too) and the quantized matmuls (forward only)."""
     import numpy as np
 
     half = torch.float32 if dev == "cpu" else torch.float16  # the interpreter's runs stay short in f32
@@ -65,8 +65,13 @@ def _new_op_samples(dev: str) -> dict[str, list[tuple]]:
     w_rows = np.zeros((8, 34), np.uint8)  # q8_0: per 32 elements an f16 scale and 32 int8 values
     w_rows[:, :2] = np.frombuffer(np.float16(0.01).tobytes(), np.uint8)
     w_rows[:, 2:] = np.random.default_rng(26).integers(-127, 128, (8, 32)).astype(np.int8).view(np.uint8)
+    o, lse = kaio.ops.attention(q, k, v, causal=True, return_lse=True)
+    do = _r(dev, 1, 3, 2, 64, dtype=half, seed=28)
+    qg, kg, vg = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
     return {
-        "attention": [(q, k, v, 0.0, True, -1, -1, 0.0, None)],
+        "attention": [(q, k, v, 0.0, True, -1, -1, 0.0, None), (qg, kg, vg, 0.0, True, -1, -1, 0.0, None)],
+        "attention_lse": [(q, k, v, 0.0, True, -1, -1, 0.0, None), (qg, kg, vg, 0.0, False, -1, -1, 0.0, None)],
+        "attention_backward": [(do, q, k, v, o, lse, 0.0, True, -1, -1, 0.0, None)],
         "attention_decode": [(q, k, v, lens, None, 0.0, True, -1, 0.0, 0)],
         "matmul_int8": [(a8, b8, None, None, None, ""), (a8, b8, None, sb, None, "float32")],
         "matmul_int4": [(x4, torch.from_numpy(qw.view(np.int32)).to(dev), torch.from_numpy(s).to(dev),
@@ -119,6 +124,31 @@ def test_gradients_match_torch(dev: str, name: str) -> None:
     g2 = torch.autograd.grad(y2, inputs, g)
     for a, c in zip(g1, g2):
         torch.testing.assert_close(a, c, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.cpu_ok
+@pytest.mark.parametrize("op", ["attention", "attention_lse"])
+def test_attention_gradients_match_float64(dev: str, op: str) -> None:
+    # GQA 4:2, Sq < Sk with the causal mask at the bottom right, a window on the left too;
+    # against torch's SDPA in float64 (an explicit mask, the KV heads repeated).
+    dt = torch.float32 if dev == "cpu" else torch.float16
+    q = _r(dev, 2, 70, 4, 64, dtype=dt, grad=True, seed=50)
+    k, v = _r(dev, 2, 90, 2, 64, dtype=dt, grad=True, seed=51), _r(dev, 2, 90, 2, 64, dtype=dt, grad=True, seed=52)
+    args = (0.0, True, 40, -1, 0.0, None)
+    y = kt.attention(q, k, v, *args) if op == "attention" else kt.attention_lse(q, k, v, *args)[0]
+    g = _r(dev, *y.shape, dtype=dt, seed=53)
+    ours = torch.autograd.grad(y, (q, k, v), g)
+    i, j = torch.arange(70, device=dev)[:, None] + 20, torch.arange(90, device=dev)[None, :]
+    mask = (j <= i) & (j >= i - 40)
+    q64, k64, v64 = (t.detach().double().transpose(1, 2).requires_grad_(True) for t in (q, k, v))
+    ref = torch.nn.functional.scaled_dot_product_attention(q64, k64.repeat_interleave(2, 1), v64.repeat_interleave(2, 1),
+                                                           attn_mask=mask)
+    theirs = torch.autograd.grad(ref, (q64, k64, v64), g.double().transpose(1, 2))
+    tol = 1e-4 if dt == torch.float32 else 2e-2
+    torch.testing.assert_close(y.double(), ref.transpose(1, 2), rtol=tol, atol=tol)
+    for a, b in zip(ours, theirs):
+        assert a.dtype == dt
+        torch.testing.assert_close(a.double(), b.transpose(1, 2), rtol=tol, atol=tol)
 
 
 @pytest.mark.cpu_ok
