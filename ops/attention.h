@@ -154,7 +154,8 @@ jit::Family<AttentionDecodeConfig>& attention_decode_family();
 struct AttentionWgmmaConfig {
   ir::Scalar dtype = ir::Scalar::F16;
   uint32_t head_dim = 128, bn = 128, stages = 2;
-  auto fields() const { return std::tie(dtype, head_dim, bn, stages); }
+  bool windowed = false;  // a window's left edge (or a right one wider than causal): masks and tile ranges for it
+  auto fields() const { return std::tie(dtype, head_dim, bn, stages, windowed); }
   std::string str() const;
   uint32_t shared_bytes() const;  // the dynamic shared memory of a block
 };

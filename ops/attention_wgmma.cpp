@@ -8,7 +8,8 @@
 //                      is still landing)
 //   warpgroups 1, 2    the consumers, 64 query rows each. Per KV tile:
 //                        S = Q K^T      wgmma m64nBNk16, Q (A) and K (B) K-major from shared memory
-//                        mask           only on tiles that cross a row's last key (the causal
+//                        mask           only on tiles that cross a row's first or last key (a
+//                                       window's edges, the causal
 //                                       diagonal, the end of the keys)
 //                        softmax        the row max and sum across the quad (AccTile), exp2
 //                                       with the scale folded in, O rescaled
@@ -106,14 +107,16 @@ struct AttentionWgmmaSignature {
   kernel::TensorMap q_map{"q_map"}, k_map{"k_map"}, v_map{"v_map"};
   kernel::Ptr o{"o"}, lse{"lse", Scalar::F32};
   kernel::Param<uint64_t> o_bs{"o_bs"}, o_ss{"o_ss"}, o_hs{"o_hs"}, lse_bs{"lse_bs"}, lse_hs{"lse_hs"};
-  kernel::Param<uint32_t> sq{"sq"}, sk{"sk"}, group{"group"}, causal{"causal"}, flags{"flags"};
+  kernel::Param<uint32_t> sq{"sq"}, sk{"sk"}, group{"group"}, flags{"flags"};
+  kernel::Param<int32_t> window_left{"window_left"}, window_right{"window_right"};  // -1: unbounded (causal: right 0)
   // 0: the map is (d, s, h, b); 1: (d, h, s, b)
   kernel::Param<uint32_t> q_order{"q_order"}, k_order{"k_order"}, v_order{"v_order"};
   kernel::Param<float> scale_log2{"scale_log2"};  // scale * log2(e)
 
   explicit AttentionWgmmaSignature(Scalar dtype) { o.elem = dtype; }
   auto fields() {
-    return std::tie(q_map, k_map, v_map, o, lse, o_bs, o_ss, o_hs, lse_bs, lse_hs, sq, sk, group, causal, flags, q_order,
+    return std::tie(q_map, k_map, v_map, o, lse, o_bs, o_ss, o_hs, lse_bs, lse_hs, sq, sk, group, flags, window_left,
+                    window_right, q_order,
                     k_order, v_order, scale_log2);
   }
 };
@@ -141,9 +144,12 @@ class Fa3Kernel {
     kvh_ = qh_ / s_.group.ir;
     const uint32_t bm = bm_of(c_);
     m0_ = (b_.grid_dim_x() - 1u - b_.block_idx_x()) * bm;  // the longest (causal) blocks first
-    // The block's key tiles: up to the last row's last key.
+    // The block's key tiles: from the first row's first key to the last row's last key (the
+    // bounds grow with the row).
     Value last = ir::min(m0_ + (bm - 1), s_.sq.ir - 1u);
-    Value tiles = (ir::cast<uint32_t>(hi_of(last)) + (c_.bn - 1)) / c_.bn;
+    Value lo = ir::cast<uint32_t>(lo_of(m0_)), hi = ir::cast<uint32_t>(hi_of(last));
+    t0_ = c_.windowed ? lo / c_.bn : u32c(0);
+    Value tiles = ir::select(hi > lo, (hi + (c_.bn - 1)) / c_.bn - t0_, u32c(0));
 
     b_.if_(tid == 0u, [&] {
       b_.mbarrier_init(bars_, q_bar_, 1u);
@@ -170,12 +176,19 @@ class Fa3Kernel {
   Value u64(Value v) { return ir::cast<uint64_t>(v); }
   Value u32c(uint32_t v) { return b_.constant<uint32_t>(v); }
 
-  // The keys [0, hi) query row i sees (i32, 0..Sk): all, or with the causal mask those up to
-  // its position i + Sk - Sq (aligned to the bottom right).
+  // The keys [lo, hi) query row i sees (i32, 0..Sk): all, or those of the window around its
+  // position i + Sk - Sq (aligned to the bottom right; causal: window_right 0).
   Value hi_of(Value i) {
-    Value sk = i32(s_.sk.ir);
-    Value diag = ir::min(sk, i32(i) + sk - i32(s_.sq.ir) + 1);
-    return ir::max(ir::select(s_.causal.ir != 0u, diag, sk), b_.constant<int32_t>(0));
+    Value sk = i32(s_.sk.ir), wr = s_.window_right.ir;
+    Value edge = ir::min(sk, i32(i) + sk - i32(s_.sq.ir) + wr + 1);
+    return ir::max(ir::select(wr >= 0, edge, sk), b_.constant<int32_t>(0));
+  }
+  // (0 unless the config is windowed: the plain kernel keeps no left edge.)
+  Value lo_of(Value i) {
+    if (!c_.windowed) return b_.constant<int32_t>(0);
+    Value sk = i32(s_.sk.ir), wl = s_.window_left.ir;
+    Value edge = ir::min(sk, i32(i) + sk - i32(s_.sq.ir) - wl);
+    return ir::max(ir::select(wl >= 0, edge, b_.constant<int32_t>(0)), b_.constant<int32_t>(0));
   }
 
   // A map's coordinates in its order: (d, s, h, b) or (d, h, s, b).
@@ -199,7 +212,7 @@ class Fa3Kernel {
     ring_k.expect(sk, L_.k_stage);
     for (uint32_t kb = 0; kb < kd; ++kb)
       b_.tma_load(smem_, (sk.stage * kd + kb) * tk_.stage_elements() + tk_.base, s_.k_map.ir,
-                  coords(s_.k_order.ir, u32c(kb * kBlock), t * c_.bn, kvh_), bars_, ring_k.full(sk));
+                  coords(s_.k_order.ir, u32c(kb * kBlock), (t0_ + t) * c_.bn, kvh_), bars_, ring_k.full(sk));
   }
   void load_v(const kernel::MbarrierRing& ring_v, Value t) {
     const uint32_t kd = c_.head_dim / kBlock, kv = c_.bn / kBlock;
@@ -209,7 +222,7 @@ class Fa3Kernel {
     for (uint32_t vb = 0; vb < kv; ++vb)
       for (uint32_t box = 0; box < kd; ++box)
         b_.tma_load(smem_, (sv.stage * kv + vb) * tv_.stage_elements() + (tv_.base + box * (tv_.box_bytes() / kElem)),
-                    s_.v_map.ir, coords(s_.v_order.ir, u32c(box * kBlock), t * c_.bn + vb * kBlock, kvh_), bars_,
+                    s_.v_map.ir, coords(s_.v_order.ir, u32c(box * kBlock), (t0_ + t) * c_.bn + vb * kBlock, kvh_), bars_,
                     ring_v.full(sv));
   }
 
@@ -241,27 +254,29 @@ class Fa3Kernel {
     const Scalar s16x2 = c_.dtype == Scalar::F16 ? Scalar::F16x2 : Scalar::BF16x2;
     const ir::RegArray P = b_.array(ir::Type::scalar(s16x2), BN / 4, ir::bitcast(u32c(0), s16x2));
     // This thread's two rows (fragment rows lane / 4 and + 8 of its warp) and their key ends.
-    Value rows[2], hi[2];
+    Value rows[2], hi[2], lo[2];
     std::vector<ir::Var> m, l;
     for (uint32_t h = 0; h < 2; ++h) {
       rows[h] = m0_ + row_w + (warp_ % 4u) * 16u + (lane_ / 4u + 8u * h);
       hi[h] = hi_of(rows[h]);
+      lo[h] = lo_of(rows[h]);
       m.push_back(b_.var<float>(-INFINITY));  // running max, in the scaled log2 domain
       l.push_back(b_.var<float>(0.0f));
     }
     Value hi_min = hi_of(m0_ + row_w);  // every row of this consumer sees the keys below it
+    Value lo_max = lo_of(m0_ + row_w + (kConsumerRows - 1));  // ... and those from this one on
 
     // Tile t's scores: mask, online softmax; returns its weights (f32, unnormalised) and sets corr
     // to the factor O and l take for the new running max. Reads S only.
     auto softmax = [&](Value t, std::vector<Value>& corr) {
-      Value k0 = t * BN;
-      // The mask, only where a row of this consumer ends inside the tile.
-      b_.if_(i32(k0 + BN) > hi_min, [&] {
+      Value k0 = (t0_ + t) * BN;
+      // The mask, only where a row of this consumer starts or ends inside the tile.
+      b_.if_(c_.windowed ? (i32(k0 + BN) > hi_min || i32(k0) < lo_max) : i32(k0 + BN) > hi_min, [&] {
         for (uint32_t ni = 0; ni < BN / 8; ++ni)
           for (uint32_t r = 0; r < 4; ++r) {
             ir::Var x = S.at(0, 0, ni, r);
             Value j = i32(k0 + S.col(lane_, ni, r));
-            x = ir::select(j < hi[r / 2], x.get(), -INFINITY);
+            x = ir::select(c_.windowed ? (j < hi[r / 2] && j >= lo[r / 2]) : j < hi[r / 2], x.get(), -INFINITY);
           }
       });
       // Online softmax: P = exp2(S * scale - m) with m the running max of S * scale. The
@@ -410,7 +425,7 @@ class Fa3Kernel {
   AttentionWgmmaSignature& s_;
   const Layout L_;
   const TmaTile tq_, tk_, tv_;
-  Value smem_, bars_, warp_, lane_, qh_, batch_, kvh_, m0_, desc_q_, desc_k_, desc_v_;
+  Value smem_, bars_, warp_, lane_, qh_, batch_, kvh_, m0_, desc_q_, desc_k_, desc_v_, t0_;
   uint32_t q_bar_ = 0;
 };
 
@@ -427,7 +442,7 @@ void check_config(const AttentionWgmmaConfig& c) {
 ir::Kernel build_wgmma(const AttentionWgmmaConfig& c) {
   check_config(c);
   ir::KernelBuilder b(std::string("attention_wgmma_") + ir::scalar_name(c.dtype) + "_d" + std::to_string(c.head_dim) + "_n" +
-                      std::to_string(c.bn) + "s" + std::to_string(c.stages));
+                      std::to_string(c.bn) + "s" + std::to_string(c.stages) + (c.windowed ? "_win" : ""));
   AttentionWgmmaSignature sig(c.dtype);
   kernel::declare(b, sig);
   b.launch_bounds(kernel::WarpSpecialized::threads(kConsumers), 1);
@@ -477,7 +492,7 @@ uint32_t AttentionWgmmaConfig::shared_bytes() const { return layout_of(*this).to
 std::string AttentionWgmmaConfig::str() const {
   return std::string("attention_wgmma(") + ir::scalar_name(dtype) + ", d" + std::to_string(head_dim) + ", " +
          std::to_string(bm_of(*this)) + "x" +
-         std::to_string(bn) + ", " + std::to_string(stages) + " stages)";
+         std::to_string(bn) + ", " + std::to_string(stages) + " stages" + (windowed ? ", windowed)" : ")");
 }
 
 AttentionWgmmaConfig attention_wgmma_config(ir::Scalar dtype, const AttentionVariant& v) {
@@ -487,9 +502,14 @@ AttentionWgmmaConfig attention_wgmma_config(ir::Scalar dtype, const AttentionVar
 jit::Family<AttentionWgmmaConfig>& attention_wgmma_family() {
   static jit::Family<AttentionWgmmaConfig> f("attention_wgmma", build_wgmma, [] {
     std::vector<AttentionWgmmaConfig> v;
-    for (Scalar s : {Scalar::F16, Scalar::BF16})
-      for (const AttentionVariant& row : attention_variants())
-        if (row.engine == AttentionEngine::Wgmma) v.push_back(attention_wgmma_config(s, row));
+    for (bool windowed : {false, true})
+      for (Scalar s : {Scalar::F16, Scalar::BF16})
+        for (const AttentionVariant& row : attention_variants())
+          if (row.engine == AttentionEngine::Wgmma) {
+            AttentionWgmmaConfig c = attention_wgmma_config(s, row);
+            c.windowed = windowed;
+            v.push_back(c);
+          }
     return v;
   }());
   return f;
@@ -503,7 +523,6 @@ std::string attention_wgmma_refusal(const AttentionTensor& q, const AttentionTen
   if (dev.sm != 90) return "it needs an sm_90 device (compiled for sm_90a), the device is " + dev.arch;
   if (jit::interpret_mode()) return "the interpreter does not model wgmma and TMA (an sm_90 GPU runs it)";
   if (opt.cu_seqlens_q || opt.cu_seqlens_k) return "it does not take varlen batches (cu_seqlens)";
-  if (opt.window_left >= 0 || opt.window_right >= 0) return "it does not take sliding windows";
   if (opt.softcap > 0.0f) return "it does not take softcap";
   if (opt.alibi_slopes) return "it does not take ALiBi";
   if (!row) row = attention_pick(s.head_dim, s.seqlen_q, 1, 1, AttentionEngine::Wgmma);
@@ -524,7 +543,8 @@ void attention_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, 
                             const AttentionTensor& o, const AttentionShape& s, const AttentionOptions& opt, float scale,
                             const jit::Stream* stream, const AttentionVariant* forced) {
   const AttentionVariant& row = forced ? *forced : *attention_pick(s.head_dim, s.seqlen_q, 1, 1, AttentionEngine::Wgmma);
-  const AttentionWgmmaConfig cfg = attention_wgmma_config(q.dtype, row);
+  AttentionWgmmaConfig cfg = attention_wgmma_config(q.dtype, row);
+  cfg.windowed = opt.window_left >= 0 || (opt.window_right >= 0 && !opt.causal);
   const uint32_t bm = bm_of(cfg);
   const detail::AttentionTmaPlan pq = *detail::attention_tma_plan(q, s.seqlen_q, s.heads_q, s.batch, s.head_dim, bm, nullptr);
   const detail::AttentionTmaPlan pk = *detail::attention_tma_plan(k, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, cfg.bn, nullptr);
@@ -544,7 +564,8 @@ void attention_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, 
   sig.sq.host = s.seqlen_q;
   sig.sk.host = s.seqlen_k;
   sig.group.host = s.heads_q / s.heads_kv;
-  sig.causal.host = opt.causal ? 1u : 0u;
+  sig.window_left.host = opt.window_left;
+  sig.window_right.host = opt.causal ? 0 : opt.window_right;
   sig.flags.host = opt.lse ? kWgmmaLse : 0u;
   sig.scale_log2.host = scale * kLog2e;
   const kernel::PackedArgs args = kernel::pack(sig);

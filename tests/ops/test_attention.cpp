@@ -179,7 +179,8 @@ TEMPLATE_TEST_CASE("attention sweep: every length pair, mask, head sharing, head
 // P V takes A from registers; on an sm_90 device the same odd shapes as above, forced onto it.
 TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory", "[ops][attention][nvjitlink]") {
   jit::FamilyBase& f = kaio::ops::attention_wgmma_family();
-  REQUIRE(f.config_count() == 6);  // {f16, bf16} x head dims {64 (overlapped schedule), 128, 256 (D split)}
+  // {plain, windowed} x {f16, bf16} x head dims {64 (overlapped schedule), 128, 256 (D split)}
+  REQUIRE(f.config_count() == 12);
   for (size_t i = 0; i < f.config_count(); ++i) {
     const ir::Kernel k = f.declared_kernel(i);
     INFO(k.name());
@@ -234,6 +235,15 @@ TEMPLATE_TEST_CASE("attention: the wgmma kernel at odd lengths, causal and not, 
                           .kernel = AttentionKernel::Wgmma});
   run_case<TestType>(Case{.sq = 300, .sk = 520, .hq = 3, .hkv = 1, .d = 128, .causal = true, .kernel = AttentionKernel::Wgmma});
   run_case<TestType>(Case{.sq = 520, .sk = 300, .hq = 1, .hkv = 1, .d = 128, .causal = true, .kernel = AttentionKernel::Wgmma});
+  // Sliding windows: both sides, causal with a left window, windows narrower and wider than a
+  // tile, rows that see no key (Sq > Sk with a right window), across several tiles.
+  for (uint32_t d : {64u, 128u, 256u}) {
+    run_case<TestType>(Case{.sq = 300, .sk = 520, .hq = 4, .hkv = 2, .d = d, .wl = 16, .wr = 3, .kernel = AttentionKernel::Wgmma});
+    run_case<TestType>(Case{.sq = 520, .sk = 520, .hq = 2, .hkv = 1, .d = d, .causal = true, .wl = 200, .kernel = AttentionKernel::Wgmma});
+    run_case<TestType>(Case{.batch = 2, .sq = 330, .sk = 130, .hq = 2, .hkv = 2, .d = d, .wl = 0, .wr = 0, .layout = Layout::Bhsd,
+                            .kernel = AttentionKernel::Wgmma});
+    run_case<TestType>(Case{.sq = 7, .sk = 700, .hq = 2, .hkv = 1, .d = d, .wl = 150, .wr = 70, .kernel = AttentionKernel::Wgmma});
+  }
   // D 256 (the consumers split D) past several tiles and stages, with the logsumexp.
   run_case<TestType>(Case{.sq = 300, .sk = 520, .hq = 4, .hkv = 2, .d = 256, .causal = true, .kernel = AttentionKernel::Wgmma});
   run_case<TestType>(Case{.batch = 2, .sq = 200, .sk = 333, .hq = 2, .hkv = 2, .d = 256, .layout = Layout::Bhsd,
@@ -299,8 +309,8 @@ TEST_CASE("attention: what the wgmma kernel refuses goes to the mma kernel", "[g
   if (!wgmma_device()) return;
   using T = kaio::half;
   // Auto takes the mma kernel for these (the wgmma kernel would refuse them), and is right.
-  run_case<T>(Case{.sq = 65, .sk = 130, .wl = 16, .wr = 3});
   run_case<T>(Case{.sq = 65, .sk = 65, .causal = true, .softcap = 2.0f});
+  run_case<T>(Case{.sq = 65, .sk = 130, .wl = 16, .wr = 3, .alibi = true});
   run_case<T>(Case{.sq = 40, .sk = 40, .hq = 2, .hkv = 1, .d = 96, .causal = true});
   run_case<T>(Case{.hq = 2, .hkv = 1, .d = 64, .causal = true, .q_lens = {129, 3}, .k_lens = {129, 70}});
   // ... and naming the wgmma kernel for them is a UsageError that says why.
