@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "kaio/ops/attention_backward.h"
 #include "kaio/ops/kernel/signature.h"
@@ -78,6 +79,32 @@ struct AttentionBwdSignature {
     return std::tie(q, k, v, dout, dq, dk, dv, lse, delta, alibi, cu_q, cu_k, q_bs, q_ss, q_hs, k_bs, k_ss, k_hs, v_bs, v_ss, v_hs,
                     do_bs, do_ss, do_hs, dq_bs, dq_ss, dq_hs, dk_bs, dk_ss, dk_hs, dv_bs, dv_ss, dv_hs, lse_bs, lse_hs, sq, sk,
                     group, scale, softcap, window_left, window_right, flags);
+  }
+};
+
+// The bottom-right aligned window both tensor-core schedules mask with: i32 values of the
+// sequence lengths and the window's sides (-1: unbounded; causal is right 0). Query i's key
+// position is i + sk - sq.
+struct BwdWindow {
+  ir::Value sq, sk, wl, wr;
+
+  // Is key j visible to query i (both inside their sequences)?
+  ir::Value visible(ir::Value i, ir::Value j) const {
+    ir::Value center = i + (sk - sq);
+    return i < sq && j < sk && (wl < 0 || j >= center - wl) && (wr < 0 || j <= center + wr);
+  }
+  // The queries [lo, hi) that see key j, and the keys [lo, hi) query i sees.
+  std::pair<ir::Value, ir::Value> queries_of(ir::Value j) const {
+    ir::Value off = sk - sq;
+    ir::Value lo = ir::select(wr >= 0, ir::max(j - off - wr, 0), 0);
+    ir::Value hi = ir::select(wl >= 0, ir::min(j - off + wl + 1, sq), sq);
+    return {lo, ir::max(hi, lo)};
+  }
+  std::pair<ir::Value, ir::Value> keys_of(ir::Value i) const {
+    ir::Value center = i + (sk - sq);
+    ir::Value lo = ir::select(wl >= 0, ir::max(center - wl, 0), 0);
+    ir::Value hi = ir::select(wr >= 0, ir::min(center + wr + 1, sk), sk);
+    return {lo, ir::max(hi, lo)};
   }
 };
 

@@ -175,12 +175,9 @@ class BwdKernel {
     }
   }
 
-  // Is key j visible to query i (both within their sequences' ranges, i32)?
-  Value visible(Value i, Value j) {
-    Value center = i + i32(seq_.sk) - i32(seq_.sq);
-    Value wl = s_.window_left.ir, wr = s_.window_right.ir;
-    return i < i32(seq_.sq) && j < i32(seq_.sk) && (wl < 0 || j >= center - wl) && (wr < 0 || j <= center + wr);
-  }
+  // This batch entry's window (detail::BwdWindow: visible, queries_of, keys_of).
+  detail::BwdWindow window() { return {i32(seq_.sq), i32(seq_.sk), s_.window_left.ir, s_.window_right.ir}; }
+  Value visible(Value i, Value j) { return window().visible(i, j); }
 
   // S becomes P = exp(mods(scale S) - lse) (0 where masked) and dP becomes
   // dS = P (dP - D) mods'. query(ni, r) / key(ni, r): the element's indices; lse(ni, r) and
@@ -229,21 +226,8 @@ class BwdKernel {
   }
   Value stat_index(Value h, Value i) { return u64(batch_) * s_.lse_bs.ir + u64(h) * s_.lse_hs.ir + u64(seq_.qstart + i); }
 
-  // The queries [lo, hi) that see key j, and the keys [lo, hi) query i sees (i32).
-  std::pair<Value, Value> queries_of(Value j) {
-    Value sq = i32(seq_.sq), off = i32(seq_.sk) - sq;
-    Value wl = s_.window_left.ir, wr = s_.window_right.ir;
-    Value lo = ir::select(wr >= 0, ir::max(j - off - wr, 0), 0);
-    Value hi = ir::select(wl >= 0, ir::min(j - off + wl + 1, sq), sq);
-    return {lo, ir::max(hi, lo)};
-  }
-  std::pair<Value, Value> keys_of(Value i) {
-    Value sk = i32(seq_.sk), center = i + sk - i32(seq_.sq);
-    Value wl = s_.window_left.ir, wr = s_.window_right.ir;
-    Value lo = ir::select(wl >= 0, ir::max(center - wl, 0), 0);
-    Value hi = ir::select(wr >= 0, ir::min(center + wr + 1, sk), sk);
-    return {lo, ir::max(hi, lo)};
-  }
+  std::pair<Value, Value> queries_of(Value j) { return window().queries_of(j); }
+  std::pair<Value, Value> keys_of(Value i) { return window().keys_of(i); }
 
   // Rows of a 16-row accumulator into a tensor: row = first + warp * 16 + its fragment row.
   void store(const AccTile& A, const kernel::Ptr& out, const kernel::Param<uint64_t>& bs, const kernel::Param<uint64_t>& ss,

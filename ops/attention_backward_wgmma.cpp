@@ -182,31 +182,17 @@ class BwdWgmma {
 
   Value alibi_on() { return (s_.flags.ir & uint32_t(detail::kBwdAlibi)) != 0u; }
   Value offset() { return i32(s_.sk.ir) - i32(s_.sq.ir); }  // key position of query i: i + offset (bottom right)
-  // Is key j visible to query i (i32)? Inside both sequences and the window around the
-  // query's position (causal: window_right 0).
-  Value visible(Value i, Value j) {
-    Value center = i + offset(), wl = s_.window_left.ir, wr = s_.window_right.ir;
-    return i < i32(s_.sq.ir) && j < i32(s_.sk.ir) && (wl < 0 || j >= center - wl) && (wr < 0 || j <= center + wr);
-  }
+  // The window (detail::BwdWindow: visible, queries_of, keys_of; causal: window_right 0).
+  detail::BwdWindow window() { return {i32(s_.sq.ir), i32(s_.sk.ir), s_.window_left.ir, s_.window_right.ir}; }
+  Value visible(Value i, Value j) { return window().visible(i, j); }
   // Every element of the tile (queries m0.., keys n0.., 64 each) is visible and unbiased.
   Value whole(Value m0, Value n0) {
     Value wl = s_.window_left.ir, wr = s_.window_right.ir, off = offset();
     return m0 + kRows <= s_.sq.ir && n0 + kRows <= s_.sk.ir && (wr < 0 || i32(n0 + (kRows - 1)) <= i32(m0) + off + wr) &&
            (wl < 0 || i32(n0) >= i32(m0 + (kRows - 1)) + off - wl) && !alibi_on();
   }
-  // The queries [lo, hi) that see key j, and the keys [lo, hi) query i sees (i32).
-  std::pair<Value, Value> queries_of(Value j) {
-    Value sq = i32(s_.sq.ir), off = offset(), wl = s_.window_left.ir, wr = s_.window_right.ir, zero = b_.constant<int32_t>(0);
-    Value lo = ir::select(wr >= 0, ir::max(j - off - wr, zero), zero);
-    Value hi = ir::select(wl >= 0, ir::min(j - off + wl + 1, sq), sq);
-    return {lo, ir::max(hi, lo)};
-  }
-  std::pair<Value, Value> keys_of(Value i) {
-    Value sk = i32(s_.sk.ir), center = i + offset(), wl = s_.window_left.ir, wr = s_.window_right.ir, zero = b_.constant<int32_t>(0);
-    Value lo = ir::select(wl >= 0, ir::max(center - wl, zero), zero);
-    Value hi = ir::select(wr >= 0, ir::min(center + wr + 1, sk), sk);
-    return {lo, ir::max(hi, lo)};
-  }
+  std::pair<Value, Value> queries_of(Value j) { return window().queries_of(j); }
+  std::pair<Value, Value> keys_of(Value i) { return window().keys_of(i); }
   // ALiBi's slope of query head h times log2(e) (0 without ALiBi).
   Value slope_of(Value h) {
     ir::Var slope = b_.var<float>(0.0f);
