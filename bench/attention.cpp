@@ -205,8 +205,10 @@ int main(int argc, char** argv) {
                 "  D 128; PAGE 0 contiguous; repeatable) instead of the table; --decode-config BNxSTAGESxWARPS: the decode\n"
                 "  rows (bf16) once per tensor-core config (repeatable); --sync-each: synchronise after every decode call;\n"
                 "  --wgmma-only: the forward rows of the Hopper kernel only; --variant NAME: each forward row of its head\n"
-                "  dim also with that row of the tile table (bf16; e.g. fa3_d128_s3; repeatable);\n"
-                "  --backward: ops::attention_backward TFLOP/s (2.5x the forward's FLOPs), fast and deterministic");
+                "  dim also with that row of the tile table (bf16; e.g. fa3_d128_s3; repeatable; with --backward a row of\n"
+                "  the backward's table, e.g. bwd_fa3_d128_dq2);\n"
+                "  --backward: ops::attention_backward TFLOP/s (2.5x the forward's FLOPs), deterministic: the default\n"
+                "  path, the mma.sync kernels and the tuner's row for each bucket (its choice and margin printed)");
       return 0;
     }
     if (a == "--backward") {
@@ -280,8 +282,8 @@ int main(int argc, char** argv) {
   if (o.backward) {
     std::puts("backward (B, S, H, D), TFLOP/s = 2.5 x 4 B H S^2 D (halved when causal) / time");
     for (const bench_attention::Bwd& f : bench_attention::backward_rows(tiny)) {
-      bench_attention::backward<bfloat16>(f, o.rounds, ms_per_call<std::function<void()>>, csv);
-      bench_attention::backward<half>(f, o.rounds, ms_per_call<std::function<void()>>, csv);
+      bench_attention::backward<bfloat16>(f, o.rounds, ms_per_call<std::function<void()>>, csv, o.variants);
+      bench_attention::backward<half>(f, o.rounds, ms_per_call<std::function<void()>>, csv, o.variants);
     }
     if (csv) std::fclose(csv);
     return 0;

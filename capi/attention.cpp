@@ -228,7 +228,7 @@ Plan plan_attention_backward(const kaio_tensor* q_t, const kaio_tensor* k_t, con
   bo.softcap = p.opts.softcap;
   bo.total_q = p.opts.total_q;
   bo.deterministic = true;
-  bo.kernel = p.opts.kernel == ops::AttentionKernel::Tuned ? ops::AttentionKernel::Auto : p.opts.kernel;
+  bo.kernel = p.opts.kernel;
   plan.set_run([p, bo, t_do, t_dq, t_dk, t_dv](const uint64_t* addr, const double*, const jit::Stream& st) {
     ops::AttentionOptions extras;
     size_t i = 9;

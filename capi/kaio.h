@@ -152,8 +152,8 @@ KAIO_API int kaio_attention(const kaio_tensor* q, const kaio_tensor* k, const ka
 /* The backward of kaio_attention: dq, dk, dv (shaped and strided like q, k, v, in their dtype)
  * from q, k, v, out, dout (the gradient of out, like out) and the forward's lse (f32, as
  * kaio_attention wrote it), with the forward's options (o->lse is not read: lse is an argument
- * here; kernel 4, tuned, runs as 0, auto). Deterministic: the same gradients bit for bit run
- * to run. */
+ * here; kernel 4, tuned: the tile shapes tuned per bucket). Deterministic: the same gradients
+ * bit for bit run to run. */
 KAIO_API int kaio_attention_backward(const kaio_tensor* q, const kaio_tensor* k, const kaio_tensor* v,
                                      const kaio_tensor* out, const kaio_tensor* dout, const kaio_tensor* lse,
                                      const kaio_tensor* dq, const kaio_tensor* dk, const kaio_tensor* dv,

@@ -7,6 +7,8 @@
 
 #include "kaio/jit/device.h"
 #include "kaio/ops/attention_backward_kernels.h"
+#include "kaio/ops/attention_kernels.h"
+#include "kaio/ops/attention_backward_tune.h"
 #include "kaio/ops/rows.h"
 
 namespace kaio::ops {
@@ -64,17 +66,18 @@ void check_options(const AttentionBackwardOptions& o) {
 // The tensor-core parts after the D pre-pass: dq and dk / dv by kernels of their own.
 constexpr AttentionBackwardPart kMmaParts[] = {AttentionBackwardPart::Dq, AttentionBackwardPart::Dkv};
 
-// Why the tensor-core kernels do not apply (empty: they do).
+// Why the mma.sync kernels with `row` do not apply (empty: they do).
 std::string mma_refusal(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v, const AttentionTensor& dout,
-                        const AttentionShape& s, bool varlen) {
+                        const AttentionShape& s, bool varlen, const AttentionBackwardVariant* row) {
   if (q.dtype != Scalar::F16 && q.dtype != Scalar::BF16) return "it takes f16 or bf16";
   const jit::DeviceInfo& dev = jit::device_info();
   if (dev.sm < 80) return "it needs sm_80 or newer, the device is " + dev.arch;
-  for (AttentionBackwardPart part : kMmaParts) {
-    const AttentionBackwardVariant* row = attention_backward_pick(s.head_dim, part);
-    if (!row) return "no tile shape for head_dim " + str(s.head_dim);
-    if (attention_backward_mma_config(q.dtype, *row).shared_bytes() > dev.smem_per_block_optin) return "its tiles do not fit shared memory";
-  }
+  if (!row) return "no tile shape for head_dim " + str(s.head_dim);
+  if (row->engine != AttentionEngine::Mma || row->head_dim != s.head_dim)
+    return std::string(row->name) + " is not an mma row of this head dim";
+  for (AttentionBackwardPart part : kMmaParts)
+    if (attention_backward_mma_config(q.dtype, *row, part).shared_bytes() > dev.smem_per_block_optin)
+      return "its tiles do not fit shared memory";
   for (const AttentionTensor* t : {&q, &k, &v, &dout}) {
     if (t->address % 16) return "q, k, v and dout must be 16-byte aligned";
     if (t->seq_stride % 8 || t->head_stride % 8 || (!varlen && t->batch_stride % 8))
@@ -109,14 +112,30 @@ void attention_backward(const AttentionTensor& q, const AttentionTensor& k, cons
   check_aligned("lse", lse);
   check_options(opt);
   const bool varlen = opt.cu_seqlens_q != 0;
-  bool wgmma = false, mma = false;
-  if (opt.kernel != AttentionKernel::Rows && opt.kernel != AttentionKernel::Mma) {
-    const std::string why = detail::attention_backward_wgmma_refusal(q, k, v, dout, g, shape, opt);
+  // The row of the tile table that runs it: forced by name, the tuner's, or Auto's.
+  const AttentionBackwardVariant* row = nullptr;
+  if (opt.variant) {
+    row = attention_backward_find(opt.variant);
+    if (!row) fail("variant", std::string("no row named '") + opt.variant + "' in the attention backward tile table");
+    if (row->head_dim != shape.head_dim)
+      fail("variant", std::string(opt.variant) + " is for head_dim " + str(row->head_dim) + ", not " + str(shape.head_dim));
+    const std::string why = detail::attention_backward_variant_refusal(q, k, v, dout, g, shape, opt, *row);
+    if (!why.empty()) fail("variant", std::string(opt.variant) + " does not apply: " + why);
+  } else if (opt.kernel == AttentionKernel::Tuned && !varlen) {
+    row = tuner::choose_attention_backward(q, k, v, o, dout, g, shape, opt, stream).variant;
+  }
+  bool wgmma = row && row->engine == AttentionEngine::Wgmma, mma = row && row->engine == AttentionEngine::Mma;
+  if (!row && opt.kernel != AttentionKernel::Rows && opt.kernel != AttentionKernel::Mma) {
+    row = attention_backward_pick(shape.head_dim, AttentionEngine::Wgmma);
+    const std::string why =
+        row ? detail::attention_backward_wgmma_refusal(q, k, v, dout, g, shape, opt, *row) : "it takes head_dim 64 or 128";
     if (opt.kernel == AttentionKernel::Wgmma && !why.empty()) fail("kernel", "the wgmma kernels do not apply: " + why);
     wgmma = why.empty();
+    if (!wgmma) row = nullptr;
   }
-  if (!wgmma && opt.kernel != AttentionKernel::Rows) {
-    const std::string why = mma_refusal(q, k, v, dout, shape, varlen);
+  if (!wgmma && !mma && opt.kernel != AttentionKernel::Rows) {
+    row = attention_backward_pick(shape.head_dim, AttentionEngine::Mma);
+    const std::string why = mma_refusal(q, k, v, dout, shape, varlen, row);
     if (opt.kernel == AttentionKernel::Mma && !why.empty()) fail("kernel", "the mma.sync kernels do not apply: " + why);
     mma = why.empty();
   }
@@ -183,11 +202,11 @@ void attention_backward(const AttentionTensor& q, const AttentionTensor& k, cons
       .launch_packed({.grid = {q_tiles, shape.heads_q, shape.batch}, .block = {32 * warps}, .stream = stream}, dargs.data(),
                      dargs.size());
   if (wgmma)
-    return detail::attention_backward_wgmma_launch(q, k, v, dout, g, shape, opt, s.scale.host, lse2, ws.address, stream);
+    return detail::attention_backward_wgmma_launch(q, k, v, dout, g, shape, opt, *row, s.scale.host, lse2, ws.address, stream);
   const kernel::PackedArgs args = kernel::pack(s);
   if (mma) {
     for (Part part : kMmaParts) {
-      const AttentionBackwardMmaConfig mc = attention_backward_mma_config(q.dtype, *attention_backward_pick(shape.head_dim, part));
+      const AttentionBackwardMmaConfig mc = attention_backward_mma_config(q.dtype, *row, part);
       const uint32_t own = part == Part::Dq ? mc.bm : mc.bn, len = part == Part::Dq ? shape.seqlen_q : shape.seqlen_k;
       attention_backward_mma_family().get(mc).launch_packed(
           {.grid = {(len + own - 1) / own, part == Part::Dq ? shape.heads_q : shape.heads_kv, shape.batch},
@@ -203,5 +222,17 @@ void attention_backward(const AttentionTensor& q, const AttentionTensor& k, cons
       .launch_packed({.grid = {k_tiles, shape.heads_kv, shape.batch}, .block = {32 * warps}, .stream = stream}, args.data(),
                      args.size());
 }
+
+namespace detail {
+
+std::string attention_backward_variant_refusal(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
+                                               const AttentionTensor& dout, const AttentionGradients& g, const AttentionShape& s,
+                                               const AttentionBackwardOptions& opt, const AttentionBackwardVariant& row) {
+  if (row.head_dim != s.head_dim) return "it is for head_dim " + str(row.head_dim);
+  if (row.engine == AttentionEngine::Wgmma) return attention_backward_wgmma_refusal(q, k, v, dout, g, s, opt, row);
+  return mma_refusal(q, k, v, dout, s, opt.cu_seqlens_q != 0, &row);
+}
+
+}  // namespace detail
 
 }  // namespace kaio::ops

@@ -15,7 +15,9 @@
 //   ops::attention_backward(q, k, v, o, dout, lse, {dq, dk, dv}, shape, {.causal = true});
 //
 // Kernels: on sm_90 the wgmma ones (D 64 and 128, no softcap or varlen), else mma.sync (sm_80+,
-// D 64 to 128, every option), else the scalar rows kernels (f32, D 256, odd strides).
+// D 64 to 128, every option), else the scalar rows kernels (f32, D 256, odd strides). The
+// tensor-core kernels' tiles are rows of a table (ops/attention_backward_variants.cpp) that
+// the tuner chooses between (AttentionKernel::Tuned).
 // Deterministic either way: every kernel sums each gradient element in one thread in a
 // fixed order (dq by a kernel that owns the query rows, dk and dv by one that owns the
 // keys), so the gradients are bit-identical run to run. A one-pass form that added dq with
@@ -46,7 +48,15 @@ struct AttentionBackwardOptions {
   uint64_t cu_seqlens_q = 0, cu_seqlens_k = 0;  // int32 [B + 1]: varlen (both or neither)
   uint32_t total_q = 0;            // varlen: rows of q (the lse's per-head extent)
   bool deterministic = false;      // bit-identical gradients run to run (they are either way)
-  AttentionKernel kernel = AttentionKernel::Auto;  // Auto: wgmma where it applies, then mma, then rows
+  // Auto: wgmma where it applies, then mma, then rows. Tuned: the row of the backward's tile
+  // table the tuner chose for the problem's bucket (ops/attention_backward_tune.h), timed once
+  // per bucket on first use and persisted like matmul_auto's choices; problems no tensor-core
+  // row serves, and varlen batches, run as Auto.
+  AttentionKernel kernel = AttentionKernel::Auto;
+  // A row of the backward's tile table by name ("bwd_fa3_d128", "bwd_mma_d64_s3": the tuner's
+  // records name them): its engine and tiles, a UsageError where it does not apply. Null:
+  // chosen by `kernel`.
+  const char* variant = nullptr;
 };
 
 // lse: the forward's logsumexp (f32). Raises UsageError for bad arguments.

@@ -13,17 +13,30 @@
 
 namespace kaio::ops {
 
-// One row of the tensor-core backward kernels' shape table (ops/attention_backward_mma.cpp).
+// One row of the backward's tile table (ops/attention_backward_variants.cpp): a plan for a
+// head dim on one engine, the tiles of both tensor-core parts (dq, and dk with dv). The
+// first row of a head dim and engine is the one Auto takes; the others are the tuner's
+// candidates (AttentionKernel::Tuned) and can be forced by name.
+enum class AttentionEngine : uint8_t;  // ops/attention_kernels.h: Mma, Wgmma
+struct AttentionBackwardTiles {
+  uint32_t bm, bn, stages;  // wgmma: bm = bn = 64
+};
 struct AttentionBackwardVariant {
   const char* name;
   uint32_t head_dim;
-  AttentionBackwardPart part;
-  uint32_t bm, bn, stages;
+  AttentionEngine engine;
+  AttentionBackwardTiles dq, dkv;
+  const AttentionBackwardTiles& tiles(AttentionBackwardPart part) const { return part == AttentionBackwardPart::Dq ? dq : dkv; }
 };
 std::span<const AttentionBackwardVariant> attention_backward_variants();
-// The row for a head dim and part (null: none, the rows kernels serve it).
-const AttentionBackwardVariant* attention_backward_pick(uint32_t head_dim, AttentionBackwardPart part);
-AttentionBackwardMmaConfig attention_backward_mma_config(ir::Scalar dtype, const AttentionBackwardVariant& v);
+// The row Auto takes for a head dim on an engine (null: none, the rows kernels serve it).
+const AttentionBackwardVariant* attention_backward_pick(uint32_t head_dim, AttentionEngine engine);
+// The row of that name (null: none).
+const AttentionBackwardVariant* attention_backward_find(const char* name);
+AttentionBackwardMmaConfig attention_backward_mma_config(ir::Scalar dtype, const AttentionBackwardVariant& v,
+                                                         AttentionBackwardPart part);
+AttentionBackwardWgmmaConfig attention_backward_wgmma_config(ir::Scalar dtype, const AttentionBackwardVariant& v,
+                                                             AttentionBackwardPart part);
 
 }  // namespace kaio::ops
 
@@ -118,14 +131,21 @@ BwdSequence bwd_sequence(ir::KernelBuilder& b, AttentionBwdSignature& s, ir::Val
 // The wgmma kernels (ops/attention_backward_wgmma.cpp). Their lse and D come from the
 // pre-pass (kBwdLse2): rows padded to attention_backward_sq_pad(seqlen_q) floats, row i of
 // (b, h) at (b * heads_q + h) * sq_pad + i. The refusal says why they do not run a problem
-// (empty: they do); the launch runs dq, then dk / dv.
+// with `row` of the tile table (empty: they do); the launch runs dq, then dk / dv.
 uint32_t attention_backward_sq_pad(uint32_t seqlen_q);
 std::string attention_backward_wgmma_refusal(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
                                              const AttentionTensor& dout, const AttentionGradients& g, const AttentionShape& s,
-                                             const AttentionBackwardOptions& opt);
+                                             const AttentionBackwardOptions& opt, const AttentionBackwardVariant& row);
 void attention_backward_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
                                      const AttentionTensor& dout, const AttentionGradients& g, const AttentionShape& s,
-                                     const AttentionBackwardOptions& opt, float scale, uint64_t lse2, uint64_t delta,
-                                     const jit::Stream* stream);
+                                     const AttentionBackwardOptions& opt, const AttentionBackwardVariant& row, float scale,
+                                     uint64_t lse2, uint64_t delta, const jit::Stream* stream);
+
+// Why `row` of the tile table does not run the problem on this device (empty: it does): the
+// engine's refusal, or the row's own (head dim, shared memory). The tuner's candidates are
+// the rows this accepts.
+std::string attention_backward_variant_refusal(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
+                                               const AttentionTensor& dout, const AttentionGradients& g, const AttentionShape& s,
+                                               const AttentionBackwardOptions& opt, const AttentionBackwardVariant& row);
 
 }  // namespace kaio::ops::detail

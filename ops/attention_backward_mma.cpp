@@ -26,6 +26,7 @@
 #include "kaio/ir/layouts.h"
 #include "kaio/ops/attention_backward.h"
 #include "kaio/ops/attention_backward_kernels.h"
+#include "kaio/ops/attention_kernels.h"
 #include "kaio/ops/kernel/reg_tile.h"
 #include "kaio/ops/kernel/shared_tile.h"
 #include "kaio/ops/kernel/stage_ring.h"
@@ -34,32 +35,13 @@ namespace kaio::ops {
 
 using Part = AttentionBackwardPart;
 
-// Shapes per head dim and part. Shared memory: (2 x own + 2 x stages x ring) rows of D + 8
-// elements (+ 2 x stages x BM f32 for dkv; D 128: 104 KB for dq, 70 KB for dkv). The dkv
-// kernel at D 128 walks query tiles of 32 rows: with 64, its dK, dV, S^T and dP^T
-// accumulators (192 registers) leave too few for the rest and ptxas spills (sm_90: 120
-// bytes); with 32 it fits in 252 registers. Head dim 256 is left to the rows kernels: a
-// warp's dK and dV of 16 x 256 alone would take 256 registers a thread.
-const AttentionBackwardVariant kBackwardVariants[] = {
-    {.name = "bwd_dkv_d64", .head_dim = 64, .part = Part::Dkv, .bm = 64, .bn = 64, .stages = 2},
-    {.name = "bwd_dkv_d96", .head_dim = 96, .part = Part::Dkv, .bm = 64, .bn = 64, .stages = 2},
-    {.name = "bwd_dkv_d128", .head_dim = 128, .part = Part::Dkv, .bm = 32, .bn = 64, .stages = 2},
-    {.name = "bwd_dq_d64", .head_dim = 64, .part = Part::Dq, .bm = 64, .bn = 64, .stages = 2},
-    {.name = "bwd_dq_d96", .head_dim = 96, .part = Part::Dq, .bm = 64, .bn = 64, .stages = 2},
-    {.name = "bwd_dq_d128", .head_dim = 128, .part = Part::Dq, .bm = 64, .bn = 64, .stages = 2},
-};
-
-std::span<const AttentionBackwardVariant> attention_backward_variants() { return kBackwardVariants; }
-
-const AttentionBackwardVariant* attention_backward_pick(uint32_t head_dim, AttentionBackwardPart part) {
-  for (const AttentionBackwardVariant& v : kBackwardVariants)
-    if (v.head_dim == head_dim && v.part == part) return &v;
-  return nullptr;
-}
-
-AttentionBackwardMmaConfig attention_backward_mma_config(ir::Scalar dtype, const AttentionBackwardVariant& v) {
-  return {dtype, v.head_dim, v.part, v.bm, v.bn, v.stages};
-}
+// The shapes are rows of the backward's tile table (ops/attention_backward_variants.cpp).
+// Shared memory: (2 x own + 2 x stages x ring) rows of D + 8 elements (+ 2 x stages x BM f32
+// for dkv; D 128 at two stages: 104 KB for dq, 70 KB for dkv). The dkv kernel at D 128 walks
+// query tiles of 32 rows: with 64, its dK, dV, S^T and dP^T accumulators (192 registers)
+// leave too few for the rest and ptxas spills (sm_90: 120 bytes); with 32 it fits in 252
+// registers. Head dim 256 is left to the rows kernels: a warp's dK and dV of 16 x 256 alone
+// would take 256 registers a thread.
 
 namespace {
 
@@ -407,7 +389,9 @@ jit::Family<AttentionBackwardMmaConfig>& attention_backward_mma_family() {
   static jit::Family<AttentionBackwardMmaConfig> f("attention_bwd_mma", build_mma, [] {
     std::vector<AttentionBackwardMmaConfig> v;
     for (Scalar s : {Scalar::F16, Scalar::BF16})
-      for (const AttentionBackwardVariant& row : kBackwardVariants) v.push_back(attention_backward_mma_config(s, row));
+      for (const AttentionBackwardVariant& row : attention_backward_variants())
+        if (row.engine == AttentionEngine::Mma)
+          for (Part p : {Part::Dq, Part::Dkv}) v.push_back(attention_backward_mma_config(s, row, p));
     return v;
   }());
   return f;

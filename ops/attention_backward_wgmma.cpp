@@ -26,6 +26,7 @@
 // and the MN-major tile whose k runs along the 64 rows (n along D). Rows past a sequence read
 // as zeros; the lse and D rows come from the pre-pass's padded copies (rows of a multiple of
 // 4 floats, so TMA can read them; rows past the end read as zeros and are masked).
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -440,11 +441,6 @@ class BwdWgmma {
   Value smem_, smem_f32_, bars_, tid_, warp_, lane_, batch_;
 };
 
-// The stages per head dim (two blocks an SM: D 128 at 2 stages is 97 KB a block).
-uint32_t stages_of(uint32_t head_dim, Part part) {
-  if (part == Part::Dq) return head_dim == 64 ? 3 : 1;
-  return head_dim == 64 ? 3 : 2;
-}
 // Blocks an SM holds: three where their shared memory fits (the dq kernels: 168 registers),
 // else two (the dk / dv kernels need 255 registers).
 uint32_t blocks_of(const AttentionBackwardWgmmaConfig& c) {
@@ -498,8 +494,12 @@ jit::Family<AttentionBackwardWgmmaConfig>& attention_backward_wgmma_family() {
   static jit::Family<AttentionBackwardWgmmaConfig> f("attention_bwd_wgmma", build_wgmma, [] {
     std::vector<AttentionBackwardWgmmaConfig> v;
     for (Scalar s : {Scalar::F16, Scalar::BF16})
-      for (uint32_t d : {64u, 128u})
-        for (Part p : {Part::Dq, Part::Dkv}) v.push_back({s, d, p, stages_of(d, p)});
+      for (const AttentionBackwardVariant& row : attention_backward_variants())
+        if (row.engine == AttentionEngine::Wgmma)
+          for (Part p : {Part::Dq, Part::Dkv}) {
+            const AttentionBackwardWgmmaConfig c = attention_backward_wgmma_config(s, row, p);
+            if (std::none_of(v.begin(), v.end(), [&](const auto& o) { return o.fields() == c.fields(); })) v.push_back(c);  // rows share a part's kernel
+          }
     return v;
   }());
   return f;
@@ -511,7 +511,7 @@ uint32_t attention_backward_sq_pad(uint32_t seqlen_q) { return (seqlen_q + 3) / 
 
 std::string attention_backward_wgmma_refusal(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
                                              const AttentionTensor& dout, const AttentionGradients& g, const AttentionShape& s,
-                                             const AttentionBackwardOptions& opt) {
+                                             const AttentionBackwardOptions& opt, const AttentionBackwardVariant& row) {
   if (q.dtype != Scalar::F16 && q.dtype != Scalar::BF16) return "it takes f16 or bf16";
   const jit::DeviceInfo& dev = jit::device_info();
   if (dev.sm != 90) return "it needs an sm_90 device (compiled for sm_90a), the device is " + dev.arch;
@@ -520,8 +520,10 @@ std::string attention_backward_wgmma_refusal(const AttentionTensor& q, const Att
   if (opt.cu_seqlens_q || opt.cu_seqlens_k) return "it does not take varlen batches (cu_seqlens)";
   if (opt.softcap > 0.0f) return "it does not take softcap";
   if (s.seqlen_q > 0x7fffffffu || s.seqlen_k > 0x7fffffffu) return "sequences of 2^31 tokens or more";
-  const AttentionBackwardWgmmaConfig c{q.dtype, s.head_dim, Part::Dkv, stages_of(s.head_dim, Part::Dkv)};
-  if (2 * c.shared_bytes() > dev.smem_per_sm) return "two blocks of its tiles do not fit an SM's shared memory";
+  if (row.engine != AttentionEngine::Wgmma || row.head_dim != s.head_dim) return std::string(row.name) + " is not a wgmma row of this head dim";
+  for (Part p : {Part::Dq, Part::Dkv})
+    if (2 * attention_backward_wgmma_config(q.dtype, row, p).shared_bytes() > dev.smem_per_sm)
+      return "two blocks of its tiles do not fit an SM's shared memory";
   std::string why;
   const std::pair<const char*, const AttentionTensor*> ins[] = {{"q", &q}, {"k", &k}, {"v", &v}, {"dout", &dout}};
   for (auto [name, t] : ins) {
@@ -537,8 +539,8 @@ std::string attention_backward_wgmma_refusal(const AttentionTensor& q, const Att
 
 void attention_backward_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
                                      const AttentionTensor& dout, const AttentionGradients& g, const AttentionShape& s,
-                                     const AttentionBackwardOptions& opt, float scale, uint64_t lse2, uint64_t delta,
-                                     const jit::Stream* stream) {
+                                     const AttentionBackwardOptions& opt, const AttentionBackwardVariant& row, float scale,
+                                     uint64_t lse2, uint64_t delta, const jit::Stream* stream) {
   const uint32_t sq_pad = attention_backward_sq_pad(s.seqlen_q);
   auto plan = [&](const AttentionTensor& t, bool is_q) {
     return jit::encode_tensor_map_tiled(
@@ -565,7 +567,7 @@ void attention_backward_wgmma_launch(const AttentionTensor& q, const AttentionTe
   auto launch = [&](Part part, const AttentionTensor& g0, const AttentionTensor& g1, uint32_t len, uint32_t heads) {
     sig.g0.host = g0.address, sig.g0_bs.host = g0.batch_stride, sig.g0_ss.host = g0.seq_stride, sig.g0_hs.host = g0.head_stride;
     sig.g1.host = g1.address, sig.g1_bs.host = g1.batch_stride, sig.g1_ss.host = g1.seq_stride, sig.g1_hs.host = g1.head_stride;
-    const AttentionBackwardWgmmaConfig c{q.dtype, s.head_dim, part, stages_of(s.head_dim, part)};
+    const AttentionBackwardWgmmaConfig c = attention_backward_wgmma_config(q.dtype, row, part);
     const kernel::PackedArgs args = kernel::pack(sig);
     attention_backward_wgmma_family().get(c).launch_packed(
         {.grid = {(len + kRows - 1) / kRows, heads, s.batch}, .block = {kThreads}, .shared_bytes = c.shared_bytes(), .stream = stream},

@@ -144,11 +144,12 @@ def attention_backward(q: Array, k: Array, v: Array, out: Array, dout: Array, ls
     ALiBi and varlen as the forward that made out and lse); dq, dk, dv are shaped like q, k, v in
     q's dtype, made where not given. dk and dv of a KV head sum over the query heads that read
     it (GQA, MQA). Deterministic: the same gradients bit for bit run to run. kernel: "auto",
-    "rows", "mma" or "wgmma" (the Hopper kernels; a UsageError says why they do not apply).
-    Returns (dq, dk, dv).
+    "rows", "mma", "wgmma" (the Hopper kernels; a UsageError says why they do not apply) or
+    "tuned" (the tile shapes the tuner chose for the bucket, timed on first use). Returns
+    (dq, dk, dv).
     """
-    if kernel not in _KERNELS or kernel == "tuned":
-        raise UsageError.make("attention_backward", f"argument 'kernel': '{kernel}' is not auto, rows, mma or wgmma")
+    if kernel not in _KERNELS:
+        raise UsageError.make("attention_backward", f"argument 'kernel': '{kernel}' is not auto, rows, mma, wgmma or tuned")
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     if varlen and (cu_seqlens_q is None or cu_seqlens_k is None):
         raise UsageError.make("attention_backward", "argument 'cu_seqlens_q'/'cu_seqlens_k': varlen needs both")
