@@ -35,6 +35,7 @@
 #include "kaio/ops/attention_kernels.h"
 #include "timing.h"
 #include "attention_backward.h"
+#include "random_fill.h"
 
 using namespace kaio;
 
@@ -88,7 +89,8 @@ void forward(const Options& o, const Fwd& f, ops::AttentionKernel kernel, FILE* 
   const ir::Scalar dt = ir::ScalarOf<T>::value;
   const uint64_t n = uint64_t(f.b) * f.s * f.hq * f.d, nkv = uint64_t(f.b) * f.s * f.hkv * f.d;
   DeviceBuffer<T> q(n), k(nkv), v(nkv), out(n);
-  for (DeviceBuffer<T>* x : {&q, &k, &v}) x->fill_bytes(0x3c);  // small finite values in both dtypes
+  uint32_t seed = 1;
+  for (DeviceBuffer<T>* x : {&q, &k, &v}) bench::fill_randn(*x, seed++);
   const ops::AttentionShape sh{.batch = f.b, .seqlen_q = f.s, .seqlen_k = f.s, .heads_q = f.hq, .heads_kv = f.hkv, .head_dim = f.d};
   auto call = [&] {
     ops::attention(ops::bshd(q.device_address(), dt, f.s, f.hq, f.d), ops::bshd(k.device_address(), dt, f.s, f.hkv, f.d),
@@ -143,7 +145,8 @@ void decode(const Options& o, const Dec& c, double copy, FILE* csv, const std::s
   const uint64_t l2 = std::max<uint64_t>(jit::device_info().l2_bytes, 1u << 20);
   const uint32_t copies = jit::interpret_mode() ? 1 : uint32_t(std::min<uint64_t>(64, (4 * l2 + 2 * kv * sizeof(T) - 1) / (2 * kv * sizeof(T))));
   DeviceBuffer<T> k(kv * copies), v(kv * copies), q(uint64_t(c.b) * c.hq * c.d), out(uint64_t(c.b) * c.hq * c.d);
-  for (DeviceBuffer<T>* x : {&k, &v, &q}) x->fill_bytes(0x3c);  // small finite values in both dtypes
+  uint32_t seed = 1;
+  for (DeviceBuffer<T>* x : {&k, &v, &q}) bench::fill_randn(*x, seed++);
   DeviceBuffer<int32_t> lens(std::vector<int32_t>(c.b, int32_t(c.len)));
   const uint32_t pages = c.page ? c.len / c.page : 0, pool = c.b * pages;
   std::vector<int32_t> table;

@@ -17,6 +17,7 @@
 #include "kaio/ops/attention_backward.h"
 #include "kaio/ops/attention_backward_kernels.h"
 #include "kaio/ops/attention_backward_tune.h"
+#include "random_fill.h"
 
 namespace kaio::bench_attention {
 
@@ -39,7 +40,8 @@ void backward(const Bwd& f, int rounds, Timer&& ms_per_call, FILE* csv, const st
   const uint64_t n = uint64_t(f.b) * f.s * f.hq * f.d, nkv = uint64_t(f.b) * f.s * f.hkv * f.d;
   DeviceBuffer<T> q(n), k(nkv), v(nkv), o(n), dout(n), dq(n), dk(nkv), dv(nkv);
   DeviceBuffer<float> lse(uint64_t(f.b) * f.hq * f.s);
-  for (DeviceBuffer<T>* x : {&q, &k, &v, &dout}) x->fill_bytes(0x3c);  // small finite values in both dtypes
+  uint32_t seed = 1;
+  for (DeviceBuffer<T>* x : {&q, &k, &v, &dout}) bench::fill_randn(*x, seed++);  // as the peer's torch.randn
   auto t = [&](DeviceBuffer<T>& x, uint32_t h) { return ops::bshd(x.device_address(), dt, f.s, h, f.d); };
   const ops::AttentionShape sh{.batch = f.b, .seqlen_q = f.s, .seqlen_k = f.s, .heads_q = f.hq, .heads_kv = f.hkv, .head_dim = f.d};
   ops::attention(t(q, f.hq), t(k, f.hkv), t(v, f.hkv), t(o, f.hq), sh, {.causal = f.causal, .lse = lse.device_address()});
