@@ -14,6 +14,7 @@
 #include "kaio/jit/buffer.h"
 #include "kaio/jit/device.h"
 #include "kaio/ops/attention_backward_kernels.h"
+#include "kaio/ops/attention_tune.h"
 #include "kaio/ops/attention_kernels.h"
 #include "kaio/ops/tune_check.h"
 #include "kaio/tuner/once.h"
@@ -65,25 +66,6 @@ uint32_t align_bits(const AttentionTensor& q, const AttentionTensor& k, const At
   return bits;
 }
 
-std::vector<uint16_t> random_16(size_t n, ir::Scalar t, std::mt19937& rng) {
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<uint16_t> out(n);
-  for (uint16_t& x : out) x = t == ir::Scalar::F16 ? half(d(rng)).bits : bfloat16(d(rng)).bits;
-  return out;
-}
-
-double value_16(uint16_t bits, ir::Scalar t) {
-  return t == ir::Scalar::F16 ? double(float(half::from_bits(bits))) : double(float(bfloat16::from_bits(bits)));
-}
-
-// Evenly spread indices of at most 1024 rows out of `total`.
-std::vector<uint64_t> grid(uint64_t total) {
-  const uint64_t count = std::min<uint64_t>(total, 1024);
-  std::vector<uint64_t> rows;
-  for (uint64_t i = 0; i < count; ++i) rows.push_back(count == 1 ? 0 : i * (total - 1) / (count - 1));
-  return rows;
-}
-
 // Scratch q, k, v, o, dO of the problem's shape, dense (B, S, H, D), the lse of a forward on
 // them, the gradients, and the reference's sampled gradients.
 struct Scratch {
@@ -114,18 +96,18 @@ std::shared_ptr<Scratch> make_scratch(ir::Scalar dtype, const AttentionShape& s,
                                                  jit::DeviceBuffer<float>(uint64_t(s.batch) * s.heads_q * s.seqlen_q), {}, {}, {}, {}, {}});
   sc->opt.kernel = ops::AttentionKernel::Auto;
   std::mt19937 rng(std::random_device{}());
-  sc->q.upload(random_16(nq, dtype, rng));
-  sc->k.upload(random_16(nk, dtype, rng));
-  sc->v.upload(random_16(nk, dtype, rng));
-  sc->dout.upload(random_16(nq, dtype, rng));
+  sc->q.upload(detail::random_16(nq, dtype, rng));
+  sc->k.upload(detail::random_16(nk, dtype, rng));
+  sc->v.upload(detail::random_16(nk, dtype, rng));
+  sc->dout.upload(detail::random_16(nq, dtype, rng));
   // o and lse from the forward with the same score options: the backward's P is then a
   // softmax, as in training.
   ops::AttentionOptions f;
   f.scale = opt.scale, f.causal = opt.causal, f.window_left = opt.window_left, f.window_right = opt.window_right;
   f.softcap = opt.softcap, f.alibi_slopes = opt.alibi_slopes, f.lse = sc->lse.device_address();
   ops::attention(sc->tensor(sc->q, true), sc->tensor(sc->k, false), sc->tensor(sc->v, false), sc->tensor(sc->o, true), s, f, stream);
-  sc->q_rows = grid(uint64_t(s.batch) * s.seqlen_q * s.heads_q);
-  sc->k_rows = grid(uint64_t(s.batch) * s.seqlen_k * s.heads_kv);
+  sc->q_rows = detail::sample_rows(uint64_t(s.batch) * s.seqlen_q * s.heads_q);
+  sc->k_rows = detail::sample_rows(uint64_t(s.batch) * s.seqlen_k * s.heads_kv);
   return sc;
 }
 
@@ -135,7 +117,7 @@ std::string sampled(const jit::DeviceBuffer<uint16_t>& b, const std::vector<uint
   got.reserve(rows.size() * d);
   for (uint64_t r : rows)
     for (uint32_t e = 0; e < d; ++e) {
-      const double x = value_16(h[r * d + e], dtype);
+      const double x = detail::value_16(h[r * d + e], dtype);
       if (!std::isfinite(x)) return std::string(what) + " row " + std::to_string(r) + " is not finite";
       got.push_back(x);
     }
@@ -163,13 +145,8 @@ std::string check(Scratch& sc, const AttentionBackwardVariant& row, const jit::S
   return "";
 }
 
-// Final choices of this process by key (a stand-in while another tunes is not kept).
-struct Memo {
-  std::mutex m;
-  std::unordered_map<std::string, const AttentionBackwardVariant*> map;
-};
-Memo& memo() {
-  static Memo m;
+detail::RowMemo<AttentionBackwardVariant>& memo() {
+  static detail::RowMemo<AttentionBackwardVariant> m;
   return m;
 }
 
@@ -187,15 +164,8 @@ void compile(ir::Scalar dtype, const AttentionBackwardVariant& row) {
 std::string attention_backward_key(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
                                    const AttentionTensor& dout, const AttentionGradients& g, const AttentionShape& s,
                                    const AttentionBackwardOptions& opt) {
-  const Device& d = device();
-  std::string key = std::string("attention_backward|") + ir::scalar_name(q.dtype) + "|" + d.arch + "|" + d.name + "|" +
-                    std::to_string(d.sms) + "sm|d" + std::to_string(s.head_dim) + "|sq" + std::to_string(bucket(s.seqlen_q)) +
-                    "|sk" + std::to_string(bucket(s.seqlen_k)) + "|bh" + std::to_string(bucket(uint64_t(s.batch) * s.heads_q)) +
-                    "|g" + std::to_string(bucket(s.heads_q / std::max(1u, s.heads_kv)));
-  if (opt.causal) key += "|causal";
-  if (opt.window_left >= 0 || opt.window_right >= 0) key += "|window";
-  if (opt.softcap > 0.0f) key += "|softcap";
-  if (opt.alibi_slopes) key += "|alibi";
+  std::string key = detail::attention_bucket("attention_backward", q.dtype, s, opt.causal, opt.window_left, opt.window_right,
+                                             opt.softcap, opt.alibi_slopes != 0);
   return key + "|align" + std::to_string(align_bits(q, k, v, dout, g));
 }
 
@@ -219,33 +189,12 @@ AttentionBackwardChoice choose_attention_backward(const AttentionTensor& q, cons
                                                   const AttentionBackwardOptions& opt, const jit::Stream* stream,
                                                   const Options& options) {
   (void)o;  // the scratch o comes from a forward on the scratch inputs
-  AttentionBackwardChoice ch;
   std::vector<const AttentionBackwardVariant*> able = candidates_for(q, k, v, dout, g, s, opt);
-  if (!able.empty()) ch.variant = able.front();
-  if (able.size() <= 1) return ch;  // nothing to choose between (or no tensor-core row: Auto)
-  if (mode() == Mode::Off) {
-    detail::count_untuned();
-    return ch;
-  }
-  const std::string key = attention_backward_key(q, k, v, dout, g, s, opt);
-  {
-    std::lock_guard<std::mutex> lock(memo().m);
-    auto it = memo().map.find(key);
-    if (it != memo().map.end()) {
-      detail::count_memory_hit();
-      ch.variant = it->second;
-      return ch;
-    }
-  }
   Job job;
-  job.key = key;
   job.op = "attention_backward";
   job.table_hash = attention_backward_table_hash();
   job.options = options;
   if (!job.options.stream) job.options.stream = stream;
-  job.usable = [&able](const Record& r) {
-    return std::any_of(able.begin(), able.end(), [&](const AttentionBackwardVariant* a) { return r.winner == a->name; });
-  };
   const ir::Scalar dtype = q.dtype;
   job.candidates = [&able, &s, &opt, dtype, stream] {
     std::shared_ptr<Scratch> sc = make_scratch(dtype, s, opt, stream);
@@ -256,25 +205,13 @@ AttentionBackwardChoice choose_attention_backward(const AttentionTensor& q, cons
                        [sc, row, stream] { return check(*sc, *row, stream); }});
     return cands;
   };
-  const Outcome out = tune_once(job);
-  ch.final = out.final;
-  if (out.record) {
-    ch.record = *out.record;
-    ch.source = out.source == Outcome::Stored ? AttentionBackwardChoice::Stored : AttentionBackwardChoice::Tuned;
-    for (const AttentionBackwardVariant* a : able)
-      if (ch.record.winner == a->name) ch.variant = a;
-  }
-  if (ch.final) {
-    std::lock_guard<std::mutex> lock(memo().m);
-    memo().map.emplace(key, ch.variant);
-  }
-  return ch;
+  return detail::choose_row<AttentionBackwardVariant>(
+      able, [&] { return attention_backward_key(q, k, v, dout, g, s, opt); }, std::move(job), memo());
 }
 
 void attention_backward_tune_reset() {
   forget_outcomes();
-  std::lock_guard<std::mutex> lock(memo().m);
-  memo().map.clear();
+  memo().clear();
 }
 
 }  // namespace kaio::tuner

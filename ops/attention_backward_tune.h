@@ -20,6 +20,7 @@
 #include <string>
 
 #include "kaio/ops/attention_backward.h"
+#include "kaio/ops/tune_rows.h"
 #include "kaio/tuner/tuner.h"
 
 namespace kaio::ops {
@@ -35,12 +36,7 @@ std::string attention_backward_key(const ops::AttentionTensor& q, const ops::Att
 // xxh3 of the backward's tile table: a stored record of another table is ignored.
 uint64_t attention_backward_table_hash();
 
-struct AttentionBackwardChoice {
-  const ops::AttentionBackwardVariant* variant = nullptr;  // null: no tensor-core row serves the problem (Auto runs it)
-  enum Source { Untuned, Stored, Tuned } source = Untuned;
-  Record record;
-  bool final = true;  // false: the default row stands in while another thread or process tunes
-};
+using AttentionBackwardChoice = RowChoice<ops::AttentionBackwardVariant>;
 
 // The row for the problem's bucket: KAIO_TUNE=off (or a single candidate) the row Auto would
 // take; else the stored record, or a tuning whose record is stored. A tuning that fails gives

@@ -72,17 +72,6 @@ uint32_t align_bits(const AttentionTensor& q, const AttentionTensor& k, const At
   return bits;
 }
 
-std::vector<uint16_t> random_16(size_t n, ir::Scalar t, std::mt19937& rng) {
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<uint16_t> out(n);
-  for (uint16_t& x : out) x = t == ir::Scalar::F16 ? half(d(rng)).bits : bfloat16(d(rng)).bits;
-  return out;
-}
-
-double value_16(uint16_t bits, ir::Scalar t) {
-  return t == ir::Scalar::F16 ? double(float(half::from_bits(bits))) : double(float(bfloat16::from_bits(bits)));
-}
-
 // Scratch q, k, v, o of the problem's shape, dense (B, S, H, D); the reference's o.
 struct Scratch {
   AttentionShape s;
@@ -110,12 +99,10 @@ std::shared_ptr<Scratch> make_scratch(ir::Scalar dtype, const AttentionShape& s,
   sc->opt.kernel = ops::AttentionKernel::Auto;
   sc->opt.lse = 0;  // the caller's lse is never written by a timed run
   std::mt19937 rng(std::random_device{}());
-  sc->q.upload(random_16(nq, dtype, rng));
-  sc->k.upload(random_16(nk, dtype, rng));
-  sc->v.upload(random_16(nk, dtype, rng));
-  const uint64_t total = uint64_t(s.batch) * s.seqlen_q * s.heads_q;
-  const uint64_t count = std::min<uint64_t>(total, 1024);
-  for (uint64_t i = 0; i < count; ++i) sc->rows.push_back(count == 1 ? 0 : i * (total - 1) / (count - 1));
+  sc->q.upload(detail::random_16(nq, dtype, rng));
+  sc->k.upload(detail::random_16(nk, dtype, rng));
+  sc->v.upload(detail::random_16(nk, dtype, rng));
+  sc->rows = detail::sample_rows(uint64_t(s.batch) * s.seqlen_q * s.heads_q);
   return sc;
 }
 
@@ -129,20 +116,15 @@ std::string check(Scratch& sc, const AttentionVariant& row, const jit::Stream* s
   got.reserve(sc.rows.size() * sc.s.head_dim);
   for (uint64_t r : sc.rows)
     for (uint32_t d = 0; d < sc.s.head_dim; ++d) {
-      const double x = value_16(o[r * sc.s.head_dim + d], sc.dtype);
+      const double x = detail::value_16(o[r * sc.s.head_dim + d], sc.dtype);
       if (!std::isfinite(x)) return "o row " + std::to_string(r) + " is not finite";
       got.push_back(x);
     }
   return sc.reference(std::move(got), row.name, sc.dtype == ir::Scalar::F16 ? 5e-3 : 2e-2, "o");
 }
 
-// Final choices of this process by key (a stand-in while another tunes is not kept).
-struct Memo {
-  std::mutex m;
-  std::unordered_map<std::string, const AttentionVariant*> map;
-};
-Memo& memo() {
-  static Memo m;
+detail::RowMemo<AttentionVariant>& memo() {
+  static detail::RowMemo<AttentionVariant> m;
   return m;
 }
 
@@ -150,17 +132,26 @@ Memo& memo() {
 
 std::string attention_key(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v, const AttentionTensor& o,
                           const AttentionShape& s, const AttentionOptions& opt) {
-  const Device& d = device();
-  std::string key = std::string("attention|") + ir::scalar_name(q.dtype) + "|" + d.arch + "|" + d.name + "|" +
-                    std::to_string(d.sms) + "sm|d" + std::to_string(s.head_dim) + "|sq" + std::to_string(bucket(s.seqlen_q)) +
-                    "|sk" + std::to_string(bucket(s.seqlen_k)) + "|bh" + std::to_string(bucket(uint64_t(s.batch) * s.heads_q)) +
-                    "|g" + std::to_string(bucket(s.heads_q / std::max(1u, s.heads_kv)));
-  if (opt.causal) key += "|causal";
-  if (opt.window_left >= 0 || opt.window_right >= 0) key += "|window";
-  if (opt.softcap > 0.0f) key += "|softcap";
-  if (opt.alibi_slopes) key += "|alibi";
+  std::string key = detail::attention_bucket("attention", q.dtype, s, opt.causal, opt.window_left, opt.window_right, opt.softcap,
+                                             opt.alibi_slopes != 0);
   return key + "|align" + std::to_string(align_bits(q, k, v, o));
 }
+
+namespace detail {
+std::string attention_bucket(const char* op, ir::Scalar dtype, const ops::AttentionShape& s, bool causal, int32_t window_left,
+                             int32_t window_right, float softcap, bool alibi) {
+  const Device& d = device();
+  std::string key = std::string(op) + "|" + ir::scalar_name(dtype) + "|" + d.arch + "|" + d.name + "|" + std::to_string(d.sms) +
+                    "sm|d" + std::to_string(s.head_dim) + "|sq" + std::to_string(bucket(s.seqlen_q)) + "|sk" +
+                    std::to_string(bucket(s.seqlen_k)) + "|bh" + std::to_string(bucket(uint64_t(s.batch) * s.heads_q)) + "|g" +
+                    std::to_string(bucket(s.heads_q / std::max(1u, s.heads_kv)));
+  if (causal) key += "|causal";
+  if (window_left >= 0 || window_right >= 0) key += "|window";
+  if (softcap > 0.0f) key += "|softcap";
+  if (alibi) key += "|alibi";
+  return key;
+}
+}  // namespace detail
 
 uint64_t attention_table_hash() {
   static const uint64_t h = [] {
@@ -176,34 +167,13 @@ uint64_t attention_table_hash() {
 AttentionChoice choose_attention(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
                                  const AttentionTensor& o, const AttentionShape& s, const AttentionOptions& opt,
                                  const jit::Stream* stream, const Options& options) {
-  AttentionChoice ch;
   const AttentionVariant* def = nullptr;
   std::vector<const AttentionVariant*> able = candidates_for(q, k, v, o, s, opt, &def);
-  ch.variant = def;
-  if (able.size() <= 1) return ch;  // nothing to choose between (or no tensor-core row: Auto)
-  if (mode() == Mode::Off) {
-    detail::count_untuned();
-    return ch;
-  }
-  const std::string key = attention_key(q, k, v, o, s, opt);
-  {
-    std::lock_guard<std::mutex> g(memo().m);
-    auto it = memo().map.find(key);
-    if (it != memo().map.end()) {
-      detail::count_memory_hit();
-      ch.variant = it->second;
-      return ch;
-    }
-  }
   Job job;
-  job.key = key;
   job.op = "attention";
   job.table_hash = attention_table_hash();
   job.options = options;
   if (!job.options.stream) job.options.stream = stream;
-  job.usable = [&able](const Record& r) {
-    return std::any_of(able.begin(), able.end(), [&](const AttentionVariant* a) { return r.winner == a->name; });
-  };
   const ir::Scalar dtype = q.dtype;
   job.candidates = [&able, &s, &opt, dtype, stream] {
     std::shared_ptr<Scratch> sc = make_scratch(dtype, s, opt);
@@ -221,25 +191,12 @@ AttentionChoice choose_attention(const AttentionTensor& q, const AttentionTensor
     }
     return cands;
   };
-  const Outcome out = tune_once(job);
-  ch.final = out.final;
-  if (out.record) {
-    ch.record = *out.record;
-    ch.source = out.source == Outcome::Stored ? AttentionChoice::Stored : AttentionChoice::Tuned;
-    for (const AttentionVariant* a : able)
-      if (ch.record.winner == a->name) ch.variant = a;
-  }
-  if (ch.final) {
-    std::lock_guard<std::mutex> g(memo().m);
-    memo().map.emplace(key, ch.variant);
-  }
-  return ch;
+  return detail::choose_row<AttentionVariant>(able, [&] { return attention_key(q, k, v, o, s, opt); }, std::move(job), memo());
 }
 
 void attention_tune_reset() {
   forget_outcomes();
-  std::lock_guard<std::mutex> g(memo().m);
-  memo().map.clear();
+  memo().clear();
 }
 
 }  // namespace kaio::tuner

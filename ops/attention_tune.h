@@ -20,6 +20,7 @@
 #include <string>
 
 #include "kaio/ops/attention.h"
+#include "kaio/ops/tune_rows.h"
 #include "kaio/tuner/tuner.h"
 
 namespace kaio::ops {
@@ -34,12 +35,7 @@ std::string attention_key(const ops::AttentionTensor& q, const ops::AttentionTen
 // xxh3 of the forward's tile table: a stored record of another table is ignored.
 uint64_t attention_table_hash();
 
-struct AttentionChoice {
-  const ops::AttentionVariant* variant = nullptr;  // null: no tensor-core row serves the problem (Auto runs it)
-  enum Source { Untuned, Stored, Tuned } source = Untuned;
-  Record record;
-  bool final = true;  // false: the default row stands in while another thread or process tunes
-};
+using AttentionChoice = RowChoice<ops::AttentionVariant>;
 
 // The row for the problem's bucket: KAIO_TUNE=off (or a single candidate) the row Auto
 // would take; else the stored record, or a tuning whose record is stored. A tuning that
@@ -47,6 +43,14 @@ struct AttentionChoice {
 AttentionChoice choose_attention(const ops::AttentionTensor& q, const ops::AttentionTensor& k, const ops::AttentionTensor& v,
                                  const ops::AttentionTensor& o, const ops::AttentionShape& s, const ops::AttentionOptions& opt,
                                  const jit::Stream* stream = nullptr, const Options& options = {});
+
+namespace detail {
+// The bucket part of the attention tuners' keys: op, dtype, arch, device name and SM count,
+// head dim, power-of-two buckets of Sq, Sk, batch x query heads and the GQA ratio, and the
+// score options that change the work or which kernels apply.
+std::string attention_bucket(const char* op, ir::Scalar dtype, const ops::AttentionShape& s, bool causal, int32_t window_left,
+                             int32_t window_right, float softcap, bool alibi);
+}  // namespace detail
 
 // Forgets this process's choices (and the tuner's outcomes): the next call of a bucket asks
 // the tuning table again. For tests and tools.

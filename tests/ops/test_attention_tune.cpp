@@ -14,6 +14,7 @@
 #include "kaio/ops/attention_tune.h"
 #include "kaio/tuner/once.h"
 #include "../support.h"
+#include "tune_support.h"
 #include "attention_case.h"
 
 using namespace kaio;
@@ -21,24 +22,11 @@ using namespace kaio::test::attn;
 using Catch::Matchers::Contains;
 using kaio::test::ScopedEnv;
 using kaio::test::TempDir;
+using kaio::test::tune::FakeTimer;
+using kaio::test::tune::TimerGuard;
 namespace tn = kaio::tuner;
 
 namespace {
-
-// A candidate's run takes what `times` says (the timer never runs it; the check does).
-struct FakeTimer {
-  std::map<std::string, double> times;
-  std::map<std::string, uint32_t>* calls;
-  std::vector<double> operator()(const std::string& name, const std::function<void()>&, uint32_t runs, const jit::Stream*) {
-    (*calls)[name] += runs;
-    return std::vector<double>(runs, times.count(name) ? times.at(name) : 10.0);
-  }
-};
-
-struct TimerGuard {
-  explicit TimerGuard(tn::Timer t) { tn::set_timer(std::move(t)); }
-  ~TimerGuard() { tn::set_timer(nullptr); }
-};
 
 // Scratch tensors of a dense (B, S, H, D) f16 problem, for choose_attention's arguments.
 struct Problem {
@@ -105,17 +93,11 @@ TEST_CASE("attention Tuned: the fastest row is stored per bucket; the next call 
   // The bucket names the machine: the interpreter, or the device by name.
   const std::string machine = jit::interpret_mode() ? "interpreter" : "|" + jit::device_info().name + "|";
   CHECK_THAT(key, Contains("attention|f16|") && Contains(machine) && Contains("|d64|sq128|sk128|bh4|g2|causal|align7"));
-  bool found = false;
-  cache::Store::open(fresh.dir.path())->for_each("tuning", [&](std::string_view k, std::string_view v) {
-    if (k != key) return;
-    const auto rec = tn::decode(v);
-    REQUIRE(rec);
-    CHECK(rec->op == "attention");
-    CHECK(rec->winner == "fa2_d64");
-    CHECK(rec->table_hash == tn::attention_table_hash());
-    found = true;
-  });
-  CHECK(found);
+  const auto rec = kaio::test::tune::stored_record(fresh.dir.path(), key);
+  REQUIRE(rec);
+  CHECK(rec->op == "attention");
+  CHECK(rec->winner == "fa2_d64");
+  CHECK(rec->table_hash == tn::attention_table_hash());
 
   // A fresh process state, a timer that now prefers the other row, another shape of the
   // same bucket: the stored record answers, nothing is timed.
