@@ -210,7 +210,8 @@ int main(int argc, char** argv) {
                 "  --wgmma-only: the forward rows of the Hopper kernel only; --variant NAME: each forward row of its head\n"
                 "  dim also with that row of the tile table (bf16; e.g. fa3_d128_s3; repeatable; with --backward a row of\n"
                 "  the backward's table, e.g. bwd_fa3_d128_dq2);\n"
-                "  --backward: ops::attention_backward TFLOP/s (2.5x the forward's FLOPs), deterministic: the default\n"
+                "  --backward: ops::attention_backward TFLOP/s (2.5x the forward's FLOPs), deterministic (--only: the rows\n"
+                "  whose label, e.g. \"B4 H16 S4096 D64 causal\", contains it): the default\n"
                 "  path, the mma.sync kernels and the tuner's row for each bucket (its choice and margin printed)");
       return 0;
     }
@@ -285,6 +286,9 @@ int main(int argc, char** argv) {
   if (o.backward) {
     std::puts("backward (B, S, H, D), TFLOP/s = 2.5 x 4 B H S^2 D (halved when causal) / time");
     for (const bench_attention::Bwd& f : bench_attention::backward_rows(tiny)) {
+      if (!wanted("B" + std::to_string(f.b) + " H" + std::to_string(f.hq) + " S" + std::to_string(f.s) + " D" + std::to_string(f.d) +
+                  (f.causal ? " causal" : " full")))
+        continue;
       bench_attention::backward<bfloat16>(f, o.rounds, ms_per_call<std::function<void()>>, csv, o.variants);
       bench_attention::backward<half>(f, o.rounds, ms_per_call<std::function<void()>>, csv, o.variants);
     }

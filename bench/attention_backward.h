@@ -29,7 +29,7 @@ struct Bwd {
 inline std::vector<Bwd> backward_rows(bool tiny) {
   if (tiny) return {{1, 2, 1, 64, 64, true}};
   return {{4, 16, 16, 4096, 128, false}, {4, 16, 16, 4096, 128, true}, {1, 32, 32, 16384, 128, false},
-          {1, 32, 32, 16384, 128, true}};
+          {1, 32, 32, 16384, 128, true}, {4, 16, 16, 4096, 64, false}, {4, 16, 16, 4096, 64, true}};
 }
 
 // ms_per_call(rounds, f): the median time of f (the bench's timing).

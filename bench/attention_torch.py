@@ -35,7 +35,8 @@ FORWARD = [  # b, hq, hkv, s, d, causal (bench/attention's rows)
 DECODE = [(b, 32, 8, n, 128) for b in (1, 8, 64) for n in (1024, 8192, 32768)]  # b, hq, hkv, len, d
 PAGES = (16, 256)
 BACKWARD = [(4, 16, 16, 4096, 128, False), (4, 16, 16, 4096, 128, True), (1, 32, 32, 16384, 128, False),
-            (1, 32, 32, 16384, 128, True)]  # bench/attention --backward's rows
+            (1, 32, 32, 16384, 128, True), (4, 16, 16, 4096, 64, False),
+            (4, 16, 16, 4096, 64, True)]  # bench/attention --backward's rows
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 
 
