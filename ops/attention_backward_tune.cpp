@@ -190,11 +190,7 @@ AttentionBackwardChoice choose_attention_backward(const AttentionTensor& q, cons
                                                   const Options& options) {
   (void)o;  // the scratch o comes from a forward on the scratch inputs
   std::vector<const AttentionBackwardVariant*> able = candidates_for(q, k, v, dout, g, s, opt);
-  Job job;
-  job.op = "attention_backward";
-  job.table_hash = attention_backward_table_hash();
-  job.options = options;
-  if (!job.options.stream) job.options.stream = stream;
+  Job job = detail::row_job("attention_backward", attention_backward_table_hash(), options, stream);
   const ir::Scalar dtype = q.dtype;
   job.candidates = [&able, &s, &opt, dtype, stream] {
     std::shared_ptr<Scratch> sc = make_scratch(dtype, s, opt, stream);

@@ -169,11 +169,7 @@ AttentionChoice choose_attention(const AttentionTensor& q, const AttentionTensor
                                  const jit::Stream* stream, const Options& options) {
   const AttentionVariant* def = nullptr;
   std::vector<const AttentionVariant*> able = candidates_for(q, k, v, o, s, opt, &def);
-  Job job;
-  job.op = "attention";
-  job.table_hash = attention_table_hash();
-  job.options = options;
-  if (!job.options.stream) job.options.stream = stream;
+  Job job = detail::row_job("attention", attention_table_hash(), options, stream);
   const ir::Scalar dtype = q.dtype;
   job.candidates = [&able, &s, &opt, dtype, stream] {
     std::shared_ptr<Scratch> sc = make_scratch(dtype, s, opt);

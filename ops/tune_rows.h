@@ -40,6 +40,17 @@ struct RowMemo {
   }
 };
 
+// The job of an op's row tuning: its name, its table's hash, the caller's options (timed on
+// `stream` unless they name one).
+inline Job row_job(const char* op, uint64_t table_hash, const Options& options, const jit::Stream* stream) {
+  Job job;
+  job.op = op;
+  job.table_hash = table_hash;
+  job.options = options;
+  if (!job.options.stream) job.options.stream = stream;
+  return job;
+}
+
 // `able`: the rows that run the problem, the default (Auto's) first. `job` carries the op,
 // the table hash, the options and the candidates; the key is made only when there is a
 // choice to make. Never throws for a failed tuning (the default row stands).

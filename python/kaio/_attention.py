@@ -35,20 +35,28 @@ def _dtype_q(ts: list) -> str:
     return ts[0].dtype
 
 
+def _options(head: tuple, varlen: bool, alibi: bool, mq: int, mk: int, ts: list, i: int) -> tuple:
+    """The C options of a plan: scale, causal, window, softcap and kernel from `head`, then the
+    optional arrays after the fixed ones (from ts[i]: cu_seqlens_q and _k, alibi_slopes).
+    Returns the options and the index of the next array."""
+    scale, causal, wl, wr, softcap, kernel = head
+    o = _lib.AttentionOptions(scale, int(causal), wl, wr, softcap, kernel, None, None, None, None, mq, mk)
+    if varlen:
+        o.cu_seqlens_q, o.cu_seqlens_k = ts[i].addr, ts[i + 1].addr
+        i += 2
+    if alibi:
+        o.alibi_slopes = ts[i].addr
+        i += 1
+    return o, i
+
+
 def _attention_miss(key: Any, arrays: list, values: tuple, stream: Any, opts: tuple) -> Any:
-    scale, causal, wl, wr, softcap, kernel, varlen, alibi, lse, mq, mk = opts
+    varlen, alibi, lse, mq, mk = opts[6:]
     names = ["q", "k", "v", "out"] + (["cu_seqlens_q", "cu_seqlens_k"] if varlen else [])
     names += (["alibi_slopes"] if alibi else []) + (["lse"] if lse else [])
 
     def make(ts: list, ph: Any, h: int) -> int:
-        o = _lib.AttentionOptions(scale, int(causal), wl, wr, softcap, kernel, None, None, None, None, mq, mk)
-        i = 4
-        if varlen:
-            o.cu_seqlens_q, o.cu_seqlens_k = ts[4].addr, ts[5].addr
-            i = 6
-        if alibi:
-            o.alibi_slopes = ts[i].addr
-            i += 1
+        o, i = _options(opts[:6], varlen, alibi, mq, mk, ts, 4)
         if lse:
             o.lse = ts[i].addr
         args = (ts[0].addr, ts[1].addr, ts[2].addr, ts[3].addr, ctypes.byref(o))
@@ -106,18 +114,12 @@ def attention(q: Array, k: Array, v: Array, out: Optional[Array] = None, *, scal
 
 
 def _backward_miss(key: Any, arrays: list, values: tuple, stream: Any, opts: tuple) -> Any:
-    scale, causal, wl, wr, softcap, kernel, varlen, alibi, mq, mk = opts
+    varlen, alibi, mq, mk = opts[6:]
     names = ["q", "k", "v", "out", "dout", "lse", "dq", "dk", "dv"]
     names += (["cu_seqlens_q", "cu_seqlens_k"] if varlen else []) + (["alibi_slopes"] if alibi else [])
 
     def make(ts: list, ph: Any, h: int) -> int:
-        o = _lib.AttentionOptions(scale, int(causal), wl, wr, softcap, kernel, None, None, None, None, mq, mk)
-        i = 9
-        if varlen:
-            o.cu_seqlens_q, o.cu_seqlens_k = ts[9].addr, ts[10].addr
-            i = 11
-        if alibi:
-            o.alibi_slopes = ts[i].addr
+        o, _ = _options(opts[:6], varlen, alibi, mq, mk, ts, 9)
         args = (*(t.addr for t in ts[:9]), ctypes.byref(o))
         if ph is None:
             return _lib.lib.kaio_attention_backward(*args, h)
