@@ -76,15 +76,26 @@ std::string shape_str(uint32_t r, uint32_t c) { return std::to_string(r) + "x" +
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  const char* usage =
+      "usage: ops [--rounds N] [--calls N] [--csv FILE] [--only SUBSTRING] [--big RxC]\n"
+      "  op library GB/s at --big (default 8192x8192) beside a device copy, decode-shape us per call, the call path\n";
+  for (int i = 1; i < argc; i += 2) {
     std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf("%s", usage);
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "ops: %s needs a value\n%s", argv[i], usage);
+      return 2;
+    }
     if (a == "--rounds") o.rounds = std::max(1, std::atoi(argv[i + 1]));
     else if (a == "--calls") o.calls = std::max(1, std::atoi(argv[i + 1]));
     else if (a == "--csv") o.csv = argv[i + 1];
     else if (a == "--only") o.only = argv[i + 1];
     else if (a == "--big") std::sscanf(argv[i + 1], "%ux%u", &o.big_rows, &o.big_cols);
     else {
-      std::fprintf(stderr, "usage: ops [--rounds N] [--calls N] [--csv FILE] [--only SUBSTRING] [--big RxC]\n");
+      std::fprintf(stderr, "ops: unknown argument '%s'\n%s", argv[i], usage);
       return 2;
     }
   }

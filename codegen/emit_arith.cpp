@@ -8,6 +8,10 @@
 // 8-bit integers compute in 16-bit registers and are re-normalized after each op.
 #include "kaio/codegen/emitter.h"
 
+#include <bit>
+
+#include "kaio/codegen/div_magic.h"
+
 namespace kaio::codegen {
 
 using ir::Op;
@@ -51,6 +55,62 @@ const char* bit_type(Scalar s) {
     case 32: return "b32";
     default: return "b64";
   }
+}
+
+// Integer division or remainder by a constant divisor of 32 or 64 bits (codegen/div_magic.h):
+// a shift or a mask for a power of two (signed: biased towards zero first), a multiply-high
+// and shifts for other unsigned divisors. False where it leaves the op to the generic form
+// (a signed divisor that is not a power of two; zero, which the generic form keeps as
+// PTX defines it).
+bool emit_div_const(Emitter& e, const ir::Inst& i, Scalar s, const std::string& dst) {
+  const std::optional<uint64_t>& c = e.consts[i.args[1]];
+  const int bits = ir::scalar_bits(s);
+  if (!c || i.type.is_float() || bits < 32) return false;
+  const bool sig = i.type.is_signed(), rem = i.op == Op::Rem;
+  const uint64_t mask = bits == 64 ? ~uint64_t(0) : 0xffffffffull;
+  const uint64_t d = *c & mask;
+  const bool neg = sig && (d >> (bits - 1)) != 0;
+  if (d == 0 || neg) return false;
+  const std::string w = std::to_string(bits), x = e.reg(i.args[0]);
+  const RegClass rc = bits == 64 ? RegClass::B64 : RegClass::B32;
+  const std::string u = ".u" + w, b = ".b" + w, sx = ".s" + w;
+  auto imm = [](uint64_t v) { return std::to_string(v) + "U"; };
+  if (std::has_single_bit(d)) {
+    const uint32_t k = uint32_t(std::countr_zero(d));
+    if (!sig) {
+      e.ins(rem ? "and" + b + " " + dst + ", " + x + ", " + imm(d - 1) : "shr" + u + " " + dst + ", " + x + ", " + std::to_string(k));
+      return true;
+    }
+    if (k == 0) {  // x / 1, x % 1
+      e.ins(rem ? "mov" + b + " " + dst + ", 0" : "mov" + b + " " + dst + ", " + x);
+      return true;
+    }
+    // Towards zero: a negative x first gains d - 1 (its sign bits shifted down to k ones).
+    const std::string t = e.fresh(rc);
+    e.ins("shr" + sx + " " + t + ", " + x + ", " + std::to_string(bits - 1));
+    e.ins("shr" + u + " " + t + ", " + t + ", " + std::to_string(bits - k));
+    e.ins("add" + sx + " " + t + ", " + x + ", " + t);
+    if (!rem) {
+      e.ins("shr" + sx + " " + dst + ", " + t + ", " + std::to_string(k));
+    } else {
+      e.ins("and" + b + " " + t + ", " + t + ", " + imm(mask & ~(d - 1)));
+      e.ins("sub" + sx + " " + dst + ", " + x + ", " + t);
+    }
+    return true;
+  }
+  if (sig) return false;
+  const DivMagic m = udiv_magic(d, bits);
+  const std::string t = e.fresh(rc), v = e.fresh(rc), q = rem ? e.fresh(rc) : dst;
+  e.ins("mul.hi" + u + " " + t + ", " + x + ", " + imm(m.mul));
+  e.ins("sub" + u + " " + v + ", " + x + ", " + t);
+  e.ins("shr" + u + " " + v + ", " + v + ", 1");
+  e.ins("add" + u + " " + v + ", " + v + ", " + t);
+  e.ins("shr" + u + " " + q + ", " + v + ", " + std::to_string(m.shift - 1));
+  if (rem) {
+    e.ins("mul.lo" + u + " " + v + ", " + q + ", " + imm(d));
+    e.ins("sub" + u + " " + dst + ", " + x + ", " + v);
+  }
+  return true;
 }
 
 }  // namespace
@@ -216,6 +276,7 @@ void emit_arith(Emitter& e, const ir::Inst& i) {
     e.narrow_from_f32(r, s, d);
     return;
   }
+  if ((i.op == Op::Div || i.op == Op::Rem) && emit_div_const(e, i, s, d)) return;
   e.ins(m + "." + arith_type(s) + " " + d + ", " + e.reg(i.args[0]) + ", " + e.reg(i.args[1]));
   e.normalize(s, d);
 }

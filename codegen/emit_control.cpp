@@ -25,6 +25,7 @@ void emit_control(Emitter& e, const ir::Inst& i) {
   switch (i.op) {
     case Op::Const: {
       const std::string& d = e.reg(i.result);
+      e.consts[i.result] = i.attr.bits;
       if (i.type.is_pred()) {
         e.ins(std::string("setp.") + (i.attr.bits ? "eq" : "ne") + ".u32 " + d + ", 0, 0");
       } else if (i.type.elem == Scalar::S8 || i.type.elem == Scalar::S16) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,8 +35,11 @@ struct Emitter {
   uint64_t static_shared = 0;    // bytes, for the target's limit
   uint32_t dynamic_shared = 0;   // .extern .shared declared at module scope with this alignment (0: none)
   int labels = 0;
+  // value id -> its bits where it is a constant (Op::Const): an integer division by one is
+  // lowered to shifts or a multiply-high (codegen/div_magic.h).
+  std::vector<std::optional<uint64_t>> consts;
 
-  Emitter(const ir::Kernel::Data& kd, const Target& t) : k(kd), target(t), regs(kd.values.size()) {}
+  Emitter(const ir::Kernel::Data& kd, const Target& t) : k(kd), target(t), regs(kd.values.size()), consts(kd.values.size()) {}
 
   std::string fresh(RegClass c);            // a new register of a class
   const std::string& reg(uint32_t value);   // the register of a value (allocated on first use)

@@ -45,7 +45,7 @@ struct Operand {
   uint32_t nvec;        // vectors per thread per step
   ir::Value P, outer0, outer_n, ld;
   ir::RegArray r;       // the prefetched vectors
-  ir::Var koff;         // u64 element offset of the next prefetched step from the first
+  ir::Var koff;         // u64 element offset of the next prefetched step from the first (one vector: the vector's own)
   std::function<ir::Value(ir::Value, ir::Value)> index;  // global element index of (outer, k), u64
   uint32_t stride = 0;  // shared row stride (elements of one kk)
   std::vector<ir::Value> outer, kk, off0, sidx;  // per vector
@@ -93,6 +93,9 @@ ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c) {
       o->off0.push_back(o->index(o->outer0 + outer, a.k_begin + kk));  // used by blocks inside the matrix only
       o->sidx.push_back(kk * o->stride + outer);
     }
+    // One vector a step: its offset is the running one (two fewer registers held across the
+    // k-loop, which keeps the 8 x 8 row within its cap of 128).
+    if (o->nvec == 1) o->koff = o->off0[0];
   }
   auto As = b.shared<float>(2 * v.bk * A.stride);  // [buffer][kk][mm]
   auto Bs = b.shared<float>(2 * v.bk * B.stride);  // [buffer][kk][nn]
@@ -121,7 +124,7 @@ ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c) {
       // a block whose tile lies inside the matrix: one 16-byte load per vector, no checks
       b.if_(full && o->inside, [&] {
          for (uint32_t e = 0; e < o->nvec; ++e) {
-           std::vector<ir::Value> q = ir::load_vec(o->P, o->off0[e] + ir::Value(o->koff), 4);
+           std::vector<ir::Value> q = ir::load_vec(o->P, o->nvec == 1 ? ir::Value(o->koff) : o->off0[e] + ir::Value(o->koff), 4);
            for (uint32_t i = 0; i < 4; ++i) o->r[4 * e + i] = q[i];
          }
        }).else_([&] {

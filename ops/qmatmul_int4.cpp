@@ -21,7 +21,9 @@
 //   m <= 16 (stream): bound by the weight bytes, so the few instructions per weight matter
 //           (a CUDA-core form with f32 FMAs per weight issued ~5 per weight: compute-bound at
 //           ~30-45% of copy). Tensor cores instead, with the m rows as the rows of an m16
-//           tile: a block covers 32 columns, 16 warps split k in steps of 32. A thread
+//           tile: a block covers 32 columns, 16 warps split k into runs of consecutive
+//           steps of 32 (a group's scales and zeros are unpacked once, at its first step;
+//           unpacking them with every word cost ~20% of the loop's instructions). A thread
 //           (t = lane % 4, g = lane / 4) reads one 16-byte vector per step: the words of
 //           columns 4g .. 4g + 3 at word row 4 step + t, dequantised into A fragments as
 //           they are (the product is W^T x^T: 16 columns of W as the mma's rows, the m
@@ -215,7 +217,8 @@ struct StreamStage {
   uint32_t rows, zeros;  // activation row halves (1: m <= 8, 2: up to 16); 1 with zeros
   uint32_t words() const { return 4 + 4 * rows + 2 + zeros; }
   // 90 KB a block either way: two blocks per SM where 228 KB are (sm_90), which measured
-  // 2-16% faster than one block of 5-6 stages (bench/NOTES.md); more stages were slower.
+  // 2-16% faster than one block of 5-6 stages (bench/NOTES.md); more stages were slower, and
+  // so were 1024-thread blocks (one per SM, 3 stages).
   uint32_t stages() const { return rows > 1 ? 3 : 4; }
   uint32_t bytes() const { return stages() * kStreamThreads * words() * 4; }
 };
@@ -224,7 +227,7 @@ StreamStage stream_stage(const Int4Config& c) { return {c.bm > 8 ? 2u : 1u, c.ze
 ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature& sig, const Part& part) {
   const Scalar pair = c.dtype == Scalar::F16 ? Scalar::F16x2 : Scalar::BF16x2;
   const ir::MmaKind kind = c.dtype == Scalar::F16 ? ir::MmaKind::F16 : ir::MmaKind::BF16;
-  const uint32_t BM = c.bm, warps = kStreamThreads / 32, T = kStreamThreads;
+  const uint32_t BM = c.bm, T = kStreamThreads, warps = T / 32;
   const StreamStage ss = stream_stage(c);
   const uint32_t S = ss.stages(), W = ss.words();
   const detail::QPartValues& pv = part.v;
@@ -248,15 +251,16 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   // Slot offsets (u32 words) of this thread's parts in stage 0: [stage][part][thread].
   auto at = [&](Value stage, uint32_t part_words, uint32_t width) { return stage * (T * W) + (part_words * T) + tid * width; };
   const uint32_t q_at = 0, x_at = 4, s_at = 4 + 4 * ss.rows, z_at = s_at + 2;
-  // This warp's steps: warp, warp + warps, ...: count of them.
-  Value count = ir::select(warp < steps, (steps - warp + (warps - 1)) / warps, zero);
-  // The sources of this thread's next copy, advanced by one step of the warp (warps word
-  // rows of 4) after each: every offset is linear in the step (the group too: a step moves
-  // 32 warps k, a multiple of every group size), so no 64-bit product per copy.
+  // This warp's steps: a run of consecutive ones, [first, first + count), so that it meets
+  // each of its groups in one piece and scales its sums once a group.
+  Value per = (steps + (warps - 1)) / warps;
+  Value first = ir::min(warp * per, steps);
+  Value count = ir::min(per, steps - first);
+  Value gmask = (b.constant<uint32_t>(1u) << (part.gshift - 5u)) - 1u;  // steps per group, less one
+  // The sources of this thread's next copy, advanced by one step (4 word rows) after each.
   auto u64 = [](Value v) { return ir::cast<uint64_t>(v); };
-  Value kr0 = warp * 4u + t;  // the first step's word row
+  Value kr0 = first * 4u + t;  // the first step's word row
   ir::Var w_off = b.var<uint64_t>(u64(kr0) * u64(pv.n) + u64(col_c));
-  ir::Var g_off = b.var<uint64_t>(part.group_index(kr0, col_c));
   std::vector<ir::Var> x_off;
   std::vector<Value> x_bytes;
   for (uint32_t h = 0; h < ss.rows; ++h) {
@@ -265,29 +269,41 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
     x_off.push_back(b.var<uint64_t>(u64(ir::select(ok, row, zero)) * u64(kp) + u64(kr0 * 4u)));
     x_bytes.push_back(ir::select(ok, b.constant<uint32_t>(16u), zero));
   }
-  Value w_step = u64(pv.n) * uint64_t(4 * warps), g_step = u64((32u * warps) >> part.gshift) * u64(pv.n);
+  Value w_step = u64(pv.n) * uint64_t(4);
   ir::Var issued = b.var<uint32_t>(0u);
-  // The next step of this warp's into `stage`: nothing past the last (an empty group).
+  // The next step of this warp's into `stage`: nothing past the last (an empty group). The
+  // scales and zeros only where the step starts a group (or the warp's run).
   auto copy = [&](Value stage) {
     b.if_(Value(issued) < count, [&] {
       b.cp_async(ring, at(stage, q_at, 4), pv.w, w_off.get(), 16, ir::CacheHint::Global);
       for (uint32_t h = 0; h < ss.rows; ++h)
         b.cp_async(ring, at(stage, x_at + 4 * h, 4), X, x_off[h].get(), 16, ir::CacheHint::Global, x_bytes[h]);
-      // (cp.async takes dst and src of one type: the ring's f16 / bf16 and u8 views)
-      b.cp_async(ring16, at(stage, s_at, 2) * 2u, pv.s, g_off.get(), 8);
-      if (c.zeros) b.cp_async(ring8, at(stage, z_at, 1) * 4u, pv.zeros, g_off.get(), 4);
+      Value step = first + issued;
+      b.if_((step & gmask) == 0u || Value(issued) == 0u, [&] {
+        Value g_off = part.group_index(step * 4u, col_c);
+        // (cp.async takes dst and src of one type: the ring's f16 / bf16 and u8 views)
+        b.cp_async(ring16, at(stage, s_at, 2) * 2u, pv.s, g_off, 8);
+        if (c.zeros) b.cp_async(ring8, at(stage, z_at, 1) * 4u, pv.zeros, g_off, 4);
+      });
     });
     b.cp_async_commit_group();
     issued = Value(issued) + 1u;
     w_off = w_off.get() + w_step;
-    g_off = g_off.get() + g_step;
-    for (uint32_t h = 0; h < ss.rows; ++h) x_off[h] = x_off[h].get() + uint64_t(16 * warps);
+    for (uint32_t h = 0; h < ss.rows; ++h) x_off[h] = x_off[h].get() + uint64_t(16);
   };
   // W^T . x^T: the weights are the A operand (rows: 16 columns of W, k), the activations B
   // (k x the m rows as the mma's n = 8, twice for m > 8), so that A needs no zero registers.
   // Tile i: A rows g and g + 8 are this thread's columns 2i and 2i + 1 (n0 + 4g + 2i + {0, 1});
   // acc[(i * rows + h) * 4 + e]: column 4g + 2i + e / 2, activation row 8h + 2t + e % 2.
+  // A group's scales and zeros are unpacked once, at its first step (a warp's steps are
+  // consecutive), not with every word.
   auto acc = b.array<float>(8 * ss.rows, 0.0f);
+  auto s2 = b.array<uint32_t>(4, 0u);  // the group's {s, s} of the thread's 4 columns (bits)
+  auto z2 = b.array<uint32_t>(4, 0u);  // and their (magic + zero) pairs
+  // The magic pair in a register ptxas cannot fold (gshift is 5..7): the and and the or of
+  // a pair are then one LOP3.
+  Value magic = (part.gshift >> 8u) | (c.dtype == Scalar::F16 ? 0x64006400u : 0x43004300u);
+  ir::Var it = b.var<uint32_t>(0u);
   // Each thread's own ring of S stages (kernel::ThreadRing): no barrier per step, S - 1
   // steps in flight without holding registers.
   kernel::ThreadRing ring_of_thread(b, S, zero);
@@ -299,16 +315,23 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
       for (Value v : ir::load_vec(ring, at(st, x_at + 4 * h, 4), 4)) xp.push_back(ir::bitcast(v, pair));
       xs.push_back(xp);
     }
-    std::vector<Value> sw = ir::load_vec(ring, at(st, s_at, 2), 2);
-    Value zw = c.zeros ? Value(ring[at(st, z_at, 1)]) : Value();
+    b.if_(((first + it) & gmask) == 0u || Value(it) == 0u, [&] {
+      std::vector<Value> sw = ir::load_vec(ring, at(st, s_at, 2), 2);
+      Value zw = c.zeros ? Value(ring[at(st, z_at, 1)]) : Value();
+      for (uint32_t i = 0; i < 4; ++i) {
+        Value half = i % 2 ? sw[i / 2] >> 16u : sw[i / 2] & 0xffffu;  // column i's scale, as f16 / bf16 bits
+        s2[i] = half | (half << 16u);
+        Value zu = c.zeros ? (zw >> (8u * i)) & 0xffu : b.constant<uint32_t>(8u);
+        z2[i] = detail::int4_zero_magic(zu, c.dtype);
+      }
+    });
     refill();  // this thread has read its stage
-    std::vector<std::vector<Value>> w;
-    for (uint32_t i = 0; i < 4; ++i) {
-      Value half = i % 2 ? sw[i / 2] >> 16u : sw[i / 2] & 0xffffu;  // column i's scale, as f16 / bf16 bits
-      Value s2 = ir::bitcast(half | (half << 16u), pair);
-      Value zu = c.zeros ? (zw >> (8u * i)) & 0xffu : b.constant<uint32_t>(8u);
-      w.push_back(dequant_word(q[i], detail::int4_zero_magic(zu, c.dtype), s2, pair));
-    }
+    it = Value(it) + 1u;
+    std::vector<std::vector<Value>> w(4);
+    for (uint32_t i = 0; i < 4; ++i)
+      for (uint32_t j = 0; j < 4; ++j)
+        w[i].push_back(detail::int4_pair(j ? q[i] >> (4u * j) : q[i], ir::bitcast(Value(z2[i]), pair), ir::bitcast(Value(s2[i]), pair),
+                                         pair, magic));
     // mma jj takes the words' pairs 2jj and 2jj + 1 as logical k (2t, 2t + 1) and (2t + 8,
     // 2t + 9), and B the activations of the same k: only the k order inside an mma is permuted.
     for (uint32_t i = 0; i < 2; ++i)

@@ -28,7 +28,7 @@ constexpr uint32_t kCoef = 32;  // floats in the 128-byte by-value parameter
 
 // Block of 256 threads = 2 warpgroups. Warpgroup 0 (producer) stages x * coef into shared
 // memory and arrives at named barrier 1; warpgroup 1 (consumer) waits there, then runs
-// `iters` rounds of acc[k] = fma(stage[(k + t) % 128], coef[k % 32], acc[k]) over a
+// `iters` rounds r of acc[k] = fma(stage[(k + t + r) % 128], coef[k % 32], acc[k]) over a
 // 128-register accumulator, and stores it.
 ir::Kernel warp_role_kernel() {
   ir::KernelBuilder b("warp_roles");
@@ -48,9 +48,11 @@ ir::Kernel warp_role_kernel() {
     b.barrier(1, 256);
     ir::Value t = tid - 128u;
     auto acc = b.array<float>(kAcc, 0.0f);
-    b.for_(0u, iters, [&](ir::Value) {
+    b.for_(0u, iters, [&](ir::Value r) {
       for (uint32_t k = 0; k < kAcc; ++k) {
-        ir::Value s = stage[(t + k) % 128u];
+        // (r in the index: loads the same every round would be hoisted out of the loop,
+        // 128 more live registers beside the accumulator)
+        ir::Value s = stage[(t + k + r) % 128u];
         ir::Value c = coef[k % kCoef];
         acc[k] = ir::fma(s, c, acc[k]);
       }
@@ -77,10 +79,10 @@ TEST_CASE("core: 128-register accumulator, named barrier, by-value parameter, wa
   ir::interpret(k, {.grid = {1}, .block = {256}}, blob, x, out, iters);
   for (uint32_t t = 0; t < 128; ++t)
     for (uint32_t j = 0; j < kAcc; ++j) {
-      float s = x[(t + j) % 128] * coef[(t + j) % 128 % kCoef];
       double ref = 0;
       float accf = 0;
       for (uint32_t r = 0; r < iters; ++r) {
+        const float s = x[(t + j + r) % 128] * coef[(t + j + r) % 128 % kCoef];
         accf = std::fma(s, coef[j % kCoef], accf);
         ref += double(s) * coef[j % kCoef];
       }
