@@ -10,7 +10,10 @@
 #include <vector>
 
 #include "kaio/codegen/div_magic.h"
+#include "kaio/codegen/ptx.h"
+#include "kaio/jit/resources.h"
 #include "kaio/kaio.h"
+#include "../link_memo.h"
 #include "ptx_check.h"
 
 using namespace kaio;
@@ -69,11 +72,15 @@ TEST_CASE("division by a constant: shifts and masks for powers of two, a multipl
 
 namespace {
 
+template <class T>
+std::vector<T> const_divisors() {
+  return std::is_signed_v<T> ? std::vector<T>{1, 2, 4, 64, 7, 10, 641, std::numeric_limits<T>::max()}
+                             : std::vector<T>{1, 2, 4, 64, 3, 7, 10, 641, T(std::numeric_limits<T>::max() / 3), std::numeric_limits<T>::max()};
+}
+
 // out[i * 2d] = x / d_j, out[.. + 1] = x % d_j for each constant divisor j.
 template <class T>
-void check_division_on_device() {
-  const std::vector<T> ds = std::is_signed_v<T> ? std::vector<T>{1, 2, 4, 64, 7, 10, 641, std::numeric_limits<T>::max()}
-                                                : std::vector<T>{1, 2, 4, 64, 3, 7, 10, 641, T(std::numeric_limits<T>::max() / 3), std::numeric_limits<T>::max()};
+ir::Kernel division_kernel(const std::vector<T>& ds) {
   ir::KernelBuilder b(std::string("div_const_") + ir::scalar_name(ir::type_of<T>().elem));
   auto in = b.param<const T*>("in");
   auto out = b.param<T*>("out");
@@ -87,7 +94,13 @@ void check_division_on_device() {
       out[i * uint32_t(2 * ds.size()) + uint32_t(2 * j + 1)] = x % d;
     }
   });
-  jit::CompiledKernel ck = jit::compile(b.build());
+  return b.build();
+}
+
+template <class T>
+void check_division_on_device() {
+  const std::vector<T> ds = const_divisors<T>();
+  jit::CompiledKernel ck = jit::compile(division_kernel(ds));
   std::vector<T> xs = {0, 1, 2, 3, 63, 64, 65, 640, 641, 642, std::numeric_limits<T>::max(), T(std::numeric_limits<T>::max() - 1)};
   if constexpr (std::is_signed_v<T>) {
     for (T v : {T(-1), T(-2), T(-3), T(-63), T(-64), T(-65), T(-641), T(-642), std::numeric_limits<T>::min(), T(std::numeric_limits<T>::min() + 1)})
@@ -111,6 +124,17 @@ void check_division_on_device() {
 }
 
 }  // namespace
+
+TEMPLATE_TEST_CASE("division by constants assembles for sm_80, sm_90 and sm_90a without local memory", "[codegen][div][nvjitlink]",
+                   uint32_t, int32_t, uint64_t, int64_t) {
+  const ir::Kernel k = division_kernel(const_divisors<TestType>());
+  for (const char* arch : {"sm_80", "sm_90", "sm_90a"}) {
+    INFO(arch);
+    const std::string ptx = codegen::emit_ptx(k, {arch, 9, 0});
+    const jit::Resources res = jit::parse_resources(test::link_ptx(ptx, arch, k.name()).info_log, 0);
+    CHECK(res.local_bytes == 0);
+  }
+}
 
 TEMPLATE_TEST_CASE("division by constants on the device equals the host's", "[gpu][div]", uint32_t, int32_t, uint64_t, int64_t) {
   check_division_on_device<TestType>();
