@@ -9,7 +9,7 @@
 namespace kaio::codegen {
 
 // Bumped whenever the emitted PTX for some kernel changes; it is part of the cache key.
-inline constexpr int kCodegenVersion = 4;
+inline constexpr int kCodegenVersion = 5;
 
 struct Target {
   std::string arch = "sm_90";  // sm_NN with an optional a/f suffix: sm_80, sm_90a, sm_100f

@@ -312,6 +312,30 @@ inline ir::Kernel histogram_kernel(const std::string& name) {
   return b.build();
 }
 
+// The warp-level tensor-core and asynchronous-copy ops (sm_80): cp.async of 4 and 16 bytes
+// (.ca, .cg, zero-filled), its groups, ldmatrix (plain and transposed) and mma.sync.
+inline ir::Kernel tensor_ops_kernel() {
+  using namespace ir;
+  KernelBuilder b("tensor_ops");
+  auto src = b.param<const half*>("src");
+  auto out = b.param<float*>("out");
+  auto n = b.param<uint32_t>("n");
+  auto tile = b.shared<half>(1024);
+  Value lane = b.lane_id();
+  Value nb = select(lane < n, b.constant<uint32_t>(16u), b.constant<uint32_t>(0u));
+  b.cp_async(tile, lane * 8u, src, lane * 8u, 16, CacheHint::Global, nb);
+  b.cp_async(tile, 512u + lane * 2u, src, 256u + lane * 2u, 4, CacheHint::Default);
+  b.cp_async_commit_group();
+  b.cp_async_wait_group(0);
+  b.barrier();
+  auto a = b.ldmatrix(tile, lane * 8u, 4, false);
+  auto bt = b.ldmatrix(tile, 512u + lane * 8u, 2, true);
+  auto acc = b.array(Type::scalar(Scalar::F32), 4, b.constant<float>(0.0f));
+  b.mma_sync(MmaKind::F16, acc, {a[0], a[1], a[2], a[3]}, {bt[0], bt[1]});
+  for (uint32_t r = 0; r < 4; ++r) out[lane * 4u + r] = acc[r];
+  return b.build();
+}
+
 // The language's own test kernels (every op family and type), without the ops library:
 // the codegen corpus whose PTX is pinned to kCodegenVersion.
 inline std::vector<ir::Kernel> language_kernels() {
@@ -332,6 +356,7 @@ inline std::vector<ir::Kernel> language_kernels() {
   ks.push_back(bf16_kernel());
   ks.push_back(packed_kernel(ir::Scalar::F16x2, true));
   ks.push_back(packed_kernel(ir::Scalar::BF16x2, false));
+  ks.push_back(tensor_ops_kernel());
   return ks;
 }
 

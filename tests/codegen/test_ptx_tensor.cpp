@@ -148,14 +148,14 @@ TEST_CASE("tensor golden: ldmatrix x1/x2/x4, with and without .trans", "[codegen
   CHECK_THAT(addr[0], Catch::Matchers::EndsWith(", 2, %r0"));  // index * sizeof(f16) + the tile (%r0)
 }
 
-TEST_CASE("tensor golden: cp.async sizes, .ca/.cg, zero-fill, groups", "[codegen][golden][tensor]") {
+TEST_CASE("tensor golden: cp.async sizes, .ca/.cg, the L2 line prefetch, zero-fill, groups", "[codegen][golden][tensor]") {
   CHECK(ptx_lines(cp_async_kernel(4, ir::CacheHint::Default, false), "cp.async") ==
-        L{"cp.async.ca.shared.global [%r8], [%rd5], 4", "cp.async.commit_group", "cp.async.wait_group 1",
+        L{"cp.async.ca.shared.global.L2::128B [%r8], [%rd5], 4", "cp.async.commit_group", "cp.async.wait_group 1",
           "cp.async.wait_group 0"});
   CHECK(ptx_lines(cp_async_kernel(8, ir::CacheHint::Default, true), "cp.async.ca") ==
-        L{"cp.async.ca.shared.global [%r11], [%rd5], 8, %r6"});
+        L{"cp.async.ca.shared.global.L2::128B [%r11], [%rd5], 8, %r6"});
   CHECK(ptx_lines(cp_async_kernel(16, ir::CacheHint::Global, true), "cp.async.cg") ==
-        L{"cp.async.cg.shared.global [%r11], [%rd5], 16, %r6"});
+        L{"cp.async.cg.shared.global.L2::128B [%r11], [%rd5], 16, %r6"});
 }
 
 TEST_CASE("tensor: every form assembles for sm_80 and sm_90", "[codegen][tensor][nvjitlink]") {
