@@ -21,6 +21,8 @@
 // stages, warps) instead of the table's rows (ops::detail::set_decode_override); the CSV
 // names each row's config in its kernel column.
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <array>
 #include <cstdio>
 #include <cstring>
@@ -51,6 +53,8 @@ struct Options {
   ops::AttentionKernel decode_kernel = ops::AttentionKernel::Auto;
   bool backward = false;
   bool wgmma_only = false;  // --wgmma-only: the forward table's Hopper kernel rows only
+  float softcap = 0.0f;     // --softcap CAP: the forward rows with that cap
+  bool alibi = false;       // --alibi: the forward rows with ALiBi slopes (2^(-8 (h + 1) / Hq))
   std::vector<std::string> variants;  // --variant NAME: forward rows also with that tile-table row
 };
 
@@ -80,6 +84,7 @@ struct Fwd {
 
 struct Dec {
   uint32_t b, hq, hkv, len, d, page;  // page 0: contiguous
+  bool heads_major = false;           // contiguous as (B, Hkv, L, D), each head's keys in one run
 };
 
 const char* dname(ir::Scalar s) { return s == ir::Scalar::BF16 ? "bf16" : "f16"; }
@@ -92,10 +97,14 @@ void forward(const Options& o, const Fwd& f, ops::AttentionKernel kernel, FILE* 
   uint32_t seed = 1;
   for (DeviceBuffer<T>* x : {&q, &k, &v}) bench::fill_randn(*x, seed++);
   const ops::AttentionShape sh{.batch = f.b, .seqlen_q = f.s, .seqlen_k = f.s, .heads_q = f.hq, .heads_kv = f.hkv, .head_dim = f.d};
+  std::vector<float> slopes(f.hq);
+  for (uint32_t h = 0; h < f.hq; ++h) slopes[h] = std::exp2(-8.0f * float(h + 1) / float(f.hq));
+  DeviceBuffer<float> slopes_dev(slopes);
   auto call = [&] {
     ops::attention(ops::bshd(q.device_address(), dt, f.s, f.hq, f.d), ops::bshd(k.device_address(), dt, f.s, f.hkv, f.d),
                    ops::bshd(v.device_address(), dt, f.s, f.hkv, f.d), ops::bshd(out.device_address(), dt, f.s, f.hq, f.d), sh,
-                   {.causal = f.causal, .kernel = kernel, .variant = variant});
+                   {.causal = f.causal, .softcap = o.softcap, .alibi_slopes = o.alibi ? slopes_dev.device_address() : 0,
+                    .kernel = kernel, .variant = variant});
   };
   const char* kname = variant                                 ? variant
                       : kernel == ops::AttentionKernel::Rows  ? "rows"
@@ -132,7 +141,8 @@ double copy_gbps(const jit::Stream& s, size_t bytes, int rounds) {
 }
 
 std::string dec_label(const Dec& c) {
-  return "B" + std::to_string(c.b) + " L" + std::to_string(c.len) + " " + (c.page ? "page " + std::to_string(c.page) : "contiguous");
+  return "B" + std::to_string(c.b) + " L" + std::to_string(c.len) + " " +
+         (c.page ? "page " + std::to_string(c.page) : c.heads_major ? "heads-major" : "contiguous");
 }
 
 template <class T>
@@ -155,8 +165,10 @@ void decode(const Options& o, const Dec& c, double copy, FILE* csv, const std::s
   std::vector<ops::KvCache> caches;
   for (uint32_t i = 0; i < copies; ++i) {
     const uint64_t at = i * kv * sizeof(T);
-    ops::KvCache cache{.k = {k.device_address() + at, dt, uint64_t(c.len) * tok, tok, c.d},
-                       .v = {v.device_address() + at, dt, uint64_t(c.len) * tok, tok, c.d},
+    // (B, L, Hkv, D): a token's heads side by side; heads-major (B, Hkv, L, D), as SDPA takes it.
+    const uint64_t seq_stride = c.heads_major ? c.d : tok, head_stride = c.heads_major ? uint64_t(c.len) * c.d : c.d;
+    ops::KvCache cache{.k = {k.device_address() + at, dt, uint64_t(c.len) * tok, seq_stride, head_stride},
+                       .v = {v.device_address() + at, dt, uint64_t(c.len) * tok, seq_stride, head_stride},
                        .seqlens = lens.device_address(), .capacity = c.len};
     if (c.page) {
       cache.max_pages = pages;
@@ -183,11 +195,12 @@ void decode(const Options& o, const Dec& c, double copy, FILE* csv, const std::s
   };
   const double ms = bench::ms_per_call(s, o.rounds, 10, call);
   const double bytes = 2.0 * kv * sizeof(T), gbps = bytes / ms / 1e6;
-  std::printf("decode %-5s B%-3u H%2u:%-2u len %-6u D%-4u %-10s %-10s %10.1f us %8.1f GB/s %6.1f%% of copy\n", dname(dt), c.b,
-              c.hq, c.hkv, c.len, c.d, c.page ? ("page " + std::to_string(c.page)).c_str() : "contiguous", config.c_str(),
+  std::printf("decode %-5s B%-3u H%2u:%-2u len %-6u D%-4u %-11s %-10s %10.1f us %8.1f GB/s %6.1f%% of copy\n", dname(dt), c.b,
+              c.hq, c.hkv, c.len, c.d, c.page ? ("page " + std::to_string(c.page)).c_str() : c.heads_major ? "heads-major" : "contiguous", config.c_str(),
               ms * 1e3, gbps, copy > 0 ? 100 * gbps / copy : 0.0);
   if (csv)
-    std::fprintf(csv, "decode,%s,%s,%u,%u,%u,%u,%u,0,%u,%.6f,%.3f\n", config.c_str(), dname(dt), c.b, c.hq, c.hkv, c.len, c.d, c.page, ms,
+    std::fprintf(csv, "decode,%s,%s,%u,%u,%u,%u,%u,0,%u,%.6f,%.3f\n", (config + (c.heads_major ? "/heads" : "")).c_str(), dname(dt), c.b,
+                 c.hq, c.hkv, c.len, c.d, c.page, ms,
                  gbps);
 }
 
@@ -199,7 +212,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows] [--decode-rows LABEL] [--decode-shape BxLxPAGE]... [--decode-config BNxSTAGESxWARPS]... [--sync-each] [--wgmma-only] [--variant NAME]... [--backward]\n"
+      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows] [--decode-rows LABEL] [--decode-shape BxLxPAGE]... [--decode-config BNxSTAGESxWARPS]... [--sync-each] [--wgmma-only] [--softcap CAP] [--alibi] [--variant NAME]... [--backward]\n"
                 "  forward TFLOP/s and decode us / KV GB/s of ops::attention and ops::attention_decode;\n"
                 "  --csv FILE: rows for bench/attention_torch.py --kaio FILE; --only: cases whose name contains it\n"
                 "  (forward, decode); --splits: the decode key splits (0: chosen from the shape); --decode-kernel:\n"
@@ -207,7 +220,8 @@ int main(int argc, char** argv) {
                 "  label (e.g. \"B64 L1024 page 256\") contains it; --decode-shape BxLxPAGE: that decode row (Hq 32, Hkv 8,\n"
                 "  D 128; PAGE 0 contiguous; repeatable) instead of the table; --decode-config BNxSTAGESxWARPS: the decode\n"
                 "  rows (bf16) once per tensor-core config (repeatable); --sync-each: synchronise after every decode call;\n"
-                "  --wgmma-only: the forward rows of the Hopper kernel only; --variant NAME: each forward row of its head\n"
+                "  --wgmma-only: the forward rows of the Hopper kernel only; --softcap CAP, --alibi: the forward rows with\n"
+                "  that softcap and with ALiBi slopes 2^(-8 (h + 1) / Hq); --variant NAME: each forward row of its head\n"
                 "  dim also with that row of the tile table (bf16; e.g. fa3_d128_s3; repeatable; with --backward a row of\n"
                 "  the backward's table, e.g. bwd_fa3_d128_dq2);\n"
                 "  --backward: ops::attention_backward TFLOP/s (2.5x the forward's FLOPs), deterministic (--only: the rows\n"
@@ -221,6 +235,14 @@ int main(int argc, char** argv) {
     }
     if (a == "--wgmma-only") {
       o.wgmma_only = true;
+      continue;
+    }
+    if (a == "--alibi") {
+      o.alibi = true;
+      continue;
+    }
+    if (a == "--softcap" && i + 1 < argc) {
+      o.softcap = std::strtof(argv[++i], nullptr);
       continue;
     }
     if (a == "--sync-each") {
@@ -276,12 +298,15 @@ int main(int argc, char** argv) {
                                                  {4, 32, 8, 4096, 128, true},   {2, 16, 16, 8192, 128, true},
                                                  {4, 8, 8, 2048, 256, false},   {4, 8, 8, 2048, 256, true},
                                                  {4, 16, 16, 4096, 96, true}};
-  std::vector<Dec> dec = tiny ? std::vector<Dec>{{1, 2, 1, 300, 64, 0}, {1, 2, 1, 320, 64, 16}} : std::vector<Dec>{};
+  std::vector<Dec> dec = tiny ? std::vector<Dec>{{1, 2, 1, 300, 64, 0}, {1, 2, 1, 300, 64, 0, true}, {1, 2, 1, 320, 64, 16}} : std::vector<Dec>{};
   for (const auto& d : o.decode_shapes) dec.push_back({d[0], 32, 8, d[1], 128, d[2]});
   if (!tiny && o.decode_shapes.empty())
     for (uint32_t b : {1u, 8u, 64u})
       for (uint32_t len : {1024u, 8192u, 32768u})
-        for (uint32_t page : {0u, 16u, 256u}) dec.push_back({b, 32, 8, len, 128, page});
+        for (uint32_t page : {0u, 16u, 256u}) {
+          dec.push_back({b, 32, 8, len, 128, page});
+          if (page == 0) dec.push_back({b, 32, 8, len, 128, 0, true});
+        }
   auto wanted = [&](const std::string& name) { return o.only.empty() || name.find(o.only) != std::string::npos; };
   if (o.backward) {
     std::puts("backward (B, S, H, D), TFLOP/s = 2.5 x 4 B H S^2 D (halved when causal) / time");

@@ -7,8 +7,9 @@ beside kaio's.
 
 Forward: TFLOP/s = 4 B Hq S^2 D (halved when causal) / the median time of one call; inputs
 (B, H, S, D) as SDPA takes them (its flash backend on an H100). Decode: one query token per
-sequence against a contiguous cache of `len` tokens (SDPA has no paged cache: paged rows
-compare against the contiguous time), enable_gqa for Hq != Hkv; KV GB/s = the K and V bytes
+sequence against a contiguous cache of `len` tokens, heads-major (B, Hkv, L, D) and
+tokens-major (B, L, Hkv, D) through strides (SDPA has no paged cache: paged rows compare
+against the contiguous times), enable_gqa for Hq != Hkv; KV GB/s = the K and V bytes
 / the time; caches smaller than four times L2 rotate among copies, and a decode time is the
 median of --rounds rounds of 10 back-to-back calls, as bench/attention does. The copy
 bandwidth (a 1 GB device-to-device copy, read + write bytes / time) is measured here too.
@@ -158,22 +159,30 @@ def forward(args, kaio):
 
 def decode(args, kaio):
     copy = copy_gbps(args.rounds)
-    print(f"decode, one token: KV GB/s (torch SDPA contiguous | kaio contiguous | kaio paged {PAGES}); copy {copy:.1f} GB/s")
+    print("decode, one token: KV GB/s; torch SDPA on a heads-major cache (B, Hkv, L, D) and on a tokens-major one\n"
+          f"(B, L, Hkv, D) | kaio heads-major, tokens-major (contiguous), paged {PAGES}; copy {copy:.1f} GB/s")
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     for b, hq, hkv, n, d in DECODE:
         for name, dt in DTYPES.items():
             kv_bytes = 2 * b * n * hkv * d * 2
             copies = min(64, max(1, -(-4 * l2 // kv_bytes)))
             q = torch.randn(b, hq, 1, d, device="cuda", dtype=dt)
-            ks = [torch.randn(b, hkv, n, d, device="cuda", dtype=dt) for _ in range(copies)]
-            vs = [torch.randn(b, hkv, n, d, device="cuda", dtype=dt) for _ in range(copies)]
-            fns = [lambda k=k, v=v: F.scaled_dot_product_attention(q, k, v, enable_gqa=hq != hkv) for k, v in zip(ks, vs)]
-            ms = time_calls_ms(fns, args.rounds)
-            gbps = kv_bytes / ms / 1e6
-            mine = [kaio.get(("decode", "auto", name, b, hq, hkv, n, d, 0, page), float("nan")) for page in (0,) + PAGES]
-            print(f"{name:5} B{b:<3} H{hq:2}:{hkv:<2} len {n:<6} D{d:<4} torch {gbps:7.1f} ({ms * 1e3:8.1f} us, "
-                  f"{100 * gbps / copy:5.1f}% of copy)   kaio " + " ".join(f"{x:7.1f}" for x in mine))
-            del ks, vs, fns
+            rates = []
+            for heads_major in (True, False):
+                # tokens-major: the (B, L, Hkv, D) buffer seen as (B, Hkv, L, D) through its strides
+                shape = (b, hkv, n, d) if heads_major else (b, n, hkv, d)
+                ks = [torch.randn(*shape, device="cuda", dtype=dt) for _ in range(copies)]
+                vs = [torch.randn(*shape, device="cuda", dtype=dt) for _ in range(copies)]
+                if not heads_major:
+                    ks, vs = [k.transpose(1, 2) for k in ks], [v.transpose(1, 2) for v in vs]
+                fns = [lambda k=k, v=v: F.scaled_dot_product_attention(q, k, v, enable_gqa=hq != hkv) for k, v in zip(ks, vs)]
+                ms = time_calls_ms(fns, args.rounds)
+                rates.append(kv_bytes / ms / 1e6)
+                del ks, vs, fns
+            mine = [kaio.get(("decode", "auto/heads", name, b, hq, hkv, n, d, 0, 0), float("nan"))]
+            mine += [kaio.get(("decode", "auto", name, b, hq, hkv, n, d, 0, page), float("nan")) for page in (0,) + PAGES]
+            print(f"{name:5} B{b:<3} H{hq:2}:{hkv:<2} len {n:<6} D{d:<4} torch {rates[0]:7.1f} {rates[1]:7.1f} "
+                  f"({100 * rates[0] / copy:5.1f}% of copy)   kaio " + " ".join(f"{x:7.1f}" for x in mine))
 
 
 if __name__ == "__main__":

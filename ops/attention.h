@@ -155,7 +155,8 @@ struct AttentionWgmmaConfig {
   ir::Scalar dtype = ir::Scalar::F16;
   uint32_t head_dim = 128, bn = 128, stages = 2;
   bool windowed = false;  // a window's left edge (or a right one wider than causal): masks and tile ranges for it
-  auto fields() const { return std::tie(dtype, head_dim, bn, stages, windowed); }
+  bool mods = false;      // softcap and ALiBi on the scores (built windowed: the masks of every tile)
+  auto fields() const { return std::tie(dtype, head_dim, bn, stages, windowed, mods); }
   std::string str() const;
   uint32_t shared_bytes() const;  // the dynamic shared memory of a block
 };

@@ -8,6 +8,7 @@
 //                      is still landing)
 //   warpgroups 1, 2    the consumers, 64 query rows each. Per KV tile:
 //                        S = Q K^T      wgmma m64nBNk16, Q (A) and K (B) K-major from shared memory
+//                        mods           (the mods configs) scale, softcap, ALiBi, as the mma kernel
 //                        mask           only on tiles that cross a row's first or last key (a
 //                                       window's edges, the causal
 //                                       diagonal, the end of the keys)
@@ -31,6 +32,7 @@
 // read as zeros and are masked. Causal blocks start with the last query rows (the longest).
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -101,23 +103,24 @@ TmaTile tile_v(const AttentionWgmmaConfig& c) {
   return {.rows = c.head_dim, .esize = kElem, .k_major = false, .base = layout_of(c).v_off / kElem};
 }
 
-enum : uint32_t { kWgmmaLse = 1 };
+enum : uint32_t { kWgmmaLse = 1, kWgmmaAlibi = 2 };
 
 struct AttentionWgmmaSignature {
   kernel::TensorMap q_map{"q_map"}, k_map{"k_map"}, v_map{"v_map"};
-  kernel::Ptr o{"o"}, lse{"lse", Scalar::F32};
+  kernel::Ptr o{"o"}, lse{"lse", Scalar::F32}, alibi{"alibi", Scalar::F32, true};
   kernel::Param<uint64_t> o_bs{"o_bs"}, o_ss{"o_ss"}, o_hs{"o_hs"}, lse_bs{"lse_bs"}, lse_hs{"lse_hs"};
   kernel::Param<uint32_t> sq{"sq"}, sk{"sk"}, group{"group"}, flags{"flags"};
   kernel::Param<int32_t> window_left{"window_left"}, window_right{"window_right"};  // -1: unbounded (causal: right 0)
   // 0: the map is (d, s, h, b); 1: (d, h, s, b)
   kernel::Param<uint32_t> q_order{"q_order"}, k_order{"k_order"}, v_order{"v_order"};
   kernel::Param<float> scale_log2{"scale_log2"};  // scale * log2(e)
+  kernel::Param<float> scale{"scale"}, softcap{"softcap"};  // read by the mods configs
 
   explicit AttentionWgmmaSignature(Scalar dtype) { o.elem = dtype; }
   auto fields() {
     return std::tie(q_map, k_map, v_map, o, lse, o_bs, o_ss, o_hs, lse_bs, lse_hs, sq, sk, group, flags, window_left,
                     window_right, q_order,
-                    k_order, v_order, scale_log2);
+                    k_order, v_order, scale_log2, alibi, scale, softcap);
   }
 };
 
@@ -263,6 +266,14 @@ class Fa3Kernel {
       m.push_back(b_.var<float>(-INFINITY));  // running max, in the scaled log2 domain
       l.push_back(b_.var<float>(0.0f));
     }
+    // The mods configs: each row's position among the keys (ALiBi's centre) and its head's slope.
+    Value center[2], slope = b_.constant<float>(0.0f);
+    if (c_.mods) {
+      for (uint32_t h = 0; h < 2; ++h) center[h] = i32(rows[h]) + i32(s_.sk.ir) - i32(s_.sq.ir);
+      ir::Var sl = b_.var<float>(0.0f);
+      b_.if_((s_.flags.ir & uint32_t(kWgmmaAlibi)) != 0u, [&] { sl = s_.alibi.ir[qh_]; });
+      slope = sl.get();
+    }
     Value hi_min = hi_of(m0_ + row_w);  // every row of this consumer sees the keys below it
     Value lo_max = lo_of(m0_ + row_w + (kConsumerRows - 1));  // ... and those from this one on
 
@@ -270,6 +281,34 @@ class Fa3Kernel {
     // to the factor O and l take for the new running max. Reads S only.
     auto softmax = [&](Value t, std::vector<Value>& corr) {
       Value k0 = (t0_ + t) * BN;
+      // The mods configs: the scores scaled, soft-capped (cap tanh(s / cap)) and given ALiBi's
+      // bias (-slope |centre - j|) in the order of the mma kernel; the softmax below then
+      // takes them with the bare log2(e).
+      if (c_.mods) {
+        Value cap = s_.softcap.ir;
+        auto each = [&](const std::function<void(ir::Var&, uint32_t, uint32_t)>& f) {
+          for (uint32_t ni = 0; ni < BN / 8; ++ni)
+            for (uint32_t r = 0; r < 4; ++r) {
+              ir::Var x = S.at(0, 0, ni, r);
+              f(x, ni, r);
+            }
+        };
+        each([&](ir::Var& x, uint32_t, uint32_t) { x = x.get() * s_.scale.ir; });
+        // cap tanh(x / cap) = cap - 2 cap / (2^(x 2 log2(e) / cap) + 1): one ex2 and one
+        // division, both .approx (this kernel is fast-math). Its error is absolute, a few ulp
+        // of cap (tanh.approx's relative 2^-10.9 would be felt in 16-bit outputs); the limits
+        // hold (2^x to inf gives cap, to 0 gives -cap).
+        b_.if_(cap > 0.0f, [&] {
+          Value k2 = (2.0f * kLog2e) / cap, c2 = 2.0f * cap;
+          each([&](ir::Var& x, uint32_t, uint32_t) { x = cap - c2 / (ir::exp2_ftz(x.get() * k2) + 1.0f); });
+        });
+        b_.if_((s_.flags.ir & uint32_t(kWgmmaAlibi)) != 0u, [&] {
+          each([&](ir::Var& x, uint32_t ni, uint32_t r) {
+            Value j = i32(k0 + S.col(lane_, ni, r));
+            x = x.get() - slope * ir::cast<float>(ir::abs(center[r / 2] - j));
+          });
+        });
+      }
       // The mask, only where a row of this consumer starts or ends inside the tile.
       b_.if_(c_.windowed ? (i32(k0 + BN) > hi_min || i32(k0) < lo_max) : i32(k0 + BN) > hi_min, [&] {
         for (uint32_t ni = 0; ni < BN / 8; ++ni)
@@ -283,7 +322,7 @@ class Fa3Kernel {
       // flush-to-zero exp2 is one MUFU.EX2; the plain form adds ptxas's subnormal fix-up (a
       // compare and two predicated multiplies) to each of a thread's 64 elements, and a
       // weight below 2^-126 of the row's largest is zero in P's 16 bits and in the f32 sum.
-      Value scale = s_.scale_log2.ir;
+      Value scale = c_.mods ? b_.constant<float>(kLog2e) : s_.scale_log2.ir;
       std::vector<Value> mx = S.row_reduce(0, AccTile::Reduce::Max), ms(2);
       corr.assign(2, Value());
       for (uint32_t h = 0; h < 2; ++h) {
@@ -442,7 +481,7 @@ void check_config(const AttentionWgmmaConfig& c) {
 ir::Kernel build_wgmma(const AttentionWgmmaConfig& c) {
   check_config(c);
   ir::KernelBuilder b(std::string("attention_wgmma_") + ir::scalar_name(c.dtype) + "_d" + std::to_string(c.head_dim) + "_n" +
-                      std::to_string(c.bn) + "s" + std::to_string(c.stages) + (c.windowed ? "_win" : ""));
+                      std::to_string(c.bn) + "s" + std::to_string(c.stages) + (c.windowed ? "_win" : "") + (c.mods ? "_mods" : ""));
   AttentionWgmmaSignature sig(c.dtype);
   kernel::declare(b, sig);
   b.launch_bounds(kernel::WarpSpecialized::threads(kConsumers), 1);
@@ -492,8 +531,19 @@ uint32_t AttentionWgmmaConfig::shared_bytes() const { return layout_of(*this).to
 std::string AttentionWgmmaConfig::str() const {
   return std::string("attention_wgmma(") + ir::scalar_name(dtype) + ", d" + std::to_string(head_dim) + ", " +
          std::to_string(bm_of(*this)) + "x" +
-         std::to_string(bn) + ", " + std::to_string(stages) + " stages" + (windowed ? ", windowed)" : ")");
+         std::to_string(bn) + ", " + std::to_string(stages) + " stages" + (mods ? ", softcap and ALiBi)" : windowed ? ", windowed)" : ")");
 }
+
+namespace {
+// The softcap / ALiBi form of a config: windowed, and 64 keys a tile. The score modifiers
+// need a few registers beside S, P and O, and at 128 keys the D 64 and D 128 kernels, at the
+// 168 a thread of a 384-thread block has, spill (24-48 bytes); at 64 they do not.
+AttentionWgmmaConfig with_mods(AttentionWgmmaConfig c) {
+  c.windowed = c.mods = true;
+  c.bn = std::min(c.bn, 64u);
+  return c;
+}
+}  // namespace
 
 AttentionWgmmaConfig attention_wgmma_config(ir::Scalar dtype, const AttentionVariant& v) {
   return {dtype, v.head_dim, v.bn, v.stages};
@@ -502,12 +552,13 @@ AttentionWgmmaConfig attention_wgmma_config(ir::Scalar dtype, const AttentionVar
 jit::Family<AttentionWgmmaConfig>& attention_wgmma_family() {
   static jit::Family<AttentionWgmmaConfig> f("attention_wgmma", build_wgmma, [] {
     std::vector<AttentionWgmmaConfig> v;
-    for (bool windowed : {false, true})
+    for (int form = 0; form < 3; ++form)  // plain, windowed, softcap and ALiBi (windowed too)
       for (Scalar s : {Scalar::F16, Scalar::BF16})
         for (const AttentionVariant& row : attention_variants())
           if (row.engine == AttentionEngine::Wgmma) {
             AttentionWgmmaConfig c = attention_wgmma_config(s, row);
-            c.windowed = windowed;
+            c.windowed = form > 0;
+            if (form == 2) c = with_mods(c);
             v.push_back(c);
           }
     return v;
@@ -523,8 +574,6 @@ std::string attention_wgmma_refusal(const AttentionTensor& q, const AttentionTen
   if (dev.sm != 90) return "it needs an sm_90 device (compiled for sm_90a), the device is " + dev.arch;
   if (jit::interpret_mode()) return "the interpreter does not model wgmma and TMA (an sm_90 GPU runs it)";
   if (opt.cu_seqlens_q || opt.cu_seqlens_k) return "it does not take varlen batches (cu_seqlens)";
-  if (opt.softcap > 0.0f) return "it does not take softcap";
-  if (opt.alibi_slopes) return "it does not take ALiBi";
   if (!row) row = attention_pick(s.head_dim, s.seqlen_q, 1, 1, AttentionEngine::Wgmma);
   if (!row) return "no tile shape for head_dim " + std::to_string(s.head_dim) + " (64, 128, 256)";
   if (attention_wgmma_config(q.dtype, *row).shared_bytes() > dev.smem_per_block_optin) return "its tiles do not fit shared memory";
@@ -545,6 +594,7 @@ void attention_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, 
   const AttentionVariant& row = forced ? *forced : *attention_pick(s.head_dim, s.seqlen_q, 1, 1, AttentionEngine::Wgmma);
   AttentionWgmmaConfig cfg = attention_wgmma_config(q.dtype, row);
   cfg.windowed = opt.window_left >= 0 || (opt.window_right >= 0 && !opt.causal);
+  if (opt.softcap > 0.0f || opt.alibi_slopes) cfg = with_mods(cfg);
   const uint32_t bm = bm_of(cfg);
   const detail::AttentionTmaPlan pq = *detail::attention_tma_plan(q, s.seqlen_q, s.heads_q, s.batch, s.head_dim, bm, nullptr);
   const detail::AttentionTmaPlan pk = *detail::attention_tma_plan(k, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, cfg.bn, nullptr);
@@ -566,8 +616,11 @@ void attention_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, 
   sig.group.host = s.heads_q / s.heads_kv;
   sig.window_left.host = opt.window_left;
   sig.window_right.host = opt.causal ? 0 : opt.window_right;
-  sig.flags.host = opt.lse ? kWgmmaLse : 0u;
+  sig.flags.host = (opt.lse ? kWgmmaLse : 0u) | (opt.alibi_slopes ? kWgmmaAlibi : 0u);
   sig.scale_log2.host = scale * kLog2e;
+  sig.scale.host = scale;
+  sig.softcap.host = opt.softcap;
+  sig.alibi.host = opt.alibi_slopes;
   const kernel::PackedArgs args = kernel::pack(sig);
   attention_wgmma_family().get(cfg).launch_packed({.grid = {(s.seqlen_q + bm - 1) / bm, s.heads_q, s.batch},
                                                    .block = {kernel::WarpSpecialized::threads(kConsumers)},

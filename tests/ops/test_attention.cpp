@@ -179,8 +179,8 @@ TEMPLATE_TEST_CASE("attention sweep: every length pair, mask, head sharing, head
 // P V takes A from registers; on an sm_90 device the same odd shapes as above, forced onto it.
 TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory", "[ops][attention][nvjitlink]") {
   jit::FamilyBase& f = kaio::ops::attention_wgmma_family();
-  // {plain, windowed} x {f16, bf16} x head dims {64 (overlapped schedule), 128, 256 (D split)}
-  REQUIRE(f.config_count() == 12);
+  // {plain, windowed, softcap and ALiBi} x {f16, bf16} x head dims {64 (overlapped schedule), 128, 256 (D split)}
+  REQUIRE(f.config_count() == 18);
   for (size_t i = 0; i < f.config_count(); ++i) {
     const ir::Kernel k = f.declared_kernel(i);
     INFO(k.name());
@@ -201,7 +201,7 @@ TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory
     // SASS, where cuobjdump is found: the MMAs are HGMMA (S = Q K^T and O += P V), no spills.
     const std::string sass = test::sass_of(r.cubin);
     if (sass.empty()) continue;
-    CHECK_THAT(sass, Contains("HGMMA.64x128x16.F32"));
+    CHECK_THAT(sass, Contains(k.name().find("d64_n64") != std::string::npos ? "HGMMA.64x64x16.F32" : "HGMMA.64x128x16.F32"));
     CHECK(sass.find("STL") == std::string::npos);
     CHECK(sass.find("LDL") == std::string::npos);
   }
@@ -243,6 +243,16 @@ TEMPLATE_TEST_CASE("attention: the wgmma kernel at odd lengths, causal and not, 
     run_case<TestType>(Case{.batch = 2, .sq = 330, .sk = 130, .hq = 2, .hkv = 2, .d = d, .wl = 0, .wr = 0, .layout = Layout::Bhsd,
                             .kernel = AttentionKernel::Wgmma});
     run_case<TestType>(Case{.sq = 7, .sk = 700, .hq = 2, .hkv = 1, .d = d, .wl = 150, .wr = 70, .kernel = AttentionKernel::Wgmma});
+  }
+  // Softcap and ALiBi (the mods configs), alone and together, with windows, GQA and both
+  // layouts, across several tiles.
+  for (uint32_t d : {64u, 128u, 256u}) {
+    run_case<TestType>(Case{.sq = 130, .sk = 130, .hq = 4, .hkv = 2, .d = d, .causal = true, .softcap = 2.0f, .kernel = AttentionKernel::Wgmma});
+    run_case<TestType>(Case{.sq = 65, .sk = 300, .hq = 4, .hkv = 1, .d = d, .alibi = true, .kernel = AttentionKernel::Wgmma});
+    run_case<TestType>(Case{.batch = 2, .sq = 300, .sk = 520, .hq = 2, .hkv = 2, .d = d, .wl = 100, .wr = 20, .softcap = 5.0f,
+                            .alibi = true, .layout = Layout::Bhsd, .kernel = AttentionKernel::Wgmma});
+    run_case<TestType>(Case{.sq = 7, .sk = 65, .hq = 8, .hkv = 2, .d = d, .causal = true, .softcap = 0.5f, .alibi = true,
+                            .kernel = AttentionKernel::Wgmma});
   }
   // D 256 (the consumers split D) past several tiles and stages, with the logsumexp.
   run_case<TestType>(Case{.sq = 300, .sk = 520, .hq = 4, .hkv = 2, .d = 256, .causal = true, .kernel = AttentionKernel::Wgmma});
@@ -309,14 +319,14 @@ TEST_CASE("attention: what the wgmma kernel refuses goes to the mma kernel", "[g
   if (!wgmma_device()) return;
   using T = kaio::half;
   // Auto takes the mma kernel for these (the wgmma kernel would refuse them), and is right.
-  run_case<T>(Case{.sq = 65, .sk = 65, .causal = true, .softcap = 2.0f});
-  run_case<T>(Case{.sq = 65, .sk = 130, .wl = 16, .wr = 3, .alibi = true});
   run_case<T>(Case{.sq = 40, .sk = 40, .hq = 2, .hkv = 1, .d = 96, .causal = true});
   run_case<T>(Case{.hq = 2, .hkv = 1, .d = 64, .causal = true, .q_lens = {129, 3}, .k_lens = {129, 70}});
   // ... and naming the wgmma kernel for them is a UsageError that says why.
   kaio::ops::AttentionShape s{.batch = 1, .seqlen_q = 8, .seqlen_k = 8, .heads_q = 1, .heads_kv = 1, .head_dim = 64};
   jit::DeviceBuffer<T> buf(8 * 64);
   const kaio::ops::AttentionTensor t = kaio::ops::bshd(buf.device_address(), ir::Scalar::F16, 8, 1, 64);
-  CHECK_THROWS_WITH(kaio::ops::attention(t, t, t, t, s, {.softcap = 1.0f, .kernel = kaio::ops::AttentionKernel::Wgmma}),
-                    Contains("wgmma kernel does not apply") && Contains("softcap"));
+  jit::DeviceBuffer<int32_t> cu(std::vector<int32_t>{0, 8});
+  CHECK_THROWS_WITH(kaio::ops::attention(t, t, t, t, s, {.cu_seqlens_q = cu.device_address(), .cu_seqlens_k = cu.device_address(),
+                                                         .kernel = kaio::ops::AttentionKernel::Wgmma}),
+                    Contains("wgmma kernel does not apply") && Contains("varlen"));
 }
