@@ -221,7 +221,7 @@ int main(int argc, char** argv) {
                 "  D 128; PAGE 0 contiguous; repeatable) instead of the table; --decode-config BNxSTAGESxWARPS: the decode\n"
                 "  rows (bf16) once per tensor-core config (repeatable); --sync-each: synchronise after every decode call;\n"
                 "  --wgmma-only: the forward rows of the Hopper kernel only; --softcap CAP, --alibi: the forward rows with\n"
-                "  that softcap and with ALiBi slopes 2^(-8 (h + 1) / Hq); --variant NAME: each forward row of its head\n"
+                "  that softcap (the backward rows too) and with ALiBi slopes 2^(-8 (h + 1) / Hq); --variant NAME: each forward row of its head\n"
                 "  dim also with that row of the tile table (bf16; e.g. fa3_d128_s3; repeatable; with --backward a row of\n"
                 "  the backward's table, e.g. bwd_fa3_d128_dq2);\n"
                 "  --backward: ops::attention_backward TFLOP/s (2.5x the forward's FLOPs), deterministic (--only: the rows\n"
@@ -314,8 +314,8 @@ int main(int argc, char** argv) {
       if (!wanted("B" + std::to_string(f.b) + " H" + std::to_string(f.hq) + " S" + std::to_string(f.s) + " D" + std::to_string(f.d) +
                   (f.causal ? " causal" : " full")))
         continue;
-      bench_attention::backward<bfloat16>(f, o.rounds, ms_per_call<std::function<void()>>, csv, o.variants);
-      bench_attention::backward<half>(f, o.rounds, ms_per_call<std::function<void()>>, csv, o.variants);
+      bench_attention::backward<bfloat16>(f, o.rounds, ms_per_call<std::function<void()>>, csv, o.variants, o.softcap);
+      bench_attention::backward<half>(f, o.rounds, ms_per_call<std::function<void()>>, csv, o.variants, o.softcap);
     }
     if (csv) std::fclose(csv);
     return 0;

@@ -34,7 +34,8 @@ inline std::vector<Bwd> backward_rows(bool tiny) {
 
 // ms_per_call(rounds, f): the median time of f (the bench's timing).
 template <class T, class Timer>
-void backward(const Bwd& f, int rounds, Timer&& ms_per_call, FILE* csv, const std::vector<std::string>& variants = {}) {
+void backward(const Bwd& f, int rounds, Timer&& ms_per_call, FILE* csv, const std::vector<std::string>& variants = {},
+              float softcap = 0.0f) {
   const ir::Scalar dt = ir::ScalarOf<T>::value;
   const char* name = dt == ir::Scalar::BF16 ? "bf16" : "f16";
   const uint64_t n = uint64_t(f.b) * f.s * f.hq * f.d, nkv = uint64_t(f.b) * f.s * f.hkv * f.d;
@@ -44,13 +45,13 @@ void backward(const Bwd& f, int rounds, Timer&& ms_per_call, FILE* csv, const st
   for (DeviceBuffer<T>* x : {&q, &k, &v, &dout}) bench::fill_randn(*x, seed++);  // as the peer's torch.randn
   auto t = [&](DeviceBuffer<T>& x, uint32_t h) { return ops::bshd(x.device_address(), dt, f.s, h, f.d); };
   const ops::AttentionShape sh{.batch = f.b, .seqlen_q = f.s, .seqlen_k = f.s, .heads_q = f.hq, .heads_kv = f.hkv, .head_dim = f.d};
-  ops::attention(t(q, f.hq), t(k, f.hkv), t(v, f.hkv), t(o, f.hq), sh, {.causal = f.causal, .lse = lse.device_address()});
+  ops::attention(t(q, f.hq), t(k, f.hkv), t(v, f.hkv), t(o, f.hq), sh, {.causal = f.causal, .softcap = softcap, .lse = lse.device_address()});
   const double flops = 2.5 * 4.0 * f.b * f.hq * double(f.s) * f.s * f.d * (f.causal ? 0.5 : 1.0);
   const ops::AttentionGradients grads{t(dq, f.hq), t(dk, f.hkv), t(dv, f.hkv)};
   auto run = [&](const char* kind, ops::AttentionKernel kernel, const char* variant) {
     auto call = [&] {
       ops::attention_backward(t(q, f.hq), t(k, f.hkv), t(v, f.hkv), t(o, f.hq), t(dout, f.hq), lse.device_address(), grads, sh,
-                              {.causal = f.causal, .deterministic = true, .kernel = kernel, .variant = variant});
+                              {.causal = f.causal, .softcap = softcap, .deterministic = true, .kernel = kernel, .variant = variant});
     };
     const double ms = ms_per_call(rounds, call);
     std::printf("bwd   %-5s B%-2u H%2u:%-2u S%-6u D%-4u %-7s %-18s %10.3f ms %8.1f TFLOP/s\n", name, f.b, f.hq, f.hkv, f.s, f.d,
@@ -65,7 +66,8 @@ void backward(const Bwd& f, int rounds, Timer&& ms_per_call, FILE* csv, const st
   run("mma", ops::AttentionKernel::Mma, nullptr);
   // The tuner's row: tuned here (or read from the cache), then timed like the others.
   const tuner::AttentionBackwardChoice ch = tuner::choose_attention_backward(
-      t(q, f.hq), t(k, f.hkv), t(v, f.hkv), t(o, f.hq), t(dout, f.hq), grads, sh, {.causal = f.causal, .kernel = ops::AttentionKernel::Tuned});
+      t(q, f.hq), t(k, f.hkv), t(v, f.hkv), t(o, f.hq), t(dout, f.hq), grads, sh,
+      {.causal = f.causal, .softcap = softcap, .kernel = ops::AttentionKernel::Tuned});
   if (ch.variant) {
     const auto margin = ch.record.runner_up_margin();
     std::printf("      tuned: %s (%s%s, runner-up %+.1f%%, %.1f s)\n", ch.variant->name,

@@ -105,14 +105,15 @@ jit::Family<AttentionBackwardMmaConfig>& attention_backward_mma_family();
 // The Hopper kernels (sm_90a; the same schedule on wgmma, ops/attention_backward_wgmma.cpp):
 // a block is one warpgroup that owns 64 rows (Dkv: keys, Dq: query rows) and walks tiles of
 // 64 of the other side through a TMA-fed ring of `stages` stages; two blocks share an SM.
-// They take f16 / bf16, head dims 64 and 128, causal, windows and ALiBi (no softcap or
-// varlen: those run on the mma.sync kernels).
+// They take f16 / bf16, head dims 64 and 128, causal, windows, ALiBi and (the `softcap`
+// configs) a softcap; not varlen (that runs on the mma.sync kernels).
 struct AttentionBackwardWgmmaConfig {
   ir::Scalar dtype = ir::Scalar::F16;
   uint32_t head_dim = 128;
   AttentionBackwardPart part = AttentionBackwardPart::Dkv;
   uint32_t stages = 2;
-  auto fields() const { return std::tie(dtype, head_dim, part, stages); }
+  bool softcap = false;  // P and dS in one pass after both products (the tanh's derivative is not kept)
+  auto fields() const { return std::tie(dtype, head_dim, part, stages, softcap); }
   std::string str() const;
   uint32_t shared_bytes() const;  // the dynamic shared memory of a block
 };

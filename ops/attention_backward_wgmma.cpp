@@ -20,6 +20,8 @@
 //        group may be in flight (ptxas would serialize every wgmma of the kernel).
 //   Dq   owns 64 query rows of one head (Q, dO), walks the key tiles (K and V through the ring):
 //          S = Q K^T, dP = dO V^T, dS as above, dQ += dS K.
+// The softcap configs compute P and dS in one pass after both S and dP have landed (capped():
+// the tanh's derivative is not kept across the products, it would take a tile of registers).
 // Every gradient element is summed by one thread in a fixed order: bit-identical run to run.
 // One TMA layout serves both readings of a tile: 64 rows of D elements land as D / 64 boxes of
 // 64 rows x 128 bytes, 128-byte swizzled, which is the K-major tile of 64 rows (k along D)
@@ -86,13 +88,13 @@ struct BwdWgmmaSignature {
   kernel::Param<int32_t> window_left{"window_left"}, window_right{"window_right"};  // -1: unbounded (causal: right 0)
   // 0: the map is (d, s, h, b); 1: (d, h, s, b)
   kernel::Param<uint32_t> q_order{"q_order"}, k_order{"k_order"}, v_order{"v_order"}, do_order{"do_order"};
-  kernel::Param<float> scale_log2{"scale_log2"}, scale{"scale"};
+  kernel::Param<float> scale_log2{"scale_log2"}, scale{"scale"}, softcap{"softcap"};  // softcap: the softcap configs
 
   explicit BwdWgmmaSignature(Scalar dtype) { g0.elem = g1.elem = dtype; }
   auto fields() {
     return std::tie(q_map, k_map, v_map, do_map, lse_map, delta_map, g0, g1, lse2, delta, alibi, g0_bs, g0_ss, g0_hs, g1_bs, g1_ss,
                     g1_hs, sq, sk, sq_pad, hq, group, flags, window_left, window_right, q_order, k_order, v_order, do_order,
-                    scale_log2, scale);
+                    scale_log2, scale, softcap);
   }
 };
 
@@ -228,6 +230,28 @@ class BwdWgmma {
     };
     b_.if_(full, [&] { pass(false); }).else_([&] { pass(true); });
   }
+  // The softcap configs: S becomes P and dP becomes dS in one pass, once both products have
+  // landed. With y = scale s / cap, E = e^(2y) and r = 1 / (E + 1): tanh y = 1 - 2r and its
+  // derivative 1 - tanh^2 y = 4 r (1 - r), free of the cancellation of 1 - t^2 near |t| = 1
+  // (E = inf gives r = 0: t = 1, derivative 0). One ex2 and one approximate division (the
+  // kernel is fast-math): errors of a few ulp of cap, where tanh.approx's relative 2^-10.9
+  // would show in 16-bit gradients.
+  void capped(const AccTile& S, const AccTile& dP, const Index& query, const Index& key, const Index& lse2, const Index& delta,
+              Value slope2) {
+    Value cap = s_.softcap.ir;
+    Value k2 = s_.scale.ir * (2.0f * 1.4426950408889634f) / cap, cap2 = cap * 1.4426950408889634f;
+    for (uint32_t ni = 0; ni < S.nt(); ++ni)
+      for (uint32_t r = 0; r < 4; ++r) {
+        ir::Var x = S.at(0, 0, ni, r), dp = dP.at(0, 0, ni, r);
+        Value rr = 1.0f / (ir::exp2_ftz(x.get() * k2) + 1.0f);
+        Value i = query(ni, r), j = key(ni, r);
+        // cap tanh y log2 e - lse2 - slope2 |i + offset - j|
+        Value l = ir::fma(cap2, 1.0f - 2.0f * rr, -lse2(ni, r)) - slope2 * ir::cast<float>(ir::abs(i + offset() - j));
+        Value p = ir::select(visible(i, j), ir::exp2_ftz(l), 0.0f);
+        x = p;
+        dp = p * (dp.get() - delta(ni, r)) * (4.0f * rr * (1.0f - rr));
+      }
+  }
   // dP becomes dS = P (dP - D) (0 where P is: every input is finite there).
   void dscores(const AccTile& P, const AccTile& dP, const Index& delta) {
     for (uint32_t ni = 0; ni < P.nt(); ++ni)
@@ -336,6 +360,7 @@ class BwdWgmma {
       Value m0 = (t0 + rd_tile) * kRows;
       b_.wgmma_wait_group(1);
       then();
+      if (c_.softcap) return;  // P with dS, in capped()
       probabilities(S, whole(m0, n0), [&](uint32_t ni, uint32_t r) { return i32(m0 + S.col(lane_, ni, r)); },
                     [&](uint32_t, uint32_t r) { return j0 + i32(S.row(lane_, 0, r)); },
                     [&](uint32_t ni, uint32_t r) { return lse2[2 * ni + r % 2]; },
@@ -356,7 +381,16 @@ class BwdWgmma {
       const Slot sl = ring.slot(t);
       Value soff = offset(sl.stage);
       const std::vector<Value> delta = stats(sl.stage, 1);
-      dscores(S, dP, [&](uint32_t ni, uint32_t r) { return delta[2 * ni + r % 2]; });
+      if (c_.softcap) {  // step t's S is still the scores (its stage, and rd_tile / rd_head, are step t's)
+        const std::vector<Value> lse2 = stats(sl.stage, 0);
+        Value m0 = (t0 + rd_tile) * kRows;
+        capped(S, dP, [&](uint32_t ni, uint32_t r) { return i32(m0 + S.col(lane_, ni, r)); },
+               [&](uint32_t, uint32_t r) { return j0 + i32(S.row(lane_, 0, r)); },
+               [&](uint32_t ni, uint32_t r) { return lse2[2 * ni + r % 2]; },
+               [&](uint32_t ni, uint32_t r) { return delta[2 * ni + r % 2]; }, slope_of(kvh * s_.group.ir + rd_head));
+      } else {
+        dscores(S, dP, [&](uint32_t ni, uint32_t r) { return delta[2 * ni + r % 2]; });
+      }
       const std::vector<std::vector<Value>> p = frags_of(S), ds = frags_of(dP);
       // The next step (the last step again on the last: its stage is still full, the result
       // unused), waited for before the fence: nothing between the groups but the MMAs.
@@ -417,12 +451,18 @@ class BwdWgmma {
     run_ring(ring, steps, load, [&](Value t, const kernel::MbarrierRing::Slot&, Value soff) {
       Value n0 = (t0 + t) * kRows;
       scores(S, dP, q_desc, k_k + soff, do_desc, v_k + soff);
-      b_.wgmma_wait_group(1);
-      probabilities(S, whole(m0, n0), [&](uint32_t, uint32_t r) { return i32(rows[r / 2]); },
-                    [&](uint32_t ni, uint32_t r) { return i32(n0 + S.col(lane_, ni, r)); },
-                    [&](uint32_t, uint32_t r) { return lse2[r / 2]; }, [&] { return slope_of(h); });
-      b_.wgmma_wait_group(0);
-      dscores(S, dP, [&](uint32_t, uint32_t r) { return delta[r / 2]; });
+      auto query = [&](uint32_t, uint32_t r) { return i32(rows[r / 2]); };
+      auto key = [&](uint32_t ni, uint32_t r) { return i32(n0 + S.col(lane_, ni, r)); };
+      if (c_.softcap) {
+        b_.wgmma_wait_group(0);
+        capped(S, dP, query, key, [&](uint32_t, uint32_t r) { return lse2[r / 2]; }, [&](uint32_t, uint32_t r) { return delta[r / 2]; },
+               slope_of(h));
+      } else {
+        b_.wgmma_wait_group(1);
+        probabilities(S, whole(m0, n0), query, key, [&](uint32_t, uint32_t r) { return lse2[r / 2]; }, [&] { return slope_of(h); });
+        b_.wgmma_wait_group(0);
+        dscores(S, dP, [&](uint32_t, uint32_t r) { return delta[r / 2]; });
+      }
       const std::vector<std::vector<Value>> ds = frags_of(dP);
       b_.wgmma_fence();
       issue_xb(dQ, ds, k_mn + soff);
@@ -461,13 +501,22 @@ void check_config(const AttentionBackwardWgmmaConfig& c) {
 ir::Kernel build_wgmma(const AttentionBackwardWgmmaConfig& c) {
   check_config(c);
   ir::KernelBuilder b(std::string("attention_bwd_wgmma_") + (c.part == Part::Dq ? "dq_" : "dkv_") + ir::scalar_name(c.dtype) + "_d" +
-                      std::to_string(c.head_dim) + "_s" + std::to_string(c.stages));
+                      std::to_string(c.head_dim) + "_s" + std::to_string(c.stages) + (c.softcap ? "_cap" : ""));
   BwdWgmmaSignature sig(c.dtype);
   kernel::declare(b, sig);
   b.launch_bounds(kThreads, blocks_of(c));
   b.fast_math();  // no IEEE slow-path calls: a call makes ptxas serialize every wgmma
   BwdWgmma(b, c, sig).build();
   return b.build();
+}
+
+// The softcap form of a config. The dq kernel's one-stage form (three blocks an SM, 168
+// registers) spills 20 bytes with the softcap's work; it takes two stages (two blocks, 220
+// registers, no spill).
+AttentionBackwardWgmmaConfig with_softcap(AttentionBackwardWgmmaConfig c) {
+  c.softcap = true;
+  if (c.part == Part::Dq) c.stages = std::max(c.stages, 2u);
+  return c;
 }
 
 // The pre-pass's padded stats (lse2 or D) as a map: (row, head, batch), box 64 rows.
@@ -487,7 +536,7 @@ uint32_t AttentionBackwardWgmmaConfig::shared_bytes() const { return layout_of(*
 
 std::string AttentionBackwardWgmmaConfig::str() const {
   return std::string("attention_bwd_wgmma(") + ir::scalar_name(dtype) + ", d" + std::to_string(head_dim) + ", " +
-         (part == Part::Dq ? "dq" : "dkv") + ", " + std::to_string(stages) + " stages)";
+         (part == Part::Dq ? "dq" : "dkv") + ", " + std::to_string(stages) + " stages" + (softcap ? ", softcap)" : ")");
 }
 
 jit::Family<AttentionBackwardWgmmaConfig>& attention_backward_wgmma_family() {
@@ -496,10 +545,12 @@ jit::Family<AttentionBackwardWgmmaConfig>& attention_backward_wgmma_family() {
     for (Scalar s : {Scalar::F16, Scalar::BF16})
       for (const AttentionBackwardVariant& row : attention_backward_variants())
         if (row.engine == AttentionEngine::Wgmma)
-          for (Part p : {Part::Dq, Part::Dkv}) {
-            const AttentionBackwardWgmmaConfig c = attention_backward_wgmma_config(s, row, p);
-            if (std::none_of(v.begin(), v.end(), [&](const auto& o) { return o.fields() == c.fields(); })) v.push_back(c);  // rows share a part's kernel
-          }
+          for (Part p : {Part::Dq, Part::Dkv})
+            for (bool cap : {false, true}) {
+              AttentionBackwardWgmmaConfig c = attention_backward_wgmma_config(s, row, p);
+              if (cap) c = with_softcap(c);
+              if (std::none_of(v.begin(), v.end(), [&](const auto& o) { return o.fields() == c.fields(); })) v.push_back(c);  // rows share a part's kernel
+            }
     return v;
   }());
   return f;
@@ -518,7 +569,6 @@ std::string attention_backward_wgmma_refusal(const AttentionTensor& q, const Att
   if (jit::interpret_mode()) return "the interpreter does not model wgmma and TMA (an sm_90 GPU runs it)";
   if (s.head_dim != 64 && s.head_dim != 128) return "it takes head_dim 64 or 128";
   if (opt.cu_seqlens_q || opt.cu_seqlens_k) return "it does not take varlen batches (cu_seqlens)";
-  if (opt.softcap > 0.0f) return "it does not take softcap";
   if (s.seqlen_q > 0x7fffffffu || s.seqlen_k > 0x7fffffffu) return "sequences of 2^31 tokens or more";
   if (row.engine != AttentionEngine::Wgmma || row.head_dim != s.head_dim) return std::string(row.name) + " is not a wgmma row of this head dim";
   for (Part p : {Part::Dq, Part::Dkv})
@@ -564,10 +614,12 @@ void attention_backward_wgmma_launch(const AttentionTensor& q, const AttentionTe
   sig.flags.host = opt.alibi_slopes ? detail::kBwdAlibi : 0u;
   sig.scale.host = scale;
   sig.scale_log2.host = scale * 1.4426950408889634f;
+  sig.softcap.host = opt.softcap;
   auto launch = [&](Part part, const AttentionTensor& g0, const AttentionTensor& g1, uint32_t len, uint32_t heads) {
     sig.g0.host = g0.address, sig.g0_bs.host = g0.batch_stride, sig.g0_ss.host = g0.seq_stride, sig.g0_hs.host = g0.head_stride;
     sig.g1.host = g1.address, sig.g1_bs.host = g1.batch_stride, sig.g1_ss.host = g1.seq_stride, sig.g1_hs.host = g1.head_stride;
-    const AttentionBackwardWgmmaConfig c = attention_backward_wgmma_config(q.dtype, row, part);
+    AttentionBackwardWgmmaConfig c = attention_backward_wgmma_config(q.dtype, row, part);
+    if (opt.softcap > 0.0f) c = with_softcap(c);
     const kernel::PackedArgs args = kernel::pack(sig);
     attention_backward_wgmma_family().get(c).launch_packed(
         {.grid = {(len + kRows - 1) / kRows, heads, s.batch}, .block = {kThreads}, .shared_bytes = c.shared_bytes(), .stream = stream},

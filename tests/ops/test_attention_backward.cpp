@@ -110,8 +110,8 @@ bool wgmma_device() { return !jit::interpret_mode() && jit::device_info().sm == 
 }  // namespace
 
 // The Hopper kernels: lengths across the 64-row tiles' edges, causal and not, GQA 8:2 and MQA,
-// (B, H, S, D) strides, Sq > Sk (early rows see no key), several tiles and stages, windows and
-// ALiBi.
+// (B, H, S, D) strides, Sq > Sk (early rows see no key), several tiles and stages, windows,
+// ALiBi and softcap.
 TEMPLATE_TEST_CASE("attention backward: the wgmma kernels at odd lengths, causal and not, GQA, layouts",
                    "[gpu][ops][attention][wgmma]", kaio::half, kaio::bfloat16) {
   if (!wgmma_device()) return;  // sm_90 only; the interpreter does not model wgmma and TMA
@@ -130,6 +130,13 @@ TEMPLATE_TEST_CASE("attention backward: the wgmma kernels at odd lengths, causal
   check_case<TestType>(Case{.sq = 65, .sk = 130, .hq = 4, .hkv = 2, .d = 128, .alibi = true, .kernel = W});
   check_case<TestType>(Case{.sq = 130, .sk = 65, .hq = 8, .hkv = 2, .d = 64, .causal = true, .alibi = true, .kernel = W});
   check_case<TestType>(Case{.sq = 200, .sk = 200, .hq = 2, .hkv = 1, .d = 128, .wl = 64, .wr = 0, .alibi = true, .kernel = W}, 2);
+  // Softcap (the softcap configs): alone, with a window and ALiBi, GQA, (B, H, S, D), a scale.
+  for (uint32_t d : {64u, 128u}) {
+    check_case<TestType>(Case{.sq = 130, .sk = 130, .hq = 4, .hkv = 2, .d = d, .causal = true, .softcap = 0.5f, .kernel = W});
+    check_case<TestType>(Case{.sq = 65, .sk = 200, .hq = 8, .hkv = 2, .d = d, .softcap = 2.0f, .kernel = W});
+    check_case<TestType>(Case{.batch = 2, .sq = 300, .sk = 520, .hq = 2, .hkv = 1, .d = d, .wl = 100, .wr = 20, .softcap = 5.0f,
+                              .scale = 0.3f, .alibi = true, .bhsd = true, .kernel = W}, 2);  // bit for bit
+  }
 }
 
 TEMPLATE_TEST_CASE("attention backward at long sequences on a device", "[gpu][ops][attention][large]", kaio::half,
@@ -239,10 +246,12 @@ TEST_CASE("attention_backward rejects bad arguments before launching, naming op 
   auto d256 = kaio::ops::bshd(buf.device_address(), ir::Scalar::F16, 1, 2, 256);
   expect([&] { o::attention_backward(d256, d256, d256, d256, d256, lse, {d256, d256, d256}, with([](auto& x) { x.head_dim = 256, x.seqlen_q = x.seqlen_k = 1; }), {.kernel = mma}); },
          "no tile shape for head_dim 256");
-  // Windows, softcap, ALiBi and varlen run on the mma.sync kernels (as does everything off an
-  // sm_90 device): asking for the wgmma kernels then is an error that says why.
-  expect([&] { o::attention_backward(t, t, t, t, t, lse, g, s, {.softcap = 0.5f, .kernel = kaio::ops::AttentionKernel::Wgmma}); },
-         "'kernel': the wgmma kernels do not apply: ");
+  // Varlen runs on the mma.sync kernels (as does everything off an sm_90 device): asking for
+  // the wgmma kernels then is an error that says why.
+  expect([&] {
+    o::attention_backward(t, t, t, t, t, lse, g, s,
+                          {.cu_seqlens_q = lse, .cu_seqlens_k = lse, .total_q = 4, .kernel = kaio::ops::AttentionKernel::Wgmma});
+  }, "'kernel': the wgmma kernels do not apply: ");
   auto odd_stride = t;
   odd_stride.seq_stride = 132;
   expect([&] { o::attention_backward(t, t, t, t, odd_stride, lse, g, s, {.kernel = mma}); }, "multiples of 8 elements");
@@ -260,7 +269,8 @@ TEST_CASE("every declared attention backward kernel is in the catalog and assemb
   auto& wgmma = kaio::ops::attention_backward_wgmma_family();
   CHECK(rows.config_count() == 36);  // {f16, bf16, f32} x {64, 96, 128, 256} x {dot, dq, dkv}
   CHECK(mma.config_count() == 24);    // {f16, bf16} x the six mma rows {d64, d96, d128} x {2, 3 stages} x {dq, dkv}
-  CHECK(wgmma.config_count() == 18);  // {f16, bf16} x (d64: {2, 3, 4 stages} x {dq, dkv}; d128: dq 1 or 2, dkv 2)
+  // {f16, bf16} x (d64: {2, 3, 4 stages} x {dq, dkv}; d128: dq 1 or 2, dkv 2), and each with softcap (dq d128: 2 stages)
+  CHECK(wgmma.config_count() == 34);
   for (jit::FamilyBase* f : {static_cast<jit::FamilyBase*>(&rows), static_cast<jit::FamilyBase*>(&mma),
                              static_cast<jit::FamilyBase*>(&wgmma)})
     for (size_t i = 0; i < f->config_count(); ++i) {
@@ -272,7 +282,8 @@ TEST_CASE("every declared attention backward kernel is in the catalog and assemb
     }
   CHECK(rows.configs()[1].str() == "attention_bwd_rows(f16, d64, dq, 4 warps)");
   CHECK(mma.configs()[1].str() == "attention_bwd_mma(f16, d64, dkv, 64x64, 2 stages)");
-  CHECK(wgmma.configs()[7].str() == "attention_bwd_wgmma(f16, d128, dkv, 2 stages)");
+  CHECK(wgmma.configs()[14].str() == "attention_bwd_wgmma(f16, d128, dkv, 2 stages)");
+  CHECK(wgmma.configs()[15].str() == "attention_bwd_wgmma(f16, d128, dkv, 2 stages, softcap)");
 }
 
 // The full cross of lengths (tile edges included), masks, head sharing, head dims and paths:
