@@ -118,6 +118,7 @@ Parsed parse(const char* op, const kaio_tensor* q_t, const kaio_tensor* k_t, con
     s.seqlen_q = opt.max_seqlen_q;
     s.seqlen_k = opt.max_seqlen_k;
     o2.total_q = dim(p.q, 0);
+    o2.total_k = dim(p.k, 0);
   } else {
     s.batch = dim(p.q, 0);
     s.seqlen_q = dim(p.q, 1);

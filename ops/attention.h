@@ -76,6 +76,9 @@ struct AttentionOptions {
   uint64_t lse = 0;                // f32 output, or 0
   uint64_t cu_seqlens_q = 0, cu_seqlens_k = 0;  // int32 [B + 1]: varlen (both or neither)
   uint32_t total_q = 0;            // varlen: rows of q (the lse's per-head extent)
+  // varlen: rows of k and v. The Hopper kernel reads through TMA maps whose extents are
+  // total_q and total_k: it takes varlen batches only when both are given (else the mma kernel).
+  uint32_t total_k = 0;
   AttentionKernel kernel = AttentionKernel::Auto;
   // A row of the forward's tile table by name ("fa2_d128_m64", "fa3_d128": kaio-cache ls and
   // the tuner's records name them): that tile shape and its engine, a UsageError where it
@@ -156,7 +159,8 @@ struct AttentionWgmmaConfig {
   uint32_t head_dim = 128, bn = 128, stages = 2;
   bool windowed = false;  // a window's left edge (or a right one wider than causal): masks and tile ranges for it
   bool mods = false;      // softcap and ALiBi on the scores (built windowed: the masks of every tile)
-  auto fields() const { return std::tie(dtype, head_dim, bn, stages, windowed, mods); }
+  bool varlen = false;    // packed sequences (cu_seqlens): each block reads its sequence's bounds (built windowed)
+  auto fields() const { return std::tie(dtype, head_dim, bn, stages, windowed, mods, varlen); }
   std::string str() const;
   uint32_t shared_bytes() const;  // the dynamic shared memory of a block
 };

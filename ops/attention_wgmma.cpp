@@ -105,9 +105,14 @@ TmaTile tile_v(const AttentionWgmmaConfig& c) {
 
 enum : uint32_t { kWgmmaLse = 1, kWgmmaAlibi = 2 };
 
+// Varlen (the varlen configs): sq and sk are the longest sequences (the grid's extent); each
+// block reads its sequence's start and length from cu_q / cu_k, the maps span all the packed
+// tokens (batch extent 1), and o's batch stride is 0.
+
 struct AttentionWgmmaSignature {
   kernel::TensorMap q_map{"q_map"}, k_map{"k_map"}, v_map{"v_map"};
   kernel::Ptr o{"o"}, lse{"lse", Scalar::F32}, alibi{"alibi", Scalar::F32, true};
+  kernel::Ptr cu_q{"cu_q", Scalar::S32, true}, cu_k{"cu_k", Scalar::S32, true};
   kernel::Param<uint64_t> o_bs{"o_bs"}, o_ss{"o_ss"}, o_hs{"o_hs"}, lse_bs{"lse_bs"}, lse_hs{"lse_hs"};
   kernel::Param<uint32_t> sq{"sq"}, sk{"sk"}, group{"group"}, flags{"flags"};
   kernel::Param<int32_t> window_left{"window_left"}, window_right{"window_right"};  // -1: unbounded (causal: right 0)
@@ -120,7 +125,7 @@ struct AttentionWgmmaSignature {
   auto fields() {
     return std::tie(q_map, k_map, v_map, o, lse, o_bs, o_ss, o_hs, lse_bs, lse_hs, sq, sk, group, flags, window_left,
                     window_right, q_order,
-                    k_order, v_order, scale_log2, alibi, scale, softcap);
+                    k_order, v_order, scale_log2, alibi, scale, softcap, cu_q, cu_k);
   }
 };
 
@@ -147,9 +152,26 @@ class Fa3Kernel {
     kvh_ = qh_ / s_.group.ir;
     const uint32_t bm = bm_of(c_);
     m0_ = (b_.grid_dim_x() - 1u - b_.block_idx_x()) * bm;  // the longest (causal) blocks first
+    // This block's sequence: its first q and k token among the packed ones and its lengths.
+    qs_ = ks_ = u32c(0);
+    sq_ = s_.sq.ir, sk_ = s_.sk.ir;
+    tb_ = batch_;
+    if (c_.varlen) {
+      Value q0 = s_.cu_q.ir[batch_], q1 = s_.cu_q.ir[batch_ + 1u], k0 = s_.cu_k.ir[batch_], k1 = s_.cu_k.ir[batch_ + 1u];
+      qs_ = ir::cast<uint32_t>(q0), sq_ = ir::cast<uint32_t>(q1 - q0);
+      ks_ = ir::cast<uint32_t>(k0), sk_ = ir::cast<uint32_t>(k1 - k0);
+      tb_ = u32c(0);
+      b_.if_(m0_ < sq_, [&] { run(ring_k, ring_v, tid, bm); });  // blocks past a shorter sequence's end: nothing
+    } else {
+      run(ring_k, ring_v, tid, bm);
+    }
+  }
+
+ private:
+  void run(const kernel::MbarrierRing& ring_k, const kernel::MbarrierRing& ring_v, Value tid, uint32_t bm) {
     // The block's key tiles: from the first row's first key to the last row's last key (the
     // bounds grow with the row).
-    Value last = ir::min(m0_ + (bm - 1), s_.sq.ir - 1u);
+    Value last = ir::min(m0_ + (bm - 1), sq_ - 1u);
     Value lo = ir::cast<uint32_t>(lo_of(m0_)), hi = ir::cast<uint32_t>(hi_of(last));
     t0_ = c_.windowed ? lo / c_.bn : u32c(0);
     Value tiles = ir::select(hi > lo, (hi + (c_.bn - 1)) / c_.bn - t0_, u32c(0));
@@ -174,7 +196,6 @@ class Fa3Kernel {
            [&](Value wg) { consume(ring_k, ring_v, tiles, wg); });
   }
 
- private:
   Value i32(Value v) { return ir::cast<int32_t>(v); }
   Value u64(Value v) { return ir::cast<uint64_t>(v); }
   Value u32c(uint32_t v) { return b_.constant<uint32_t>(v); }
@@ -182,21 +203,21 @@ class Fa3Kernel {
   // The keys [lo, hi) query row i sees (i32, 0..Sk): all, or those of the window around its
   // position i + Sk - Sq (aligned to the bottom right; causal: window_right 0).
   Value hi_of(Value i) {
-    Value sk = i32(s_.sk.ir), wr = s_.window_right.ir;
-    Value edge = ir::min(sk, i32(i) + sk - i32(s_.sq.ir) + wr + 1);
+    Value sk = i32(sk_), wr = s_.window_right.ir;
+    Value edge = ir::min(sk, i32(i) + sk - i32(sq_) + wr + 1);
     return ir::max(ir::select(wr >= 0, edge, sk), b_.constant<int32_t>(0));
   }
   // (0 unless the config is windowed: the plain kernel keeps no left edge.)
   Value lo_of(Value i) {
     if (!c_.windowed) return b_.constant<int32_t>(0);
-    Value sk = i32(s_.sk.ir), wl = s_.window_left.ir;
-    Value edge = ir::min(sk, i32(i) + sk - i32(s_.sq.ir) - wl);
+    Value sk = i32(sk_), wl = s_.window_left.ir;
+    Value edge = ir::min(sk, i32(i) + sk - i32(sq_) - wl);
     return ir::max(ir::select(wl >= 0, edge, b_.constant<int32_t>(0)), b_.constant<int32_t>(0));
   }
 
   // A map's coordinates in its order: (d, s, h, b) or (d, h, s, b).
   std::vector<Value> coords(Value order, Value d, Value seq, Value head) {
-    return {d, ir::select(order != 0u, head, seq), ir::select(order != 0u, seq, head), batch_};
+    return {d, ir::select(order != 0u, head, seq), ir::select(order != 0u, seq, head), tb_};
   }
 
   // The producer's loads: Q once, the K and V tiles of step t into their ring stages once
@@ -205,7 +226,7 @@ class Fa3Kernel {
     const uint32_t kd = c_.head_dim / kBlock;
     b_.mbarrier_arrive_expect_tx(bars_, q_bar_, u32c(L_.q_bytes));
     for (uint32_t kb = 0; kb < kd; ++kb)
-      b_.tma_load(smem_, tq_.base + kb * tq_.stage_elements(), s_.q_map.ir, coords(s_.q_order.ir, u32c(kb * kBlock), m0_, qh_),
+      b_.tma_load(smem_, tq_.base + kb * tq_.stage_elements(), s_.q_map.ir, coords(s_.q_order.ir, u32c(kb * kBlock), qs_ + m0_, qh_),
                   bars_, q_bar_);
   }
   void load_k(const kernel::MbarrierRing& ring_k, Value t) {
@@ -215,7 +236,7 @@ class Fa3Kernel {
     ring_k.expect(sk, L_.k_stage);
     for (uint32_t kb = 0; kb < kd; ++kb)
       b_.tma_load(smem_, (sk.stage * kd + kb) * tk_.stage_elements() + tk_.base, s_.k_map.ir,
-                  coords(s_.k_order.ir, u32c(kb * kBlock), (t0_ + t) * c_.bn, kvh_), bars_, ring_k.full(sk));
+                  coords(s_.k_order.ir, u32c(kb * kBlock), ks_ + (t0_ + t) * c_.bn, kvh_), bars_, ring_k.full(sk));
   }
   void load_v(const kernel::MbarrierRing& ring_v, Value t) {
     const uint32_t kd = c_.head_dim / kBlock, kv = c_.bn / kBlock;
@@ -225,7 +246,7 @@ class Fa3Kernel {
     for (uint32_t vb = 0; vb < kv; ++vb)
       for (uint32_t box = 0; box < kd; ++box)
         b_.tma_load(smem_, (sv.stage * kv + vb) * tv_.stage_elements() + (tv_.base + box * (tv_.box_bytes() / kElem)),
-                    s_.v_map.ir, coords(s_.v_order.ir, u32c(box * kBlock), (t0_ + t) * c_.bn + vb * kBlock, kvh_), bars_,
+                    s_.v_map.ir, coords(s_.v_order.ir, u32c(box * kBlock), ks_ + (t0_ + t) * c_.bn + vb * kBlock, kvh_), bars_,
                     ring_v.full(sv));
   }
 
@@ -269,7 +290,7 @@ class Fa3Kernel {
     // The mods configs: each row's position among the keys (ALiBi's centre) and its head's slope.
     Value center[2], slope = b_.constant<float>(0.0f);
     if (c_.mods) {
-      for (uint32_t h = 0; h < 2; ++h) center[h] = i32(rows[h]) + i32(s_.sk.ir) - i32(s_.sq.ir);
+      for (uint32_t h = 0; h < 2; ++h) center[h] = i32(rows[h]) + i32(sk_) - i32(sq_);
       ir::Var sl = b_.var<float>(0.0f);
       b_.if_((s_.flags.ir & uint32_t(kWgmmaAlibi)) != 0u, [&] { sl = s_.alibi.ir[qh_]; });
       slope = sl.get();
@@ -400,10 +421,10 @@ class Fa3Kernel {
     // o = O / l and lse = m ln 2 + log l per row (0 and -inf for a row that saw no key).
     for (uint32_t h = 0; h < 2; ++h) {
       Value i = rows[h];
-      b_.if_(i < s_.sq.ir, [&] {
+      b_.if_(i < sq_, [&] {
         Value lv = l[h].get();
         Value inv = ir::select(lv > 0.0f, 1.0f / lv, 0.0f);
-        Value ob = u64(batch_) * s_.o_bs.ir + u64(i) * s_.o_ss.ir + u64(qh_) * s_.o_hs.ir;
+        Value ob = u64(batch_) * s_.o_bs.ir + u64(qs_ + i) * s_.o_ss.ir + u64(qh_) * s_.o_hs.ir;
         for (uint32_t ni = 0; ni < D / 8; ++ni) {
           std::vector<Value> pair;
           for (uint32_t r = 2 * h; r < 2 * h + 2; ++r) pair.push_back(ir::cast(O.at(0, 0, ni, r).get() * inv, t16, ir::Rounding::Rn));
@@ -411,7 +432,7 @@ class Fa3Kernel {
         }
         b_.if_((s_.flags.ir & uint32_t(kWgmmaLse)) != 0u && lane_ % 4u == 0u && d0 == 0u, [&] {
           Value lse = ir::select(lv > 0.0f, m[h].get() * kLn2 + ir::log(lv), -INFINITY);
-          s_.lse.ir[u64(batch_) * s_.lse_bs.ir + u64(qh_) * s_.lse_hs.ir + u64(i)] = lse;
+          s_.lse.ir[u64(batch_) * s_.lse_bs.ir + u64(qh_) * s_.lse_hs.ir + u64(qs_ + i)] = lse;
         });
       });
     }
@@ -465,6 +486,7 @@ class Fa3Kernel {
   const Layout L_;
   const TmaTile tq_, tk_, tv_;
   Value smem_, bars_, warp_, lane_, qh_, batch_, kvh_, m0_, desc_q_, desc_k_, desc_v_, t0_;
+  Value qs_, ks_, sq_, sk_, tb_;  // the sequence's first q / k token, its lengths, the maps' batch coordinate
   uint32_t q_bar_ = 0;
 };
 
@@ -481,7 +503,8 @@ void check_config(const AttentionWgmmaConfig& c) {
 ir::Kernel build_wgmma(const AttentionWgmmaConfig& c) {
   check_config(c);
   ir::KernelBuilder b(std::string("attention_wgmma_") + ir::scalar_name(c.dtype) + "_d" + std::to_string(c.head_dim) + "_n" +
-                      std::to_string(c.bn) + "s" + std::to_string(c.stages) + (c.windowed ? "_win" : "") + (c.mods ? "_mods" : ""));
+                      std::to_string(c.bn) + "s" + std::to_string(c.stages) + (c.windowed ? "_win" : "") + (c.mods ? "_mods" : "") +
+                      (c.varlen ? "_varlen" : ""));
   AttentionWgmmaSignature sig(c.dtype);
   kernel::declare(b, sig);
   b.launch_bounds(kernel::WarpSpecialized::threads(kConsumers), 1);
@@ -531,7 +554,8 @@ uint32_t AttentionWgmmaConfig::shared_bytes() const { return layout_of(*this).to
 std::string AttentionWgmmaConfig::str() const {
   return std::string("attention_wgmma(") + ir::scalar_name(dtype) + ", d" + std::to_string(head_dim) + ", " +
          std::to_string(bm_of(*this)) + "x" +
-         std::to_string(bn) + ", " + std::to_string(stages) + " stages" + (mods ? ", softcap and ALiBi)" : windowed ? ", windowed)" : ")");
+         std::to_string(bn) + ", " + std::to_string(stages) + " stages" + (mods ? ", softcap and ALiBi" : windowed ? ", windowed" : "") +
+         (varlen ? ", varlen)" : ")");
 }
 
 namespace {
@@ -543,6 +567,13 @@ AttentionWgmmaConfig with_mods(AttentionWgmmaConfig c) {
   c.bn = std::min(c.bn, 64u);
   return c;
 }
+// The varlen form: windowed, and at D 128 64 keys a tile (the sequence's bounds held beside
+// S, P and O spill 24 bytes at 128).
+AttentionWgmmaConfig with_varlen(AttentionWgmmaConfig c) {
+  c.windowed = c.varlen = true;
+  if (c.head_dim == 128) c.bn = std::min(c.bn, 64u);
+  return c;
+}
 }  // namespace
 
 AttentionWgmmaConfig attention_wgmma_config(ir::Scalar dtype, const AttentionVariant& v) {
@@ -552,13 +583,15 @@ AttentionWgmmaConfig attention_wgmma_config(ir::Scalar dtype, const AttentionVar
 jit::Family<AttentionWgmmaConfig>& attention_wgmma_family() {
   static jit::Family<AttentionWgmmaConfig> f("attention_wgmma", build_wgmma, [] {
     std::vector<AttentionWgmmaConfig> v;
-    for (int form = 0; form < 3; ++form)  // plain, windowed, softcap and ALiBi (windowed too)
+    // plain, windowed, softcap and ALiBi (windowed too); then varlen, windowed or with mods
+    for (int form = 0; form < 5; ++form)
       for (Scalar s : {Scalar::F16, Scalar::BF16})
         for (const AttentionVariant& row : attention_variants())
           if (row.engine == AttentionEngine::Wgmma) {
             AttentionWgmmaConfig c = attention_wgmma_config(s, row);
             c.windowed = form > 0;
-            if (form == 2) c = with_mods(c);
+            if (form >= 3) c = with_varlen(c);
+            if (form == 2 || form == 4) c = with_mods(c);
             v.push_back(c);
           }
     return v;
@@ -573,16 +606,19 @@ std::string attention_wgmma_refusal(const AttentionTensor& q, const AttentionTen
   const jit::DeviceInfo& dev = jit::device_info();
   if (dev.sm != 90) return "it needs an sm_90 device (compiled for sm_90a), the device is " + dev.arch;
   if (jit::interpret_mode()) return "the interpreter does not model wgmma and TMA (an sm_90 GPU runs it)";
-  if (opt.cu_seqlens_q || opt.cu_seqlens_k) return "it does not take varlen batches (cu_seqlens)";
+  const bool varlen = opt.cu_seqlens_q || opt.cu_seqlens_k;
+  if (varlen && (!opt.total_q || !opt.total_k))
+    return "varlen needs total_q and total_k (the rows of q and k: the extents of its TMA maps)";
   if (!row) row = attention_pick(s.head_dim, s.seqlen_q, 1, 1, AttentionEngine::Wgmma);
   if (!row) return "no tile shape for head_dim " + std::to_string(s.head_dim) + " (64, 128, 256)";
   if (attention_wgmma_config(q.dtype, *row).shared_bytes() > dev.smem_per_block_optin) return "its tiles do not fit shared memory";
   if (s.seqlen_q > 0x7fffffffu || s.seqlen_k > 0x7fffffffu) return "sequences of 2^31 tokens or more";
   std::string why;
-  if (!detail::attention_tma_plan(q, s.seqlen_q, s.heads_q, s.batch, s.head_dim, bm_of(attention_wgmma_config(q.dtype, *row)), &why))
+  const uint32_t lq = varlen ? opt.total_q : s.seqlen_q, lk = varlen ? opt.total_k : s.seqlen_k, nb = varlen ? 1 : s.batch;
+  if (!detail::attention_tma_plan(q, lq, s.heads_q, nb, s.head_dim, bm_of(attention_wgmma_config(q.dtype, *row)), &why))
     return "q: " + why;
-  if (!detail::attention_tma_plan(k, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, row->bn, &why)) return "k: " + why;
-  if (!detail::attention_tma_plan(v, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, kBlock, &why)) return "v: " + why;
+  if (!detail::attention_tma_plan(k, lk, s.heads_kv, nb, s.head_dim, row->bn, &why)) return "k: " + why;
+  if (!detail::attention_tma_plan(v, lk, s.heads_kv, nb, s.head_dim, kBlock, &why)) return "v: " + why;
   if (o.address % (2 * kElem) || o.seq_stride % 2 || o.head_stride % 2 || (s.batch > 1 && o.batch_stride % 2))
     return "o is stored in pairs: 4-byte aligned, even strides";
   return "";
@@ -594,11 +630,14 @@ void attention_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, 
   const AttentionVariant& row = forced ? *forced : *attention_pick(s.head_dim, s.seqlen_q, 1, 1, AttentionEngine::Wgmma);
   AttentionWgmmaConfig cfg = attention_wgmma_config(q.dtype, row);
   cfg.windowed = opt.window_left >= 0 || (opt.window_right >= 0 && !opt.causal);
+  const bool varlen = opt.cu_seqlens_q || opt.cu_seqlens_k;
+  if (varlen) cfg = with_varlen(cfg);
   if (opt.softcap > 0.0f || opt.alibi_slopes) cfg = with_mods(cfg);
   const uint32_t bm = bm_of(cfg);
-  const detail::AttentionTmaPlan pq = *detail::attention_tma_plan(q, s.seqlen_q, s.heads_q, s.batch, s.head_dim, bm, nullptr);
-  const detail::AttentionTmaPlan pk = *detail::attention_tma_plan(k, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, cfg.bn, nullptr);
-  const detail::AttentionTmaPlan pv = *detail::attention_tma_plan(v, s.seqlen_k, s.heads_kv, s.batch, s.head_dim, kBlock, nullptr);
+  const uint32_t lq = varlen ? opt.total_q : s.seqlen_q, lk = varlen ? opt.total_k : s.seqlen_k, nb = varlen ? 1 : s.batch;
+  const detail::AttentionTmaPlan pq = *detail::attention_tma_plan(q, lq, s.heads_q, nb, s.head_dim, bm, nullptr);
+  const detail::AttentionTmaPlan pk = *detail::attention_tma_plan(k, lk, s.heads_kv, nb, s.head_dim, cfg.bn, nullptr);
+  const detail::AttentionTmaPlan pv = *detail::attention_tma_plan(v, lk, s.heads_kv, nb, s.head_dim, kBlock, nullptr);
   AttentionWgmmaSignature sig(q.dtype);
   sig.q_map.host = jit::encode_tensor_map_tiled(pq.map);
   sig.k_map.host = jit::encode_tensor_map_tiled(pk.map);
@@ -608,9 +647,11 @@ void attention_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, 
   sig.v_order.host = pv.order;
   sig.o.host = o.address;
   sig.lse.host = opt.lse;
-  sig.o_bs.host = o.batch_stride, sig.o_ss.host = o.seq_stride, sig.o_hs.host = o.head_stride;
-  sig.lse_bs.host = uint64_t(s.heads_q) * s.seqlen_q;
-  sig.lse_hs.host = s.seqlen_q;
+  sig.o_bs.host = varlen ? 0 : o.batch_stride, sig.o_ss.host = o.seq_stride, sig.o_hs.host = o.head_stride;
+  sig.lse_bs.host = varlen ? 0 : uint64_t(s.heads_q) * s.seqlen_q;
+  sig.lse_hs.host = varlen ? opt.total_q : s.seqlen_q;
+  sig.cu_q.host = opt.cu_seqlens_q;
+  sig.cu_k.host = opt.cu_seqlens_k;
   sig.sq.host = s.seqlen_q;
   sig.sk.host = s.seqlen_k;
   sig.group.host = s.heads_q / s.heads_kv;

@@ -96,6 +96,7 @@ void run_case(const Case& c) {
     opt.cu_seqlens_q = cu_q_dev.device_address();
     opt.cu_seqlens_k = cu_k_dev.device_address();
     opt.total_q = Sq;
+    opt.total_k = Sk;
   }
   kaio::ops::attention(q.t, k.t, v.t, o.t, shape, opt);
   o.host = o.dev.to_host();

@@ -179,8 +179,9 @@ TEMPLATE_TEST_CASE("attention sweep: every length pair, mask, head sharing, head
 // P V takes A from registers; on an sm_90 device the same odd shapes as above, forced onto it.
 TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory", "[ops][attention][nvjitlink]") {
   jit::FamilyBase& f = kaio::ops::attention_wgmma_family();
-  // {plain, windowed, softcap and ALiBi} x {f16, bf16} x head dims {64 (overlapped schedule), 128, 256 (D split)}
-  REQUIRE(f.config_count() == 18);
+  // {plain, windowed, softcap and ALiBi, varlen windowed, varlen with softcap and ALiBi} x {f16, bf16} x head dims
+  // {64 (overlapped schedule), 128, 256 (D split)}
+  REQUIRE(f.config_count() == 30);
   for (size_t i = 0; i < f.config_count(); ++i) {
     const ir::Kernel k = f.declared_kernel(i);
     INFO(k.name());
@@ -254,6 +255,15 @@ TEMPLATE_TEST_CASE("attention: the wgmma kernel at odd lengths, causal and not, 
     run_case<TestType>(Case{.sq = 7, .sk = 65, .hq = 8, .hkv = 2, .d = d, .causal = true, .softcap = 0.5f, .alibi = true,
                             .kernel = AttentionKernel::Wgmma});
   }
+  // Varlen (packed sequences, the varlen configs): three sequences of unequal lengths, one of
+  // a single token, Sq > Sk and Sq < Sk, causal, a window, softcap and ALiBi, GQA, (B, H, S, D).
+  for (uint32_t d : {64u, 128u, 256u}) {
+    run_case<TestType>(Case{.hq = 4, .hkv = 2, .d = d, .causal = true, .q_lens = {129, 3, 1}, .k_lens = {129, 70, 200},
+                            .kernel = AttentionKernel::Wgmma});
+    run_case<TestType>(Case{.hq = 2, .hkv = 1, .d = d, .q_lens = {7, 300, 65}, .k_lens = {65, 130, 7}, .kernel = AttentionKernel::Wgmma});
+    run_case<TestType>(Case{.hq = 8, .hkv = 2, .d = d, .wl = 30, .wr = 5, .softcap = 3.0f, .alibi = true, .layout = Layout::Bhsd,
+                            .q_lens = {200, 1, 64}, .k_lens = {260, 33, 64}, .kernel = AttentionKernel::Wgmma});
+  }
   // D 256 (the consumers split D) past several tiles and stages, with the logsumexp.
   run_case<TestType>(Case{.sq = 300, .sk = 520, .hq = 4, .hkv = 2, .d = 256, .causal = true, .kernel = AttentionKernel::Wgmma});
   run_case<TestType>(Case{.batch = 2, .sq = 200, .sk = 333, .hq = 2, .hkv = 2, .d = 256, .layout = Layout::Bhsd,
@@ -320,7 +330,6 @@ TEST_CASE("attention: what the wgmma kernel refuses goes to the mma kernel", "[g
   using T = kaio::half;
   // Auto takes the mma kernel for these (the wgmma kernel would refuse them), and is right.
   run_case<T>(Case{.sq = 40, .sk = 40, .hq = 2, .hkv = 1, .d = 96, .causal = true});
-  run_case<T>(Case{.hq = 2, .hkv = 1, .d = 64, .causal = true, .q_lens = {129, 3}, .k_lens = {129, 70}});
   // ... and naming the wgmma kernel for them is a UsageError that says why.
   kaio::ops::AttentionShape s{.batch = 1, .seqlen_q = 8, .seqlen_k = 8, .heads_q = 1, .heads_kv = 1, .head_dim = 64};
   jit::DeviceBuffer<T> buf(8 * 64);
@@ -328,5 +337,5 @@ TEST_CASE("attention: what the wgmma kernel refuses goes to the mma kernel", "[g
   jit::DeviceBuffer<int32_t> cu(std::vector<int32_t>{0, 8});
   CHECK_THROWS_WITH(kaio::ops::attention(t, t, t, t, s, {.cu_seqlens_q = cu.device_address(), .cu_seqlens_k = cu.device_address(),
                                                          .kernel = kaio::ops::AttentionKernel::Wgmma}),
-                    Contains("wgmma kernel does not apply") && Contains("varlen"));
+                    Contains("wgmma kernel does not apply") && Contains("varlen needs total_q and total_k"));
 }
