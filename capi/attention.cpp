@@ -228,6 +228,7 @@ Plan plan_attention_backward(const kaio_tensor* q_t, const kaio_tensor* k_t, con
   bo.window_right = p.opts.window_right;
   bo.softcap = p.opts.softcap;
   bo.total_q = p.opts.total_q;
+  bo.total_k = p.opts.total_k;
   bo.deterministic = true;
   bo.kernel = p.opts.kernel;
   plan.set_run([p, bo, t_do, t_dq, t_dk, t_dv](const uint64_t* addr, const double*, const jit::Stream& st) {

@@ -147,6 +147,7 @@ void attention_backward(const AttentionTensor& q, const AttentionTensor& k, cons
   const uint32_t warps = 4;
   // D in the stream's workspace, held while the kernels are enqueued; for the wgmma kernels
   // D and lse * log2(e) in rows padded for TMA.
+  // (varlen: each sequence's rows at their positions within it, (b, h, i): kBwdStatsLocal)
   const uint64_t sq_pad = detail::attention_backward_sq_pad(shape.seqlen_q);
   const uint64_t stat_rows = wgmma ? uint64_t(shape.batch) * shape.heads_q * sq_pad : rows;
   detail::Workspace ws = detail::workspace(stream, (wgmma ? 2 : 1) * stat_rows * sizeof(float));
@@ -166,7 +167,7 @@ void attention_backward(const AttentionTensor& q, const AttentionTensor& k, cons
   ds.st_bs.host = wgmma ? shape.heads_q * sq_pad : lse_bs;
   ds.st_hs.host = wgmma ? sq_pad : lse_hs;
   ds.sq.host = shape.seqlen_q;
-  ds.flags.host = flags | (wgmma ? detail::kBwdLse2 : 0u);
+  ds.flags.host = flags | (wgmma ? detail::kBwdLse2 : 0u) | (wgmma && varlen ? detail::kBwdStatsLocal : 0u);
 
   detail::AttentionBwdSignature s(q.dtype);
   s.q.host = q.address, s.k.host = k.address, s.v.host = v.address, s.dout.host = dout.address;

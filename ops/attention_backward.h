@@ -48,6 +48,7 @@ struct AttentionBackwardOptions {
   uint64_t alibi_slopes = 0;       // f32 [Hq], or 0
   uint64_t cu_seqlens_q = 0, cu_seqlens_k = 0;  // int32 [B + 1]: varlen (both or neither)
   uint32_t total_q = 0;            // varlen: rows of q (the lse's per-head extent)
+  uint32_t total_k = 0;            // varlen: rows of k and v (with total_q, lets the wgmma kernels take the batch)
   bool deterministic = false;      // bit-identical gradients run to run (they are either way)
   // Auto: wgmma where it applies, then mma, then rows. Tuned: the row of the backward's tile
   // table the tuner chose for the problem's bucket (ops/attention_backward_tune.h), timed once
@@ -105,15 +106,17 @@ jit::Family<AttentionBackwardMmaConfig>& attention_backward_mma_family();
 // The Hopper kernels (sm_90a; the same schedule on wgmma, ops/attention_backward_wgmma.cpp):
 // a block is one warpgroup that owns 64 rows (Dkv: keys, Dq: query rows) and walks tiles of
 // 64 of the other side through a TMA-fed ring of `stages` stages; two blocks share an SM.
-// They take f16 / bf16, head dims 64 and 128, causal, windows, ALiBi and (the `softcap`
-// configs) a softcap; not varlen (that runs on the mma.sync kernels).
+// They take f16 / bf16, head dims 64 and 128, causal, windows, ALiBi, (the `softcap`
+// configs) a softcap and (the `varlen` configs, without softcap) varlen batches given
+// total_q and total_k.
 struct AttentionBackwardWgmmaConfig {
   ir::Scalar dtype = ir::Scalar::F16;
   uint32_t head_dim = 128;
   AttentionBackwardPart part = AttentionBackwardPart::Dkv;
   uint32_t stages = 2;
   bool softcap = false;  // P and dS in one pass after both products (the tanh's derivative is not kept)
-  auto fields() const { return std::tie(dtype, head_dim, part, stages, softcap); }
+  bool varlen = false;   // packed sequences: each block reads its sequence's bounds from the prefix sums
+  auto fields() const { return std::tie(dtype, head_dim, part, stages, softcap, varlen); }
   std::string str() const;
   uint32_t shared_bytes() const;  // the dynamic shared memory of a block
 };

@@ -42,7 +42,10 @@ AttentionBackwardWgmmaConfig attention_backward_wgmma_config(ir::Scalar dtype, c
 
 namespace kaio::ops::detail {
 
-enum : uint32_t { kBwdVarlen = 1, kBwdAlibi = 2, kBwdLse2 = 4 };
+// kBwdStatsLocal (the wgmma kernels on a varlen batch): the pre-pass writes a row's D and
+// lse2 at its position within its sequence (b, h, i), not among the packed rows: a TMA box's
+// innermost start must be 16-byte aligned, which a packed row start is not.
+enum : uint32_t { kBwdVarlen = 1, kBwdAlibi = 2, kBwdLse2 = 4, kBwdStatsLocal = 8 };
 
 // The D pre-pass: delta[st index of (b, i, h)] = sum_e do[e] * o[e], where the st index is
 // b * st_bs + h * st_hs + (qstart + i); with kBwdLse2 also lse2[st index] = lse[lse index]

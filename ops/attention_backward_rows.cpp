@@ -73,13 +73,23 @@ ir::Kernel build_dot(ir::KernelBuilder& b, const AttentionBackwardRowsConfig& c)
     }
     Value sum = b.warp_reduce_sum(acc.get());
     b.if_(lane == 0u, [&] {
-      Value at = u64(batch) * s.st_bs.ir + u64(h) * s.st_hs.ir + u64(row);
+      Value local = (s.flags.ir & uint32_t(detail::kBwdStatsLocal)) != 0u;
+      Value at = u64(batch) * s.st_bs.ir + u64(h) * s.st_hs.ir + u64(ir::select(local, i, row));
       s.delta.ir[at] = sum;
       b.if_((s.flags.ir & uint32_t(detail::kBwdLse2)) != 0u, [&] {
         Value l = s.lse.ir[u64(batch) * s.lse_bs.ir + u64(h) * s.lse_hs.ir + u64(row)];
         s.lse2.ir[at] = l * 1.4426950408889634f;
       });
     });
+  });
+  // Local stats (the wgmma kernels on a varlen batch): the rows from a sequence's end to the
+  // longest one's lie inside the kernels' maps, and are read for the masked rows of a tile;
+  // they hold zeros, not the workspace's old bytes (dS = P (dP - D) is 0 for a masked row
+  // only while D is finite).
+  b.if_((s.flags.ir & uint32_t(detail::kBwdStatsLocal)) != 0u && i >= seq.sq && i < s.sq.ir && lane == 0u, [&] {
+    Value at = u64(batch) * s.st_bs.ir + u64(h) * s.st_hs.ir + u64(i);
+    s.delta.ir[at] = 0.0f;
+    s.lse2.ir[at] = 0.0f;
   });
   return b.build();
 }

@@ -77,12 +77,14 @@ Layout layout_of(const AttentionBackwardWgmmaConfig& c) {
 }
 
 // g0, g1: dq (Dq), or dk and dv (Dkv). lse2 and delta: the pre-pass's padded rows, row i of
-// (b, h) at (b * hq + h) * sq_pad + i (Dq reads them per row; Dkv through the two maps).
+// (b, h) at (b * hq + h) * sq_pad + i (varlen too, i within the sequence; Dq reads them per
+// row, Dkv through the two maps).
 struct BwdWgmmaSignature {
   kernel::TensorMap q_map{"q_map"}, k_map{"k_map"}, v_map{"v_map"}, do_map{"do_map"};
   kernel::TensorMap lse_map{"lse_map"}, delta_map{"delta_map"};
   kernel::Ptr g0{"g0"}, g1{"g1"};
   kernel::Ptr lse2{"lse2", Scalar::F32, true}, delta{"delta", Scalar::F32, true}, alibi{"alibi", Scalar::F32, true};
+  kernel::Ptr cu_q{"cu_q", Scalar::S32, true}, cu_k{"cu_k", Scalar::S32, true};  // the varlen configs
   kernel::Param<uint64_t> g0_bs{"g0_bs"}, g0_ss{"g0_ss"}, g0_hs{"g0_hs"}, g1_bs{"g1_bs"}, g1_ss{"g1_ss"}, g1_hs{"g1_hs"};
   kernel::Param<uint32_t> sq{"sq"}, sk{"sk"}, sq_pad{"sq_pad"}, hq{"hq"}, group{"group"}, flags{"flags"};  // kBwdAlibi
   kernel::Param<int32_t> window_left{"window_left"}, window_right{"window_right"};  // -1: unbounded (causal: right 0)
@@ -94,7 +96,7 @@ struct BwdWgmmaSignature {
   auto fields() {
     return std::tie(q_map, k_map, v_map, do_map, lse_map, delta_map, g0, g1, lse2, delta, alibi, g0_bs, g0_ss, g0_hs, g1_bs, g1_ss,
                     g1_hs, sq, sk, sq_pad, hq, group, flags, window_left, window_right, q_order, k_order, v_order, do_order,
-                    scale_log2, scale, softcap);
+                    scale_log2, scale, softcap, cu_q, cu_k);
   }
 };
 
@@ -111,6 +113,15 @@ class BwdWgmma {
     warp_ = b_.warp_id();
     lane_ = b_.lane_id();
     batch_ = b_.block_idx_z();
+    // This block's sequence (varlen: from the prefix sums; the maps span the packed tokens).
+    qs_ = ks_ = u32c(0), tb_ = batch_;
+    sq_ = s_.sq.ir, sk_ = s_.sk.ir;
+    if (c_.varlen) {
+      Value q0 = s_.cu_q.ir[batch_], q1 = s_.cu_q.ir[batch_ + 1u], k0 = s_.cu_k.ir[batch_], k1 = s_.cu_k.ir[batch_ + 1u];
+      qs_ = ir::cast<uint32_t>(q0), sq_ = ir::cast<uint32_t>(q1 - q0);
+      ks_ = ir::cast<uint32_t>(k0), sk_ = ir::cast<uint32_t>(k1 - k0);
+      tb_ = u32c(0);
+    }
     const kernel::MbarrierRing ring(b_, bars_, L_.bars / 8, c_.stages, kThreads / 32);  // each warp releases
     own_bar_ = L_.bars / 8 + 2 * c_.stages;
     b_.if_(tid_ == 0u, [&] {
@@ -118,8 +129,16 @@ class BwdWgmma {
       ring.init();
     });
     b_.barrier();
-    if (c_.part == Part::Dkv) dkv(ring);
-    else dq(ring);
+    auto part = [&] {
+      if (c_.part == Part::Dkv) dkv(ring);
+      else dq(ring);
+    };
+    // Varlen: blocks past a shorter sequence's end have nothing to do.
+    if (c_.varlen) {
+      Value first = c_.part == Part::Dkv ? b_.block_idx_x() * kRows : (b_.grid_dim_x() - 1u - b_.block_idx_x()) * kRows;
+      b_.if_(first < (c_.part == Part::Dkv ? sk_ : sq_), part);
+    }
+    else part();
   }
 
  private:
@@ -130,7 +149,7 @@ class BwdWgmma {
 
   // A map's coordinates in its order: (d, s, h, b) or (d, h, s, b).
   std::vector<Value> coords(Value order, Value d, Value seq, Value head) {
-    return {d, ir::select(order != 0u, head, seq), ir::select(order != 0u, seq, head), batch_};
+    return {d, ir::select(order != 0u, head, seq), ir::select(order != 0u, seq, head), tb_};
   }
   // 64 rows from row0 of a head into the tile at byte `at`, completing mbarrier `bar`.
   void load_tile(const kernel::TensorMap& map, const kernel::Param<uint32_t>& order, Value at, Value row0, Value head, Value bar) {
@@ -184,14 +203,14 @@ class BwdWgmma {
   }
 
   Value alibi_on() { return (s_.flags.ir & uint32_t(detail::kBwdAlibi)) != 0u; }
-  Value offset() { return i32(s_.sk.ir) - i32(s_.sq.ir); }  // key position of query i: i + offset (bottom right)
+  Value offset() { return i32(sk_) - i32(sq_); }  // key position of query i: i + offset (bottom right)
   // The window (detail::BwdWindow: visible, queries_of, keys_of; causal: window_right 0).
-  detail::BwdWindow window() { return {i32(s_.sq.ir), i32(s_.sk.ir), s_.window_left.ir, s_.window_right.ir}; }
+  detail::BwdWindow window() { return {i32(sq_), i32(sk_), s_.window_left.ir, s_.window_right.ir}; }
   Value visible(Value i, Value j) { return window().visible(i, j); }
   // Every element of the tile (queries m0.., keys n0.., 64 each) is visible and unbiased.
   Value whole(Value m0, Value n0) {
     Value wl = s_.window_left.ir, wr = s_.window_right.ir, off = offset();
-    return m0 + kRows <= s_.sq.ir && n0 + kRows <= s_.sk.ir && (wr < 0 || i32(n0 + (kRows - 1)) <= i32(m0) + off + wr) &&
+    return m0 + kRows <= sq_ && n0 + kRows <= sk_ && (wr < 0 || i32(n0 + (kRows - 1)) <= i32(m0) + off + wr) &&
            (wl < 0 || i32(n0) >= i32(m0 + (kRows - 1)) + off - wl) && !alibi_on();
   }
   std::pair<Value, Value> queries_of(Value j) { return window().queries_of(j); }
@@ -272,14 +291,15 @@ class BwdWgmma {
     b_.wgmma_commit_group();
   }
 
-  // The accumulator's 64 rows (first.. of a sequence of len) times factor into a gradient.
+  // The accumulator's 64 rows (first.. of a sequence of len, starting at row `start` of the
+  // tensor) times factor into a gradient.
   void store(const AccTile& A, const kernel::Ptr& out, const kernel::Param<uint64_t>& bs, const kernel::Param<uint64_t>& ss,
-             const kernel::Param<uint64_t>& hs, Value first, Value len, Value head, Value factor) {
+             const kernel::Param<uint64_t>& hs, Value first, Value len, Value start, Value head, Value factor) {
     const ir::Type t16 = ir::Type::scalar(c_.dtype);
     for (uint32_t h = 0; h < 2; ++h) {
       Value r = first + warp_ * 16u + lane_ / 4u + 8u * h;
       b_.if_(r < len, [&] {
-        Value base = u64(batch_) * bs.ir + u64(r) * ss.ir + u64(head) * hs.ir;
+        Value base = u64(batch_) * bs.ir + u64(start + r) * ss.ir + u64(head) * hs.ir;
         for (uint32_t ni = 0; ni < D_ / 8; ++ni) {
           std::vector<Value> pair;
           for (uint32_t k = 2 * h; k < 2 * h + 2; ++k) pair.push_back(ir::cast(A.at(0, 0, ni, k).get() * factor, t16, ir::Rounding::Rn));
@@ -309,7 +329,7 @@ class BwdWgmma {
   void dkv(const kernel::MbarrierRing& ring) {
     Value kvh = b_.block_idx_y(), n0 = b_.block_idx_x() * kRows;
     // The query tiles that see any of the block's keys (the bounds are monotonic in the key).
-    Value last = ir::min(n0 + (kRows - 1), s_.sk.ir - 1u);
+    Value last = ir::min(n0 + (kRows - 1), sk_ - 1u);
     Value lo = ir::cast<uint32_t>(queries_of(i32(n0)).first), hi = ir::cast<uint32_t>(queries_of(i32(last)).second);
     Value t0 = lo / kRows;
     Value tiles = ir::select(hi > lo, (hi + (kRows - 1)) / kRows - t0, u32c(0));
@@ -324,16 +344,16 @@ class BwdWgmma {
       return wrap;
     };
 
-    load_own(s_.k_map, s_.k_order, s_.v_map, s_.v_order, n0, kvh);
+    load_own(s_.k_map, s_.k_order, s_.v_map, s_.v_order, ks_ + n0, kvh);
     auto load = [&](Value t) {
       const kernel::MbarrierRing::Slot sl = ring.slot(t);
       ring.acquire(sl);
       ring.expect(sl, L_.stage + 2 * kRows * 4);
       Value h = kvh * s_.group.ir + ld_head, m0 = (t0 + ld_tile) * kRows, at = L_.ring + sl.stage * L_.stage;
-      load_tile(s_.q_map, s_.q_order, at, m0, h, ring.full(sl));
-      load_tile(s_.do_map, s_.do_order, at + L_.tile, m0, h, ring.full(sl));
+      load_tile(s_.q_map, s_.q_order, at, qs_ + m0, h, ring.full(sl));
+      load_tile(s_.do_map, s_.do_order, at + L_.tile, qs_ + m0, h, ring.full(sl));
       Value st = L_.stats / 4 + sl.stage * (2 * kRows);
-      b_.tma_load(smem_f32_, st, s_.lse_map.ir, {m0, h, batch_}, bars_, ring.full(sl));
+      b_.tma_load(smem_f32_, st, s_.lse_map.ir, {m0, h, batch_}, bars_, ring.full(sl));  // (varlen too: kBwdStatsLocal)
       b_.tma_load(smem_f32_, st + kRows, s_.delta_map.ir, {m0, h, batch_}, bars_, ring.full(sl));
       ld_head = ir::select(next(ld_tile), Value(ld_head) + 1u, Value(ld_head));
     };
@@ -364,7 +384,9 @@ class BwdWgmma {
       probabilities(S, whole(m0, n0), [&](uint32_t ni, uint32_t r) { return i32(m0 + S.col(lane_, ni, r)); },
                     [&](uint32_t, uint32_t r) { return j0 + i32(S.row(lane_, 0, r)); },
                     [&](uint32_t ni, uint32_t r) { return lse2[2 * ni + r % 2]; },
-                    [&] { return slope_of(kvh * s_.group.ir + rd_head); });
+                    // (clamped: the repeated last step has advanced rd_head past the group, and its
+                    // weights go unused, but the slope read must stay inside alibi)
+                    [&] { return slope_of(kvh * s_.group.ir + ir::min(Value(rd_head), s_.group.ir - 1u)); });
     };
     b_.if_(tid_ == 0u, [&] {
       for (uint32_t p = 0; p < c_.stages; ++p) b_.if_(u32c(p) < steps, [&] { load(u32c(p)); });
@@ -413,8 +435,8 @@ class BwdWgmma {
       });
       b_.wgmma_wait_group(0);
     });
-    store(dK, s_.g0, s_.g0_bs, s_.g0_ss, s_.g0_hs, n0, s_.sk.ir, kvh, s_.scale.ir);
-    store(dV, s_.g1, s_.g1_bs, s_.g1_ss, s_.g1_hs, n0, s_.sk.ir, kvh, b_.constant<float>(1.0f));
+    store(dK, s_.g0, s_.g0_bs, s_.g0_ss, s_.g0_hs, n0, sk_, ks_, kvh, s_.scale.ir);
+    store(dV, s_.g1, s_.g1_bs, s_.g1_ss, s_.g1_hs, n0, sk_, ks_, kvh, b_.constant<float>(1.0f));
   }
 
   void dq(const kernel::MbarrierRing& ring) {
@@ -425,24 +447,24 @@ class BwdWgmma {
     Value lse2[2], delta[2], rows[2];
     for (uint32_t half = 0; half < 2; ++half) {
       rows[half] = m0 + warp_ * 16u + lane_ / 4u + 8u * half;
-      Value at = (u64(batch_) * u64(s_.hq.ir) + u64(h)) * u64(s_.sq_pad.ir) + u64(ir::min(rows[half], s_.sq.ir - 1u));
+      Value at = (u64(batch_) * u64(s_.hq.ir) + u64(h)) * u64(s_.sq_pad.ir) + u64(ir::min(rows[half], sq_ - 1u));
       lse2[half] = s_.lse2.ir[at];
       delta[half] = s_.delta.ir[at];
     }
     // The key tiles the block's rows see (the bounds are monotonic in the row).
-    Value last = ir::min(m0 + (kRows - 1), s_.sq.ir - 1u);
+    Value last = ir::min(m0 + (kRows - 1), sq_ - 1u);
     Value lo = ir::cast<uint32_t>(keys_of(i32(m0)).first), hi = ir::cast<uint32_t>(keys_of(i32(last)).second);
     Value t0 = lo / kRows;
     Value steps = ir::select(hi > lo, (hi + (kRows - 1)) / kRows - t0, u32c(0));
 
-    load_own(s_.q_map, s_.q_order, s_.do_map, s_.do_order, m0, h);
+    load_own(s_.q_map, s_.q_order, s_.do_map, s_.do_order, qs_ + m0, h);
     auto load = [&](Value t) {
       const kernel::MbarrierRing::Slot sl = ring.slot(t);
       ring.acquire(sl);
       ring.expect(sl, L_.stage);
       Value at = L_.ring + sl.stage * L_.stage;
-      load_tile(s_.k_map, s_.k_order, at, (t0 + t) * kRows, kvh, ring.full(sl));
-      load_tile(s_.v_map, s_.v_order, at + L_.tile, (t0 + t) * kRows, kvh, ring.full(sl));
+      load_tile(s_.k_map, s_.k_order, at, ks_ + (t0 + t) * kRows, kvh, ring.full(sl));
+      load_tile(s_.v_map, s_.v_order, at + L_.tile, ks_ + (t0 + t) * kRows, kvh, ring.full(sl));
     };
 
     const AccTile dQ(b_, 1, 1, D_ / 8), S(b_, 1, 1, kRows / 8), dP(b_, 1, 1, kRows / 8);
@@ -469,7 +491,7 @@ class BwdWgmma {
       b_.wgmma_commit_group();
       b_.wgmma_wait_group(0);
     });
-    store(dQ, s_.g0, s_.g0_bs, s_.g0_ss, s_.g0_hs, m0, s_.sq.ir, h, s_.scale.ir);
+    store(dQ, s_.g0, s_.g0_bs, s_.g0_ss, s_.g0_hs, m0, sq_, qs_, h, s_.scale.ir);
   }
 
   ir::KernelBuilder& b_;
@@ -479,6 +501,7 @@ class BwdWgmma {
   const uint32_t D_;
   uint32_t own_bar_ = 0;
   Value smem_, smem_f32_, bars_, tid_, warp_, lane_, batch_;
+  Value qs_, ks_, sq_, sk_, tb_;  // the sequence's first q / k row, its lengths, the maps' batch coordinate
 };
 
 // Blocks an SM holds: three where their shared memory fits (the dq kernels: 168 registers),
@@ -501,7 +524,7 @@ void check_config(const AttentionBackwardWgmmaConfig& c) {
 ir::Kernel build_wgmma(const AttentionBackwardWgmmaConfig& c) {
   check_config(c);
   ir::KernelBuilder b(std::string("attention_bwd_wgmma_") + (c.part == Part::Dq ? "dq_" : "dkv_") + ir::scalar_name(c.dtype) + "_d" +
-                      std::to_string(c.head_dim) + "_s" + std::to_string(c.stages) + (c.softcap ? "_cap" : ""));
+                      std::to_string(c.head_dim) + "_s" + std::to_string(c.stages) + (c.softcap ? "_cap" : "") + (c.varlen ? "_varlen" : ""));
   BwdWgmmaSignature sig(c.dtype);
   kernel::declare(b, sig);
   b.launch_bounds(kThreads, blocks_of(c));
@@ -519,13 +542,14 @@ AttentionBackwardWgmmaConfig with_softcap(AttentionBackwardWgmmaConfig c) {
   return c;
 }
 
-// The pre-pass's padded stats (lse2 or D) as a map: (row, head, batch), box 64 rows.
-jit::TensorMapTiled stats_map(uint64_t address, const AttentionShape& s, uint32_t sq_pad) {
+// The pre-pass's padded stats (lse2 or D) as a map: (row, head, batch), box 64 rows (varlen
+// too: the pre-pass writes each sequence's rows at their positions within it).
+jit::TensorMapTiled stats_map(uint64_t address, uint32_t rows, uint32_t heads, uint32_t batch, uint32_t sq_pad) {
   jit::TensorMapTiled m;
   m.dtype = Scalar::F32;
   m.global_address = address;
-  m.global_dims = {s.seqlen_q, s.heads_q, s.batch};
-  m.global_strides = {uint64_t(sq_pad) * 4, uint64_t(s.heads_q) * sq_pad * 4};
+  m.global_dims = {rows, heads, batch};
+  m.global_strides = {uint64_t(sq_pad) * 4, uint64_t(heads) * sq_pad * 4};
   m.box_dims = {kRows, 1, 1};
   return m;
 }
@@ -536,7 +560,8 @@ uint32_t AttentionBackwardWgmmaConfig::shared_bytes() const { return layout_of(*
 
 std::string AttentionBackwardWgmmaConfig::str() const {
   return std::string("attention_bwd_wgmma(") + ir::scalar_name(dtype) + ", d" + std::to_string(head_dim) + ", " +
-         (part == Part::Dq ? "dq" : "dkv") + ", " + std::to_string(stages) + " stages" + (softcap ? ", softcap)" : ")");
+         (part == Part::Dq ? "dq" : "dkv") + ", " + std::to_string(stages) + " stages" + (softcap ? ", softcap" : "") +
+         (varlen ? ", varlen)" : ")");
 }
 
 jit::Family<AttentionBackwardWgmmaConfig>& attention_backward_wgmma_family() {
@@ -546,9 +571,10 @@ jit::Family<AttentionBackwardWgmmaConfig>& attention_backward_wgmma_family() {
       for (const AttentionBackwardVariant& row : attention_backward_variants())
         if (row.engine == AttentionEngine::Wgmma)
           for (Part p : {Part::Dq, Part::Dkv})
-            for (bool cap : {false, true}) {
+            for (int form = 0; form < 3; ++form) {  // plain, softcap, varlen
               AttentionBackwardWgmmaConfig c = attention_backward_wgmma_config(s, row, p);
-              if (cap) c = with_softcap(c);
+              if (form == 1) c = with_softcap(c);
+              c.varlen = form == 2;
               if (std::none_of(v.begin(), v.end(), [&](const auto& o) { return o.fields() == c.fields(); })) v.push_back(c);  // rows share a part's kernel
             }
     return v;
@@ -568,7 +594,10 @@ std::string attention_backward_wgmma_refusal(const AttentionTensor& q, const Att
   if (dev.sm != 90) return "it needs an sm_90 device (compiled for sm_90a), the device is " + dev.arch;
   if (jit::interpret_mode()) return "the interpreter does not model wgmma and TMA (an sm_90 GPU runs it)";
   if (s.head_dim != 64 && s.head_dim != 128) return "it takes head_dim 64 or 128";
-  if (opt.cu_seqlens_q || opt.cu_seqlens_k) return "it does not take varlen batches (cu_seqlens)";
+  const bool varlen = opt.cu_seqlens_q || opt.cu_seqlens_k;
+  if (varlen && (!opt.total_q || !opt.total_k))
+    return "varlen needs total_q and total_k (the rows of q and k: the extents of its TMA maps)";
+  if (varlen && opt.softcap > 0.0f) return "it does not take varlen batches with a softcap";
   if (s.seqlen_q > 0x7fffffffu || s.seqlen_k > 0x7fffffffu) return "sequences of 2^31 tokens or more";
   if (row.engine != AttentionEngine::Wgmma || row.head_dim != s.head_dim) return std::string(row.name) + " is not a wgmma row of this head dim";
   for (Part p : {Part::Dq, Part::Dkv})
@@ -578,7 +607,8 @@ std::string attention_backward_wgmma_refusal(const AttentionTensor& q, const Att
   const std::pair<const char*, const AttentionTensor*> ins[] = {{"q", &q}, {"k", &k}, {"v", &v}, {"dout", &dout}};
   for (auto [name, t] : ins) {
     const bool is_q = t == &q || t == &dout;
-    if (!attention_tma_plan(*t, is_q ? s.seqlen_q : s.seqlen_k, is_q ? s.heads_q : s.heads_kv, s.batch, s.head_dim, kRows, &why))
+    if (!attention_tma_plan(*t, is_q ? (varlen ? opt.total_q : s.seqlen_q) : (varlen ? opt.total_k : s.seqlen_k),
+                            is_q ? s.heads_q : s.heads_kv, varlen ? 1 : s.batch, s.head_dim, kRows, &why))
       return std::string(name) + ": " + why;
   }
   for (const AttentionTensor* t : {&g.dq, &g.dk, &g.dv})
@@ -591,20 +621,24 @@ void attention_backward_wgmma_launch(const AttentionTensor& q, const AttentionTe
                                      const AttentionTensor& dout, const AttentionGradients& g, const AttentionShape& s,
                                      const AttentionBackwardOptions& opt, const AttentionBackwardVariant& row, float scale,
                                      uint64_t lse2, uint64_t delta, const jit::Stream* stream) {
+  // Varlen: the maps span the packed rows (total_q, total_k), batch extent 1.
+  const bool varlen = opt.cu_seqlens_q != 0;
+  const uint32_t lq = varlen ? opt.total_q : s.seqlen_q, lk = varlen ? opt.total_k : s.seqlen_k, nb = varlen ? 1 : s.batch;
   const uint32_t sq_pad = attention_backward_sq_pad(s.seqlen_q);
   auto plan = [&](const AttentionTensor& t, bool is_q) {
     return jit::encode_tensor_map_tiled(
-        attention_tma_plan(t, is_q ? s.seqlen_q : s.seqlen_k, is_q ? s.heads_q : s.heads_kv, s.batch, s.head_dim, kRows, nullptr)->map);
+        attention_tma_plan(t, is_q ? lq : lk, is_q ? s.heads_q : s.heads_kv, nb, s.head_dim, kRows, nullptr)->map);
   };
   auto order = [&](const AttentionTensor& t, bool is_q) {
-    return attention_tma_plan(t, is_q ? s.seqlen_q : s.seqlen_k, is_q ? s.heads_q : s.heads_kv, s.batch, s.head_dim, kRows, nullptr)->order;
+    return attention_tma_plan(t, is_q ? lq : lk, is_q ? s.heads_q : s.heads_kv, nb, s.head_dim, kRows, nullptr)->order;
   };
   BwdWgmmaSignature sig(q.dtype);
   sig.q_map.host = plan(q, true), sig.k_map.host = plan(k, false), sig.v_map.host = plan(v, false), sig.do_map.host = plan(dout, true);
   sig.q_order.host = order(q, true), sig.k_order.host = order(k, false), sig.v_order.host = order(v, false);
   sig.do_order.host = order(dout, true);
-  sig.lse_map.host = jit::encode_tensor_map_tiled(stats_map(lse2, s, sq_pad));
-  sig.delta_map.host = jit::encode_tensor_map_tiled(stats_map(delta, s, sq_pad));
+  sig.lse_map.host = jit::encode_tensor_map_tiled(stats_map(lse2, s.seqlen_q, s.heads_q, s.batch, sq_pad));
+  sig.delta_map.host = jit::encode_tensor_map_tiled(stats_map(delta, s.seqlen_q, s.heads_q, s.batch, sq_pad));
+  sig.cu_q.host = opt.cu_seqlens_q, sig.cu_k.host = opt.cu_seqlens_k;
   sig.lse2.host = lse2, sig.delta.host = delta;
   sig.sq.host = s.seqlen_q, sig.sk.host = s.seqlen_k, sig.sq_pad.host = sq_pad, sig.hq.host = s.heads_q;
   sig.group.host = s.heads_q / s.heads_kv;
@@ -616,10 +650,11 @@ void attention_backward_wgmma_launch(const AttentionTensor& q, const AttentionTe
   sig.scale_log2.host = scale * 1.4426950408889634f;
   sig.softcap.host = opt.softcap;
   auto launch = [&](Part part, const AttentionTensor& g0, const AttentionTensor& g1, uint32_t len, uint32_t heads) {
-    sig.g0.host = g0.address, sig.g0_bs.host = g0.batch_stride, sig.g0_ss.host = g0.seq_stride, sig.g0_hs.host = g0.head_stride;
-    sig.g1.host = g1.address, sig.g1_bs.host = g1.batch_stride, sig.g1_ss.host = g1.seq_stride, sig.g1_hs.host = g1.head_stride;
+    sig.g0.host = g0.address, sig.g0_bs.host = varlen ? 0 : g0.batch_stride, sig.g0_ss.host = g0.seq_stride, sig.g0_hs.host = g0.head_stride;
+    sig.g1.host = g1.address, sig.g1_bs.host = varlen ? 0 : g1.batch_stride, sig.g1_ss.host = g1.seq_stride, sig.g1_hs.host = g1.head_stride;
     AttentionBackwardWgmmaConfig c = attention_backward_wgmma_config(q.dtype, row, part);
     if (opt.softcap > 0.0f) c = with_softcap(c);
+    c.varlen = varlen;
     const kernel::PackedArgs args = kernel::pack(sig);
     attention_backward_wgmma_family().get(c).launch_packed(
         {.grid = {(len + kRows - 1) / kRows, heads, s.batch}, .block = {kThreads}, .shared_bytes = c.shared_bytes(), .stream = stream},

@@ -106,6 +106,7 @@ Run<T> run_case(const Case& c, int runs = 1) {
     fo.cu_seqlens_q = bo.cu_seqlens_q = cu_q_dev.device_address();
     fo.cu_seqlens_k = bo.cu_seqlens_k = cu_k_dev.device_address();
     fo.total_q = bo.total_q = Sq;
+    fo.total_k = bo.total_k = Sk;
   }
   kaio::ops::attention(q.t, k.t, v.t, o.t, shape, fo);
 

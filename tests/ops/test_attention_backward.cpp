@@ -130,6 +130,14 @@ TEMPLATE_TEST_CASE("attention backward: the wgmma kernels at odd lengths, causal
   check_case<TestType>(Case{.sq = 65, .sk = 130, .hq = 4, .hkv = 2, .d = 128, .alibi = true, .kernel = W});
   check_case<TestType>(Case{.sq = 130, .sk = 65, .hq = 8, .hkv = 2, .d = 64, .causal = true, .alibi = true, .kernel = W});
   check_case<TestType>(Case{.sq = 200, .sk = 200, .hq = 2, .hkv = 1, .d = 128, .wl = 64, .wr = 0, .alibi = true, .kernel = W}, 2);
+  // Varlen (the varlen configs): three sequences of unequal lengths (one of a single token),
+  // causal and not, a window with ALiBi, GQA, (B, H, S, D), bit for bit.
+  for (uint32_t d : {64u, 128u}) {
+    check_case<TestType>(Case{.hq = 4, .hkv = 2, .d = d, .causal = true, .q_lens = {129, 3, 1}, .k_lens = {129, 70, 200}, .kernel = W});
+    check_case<TestType>(Case{.hq = 2, .hkv = 1, .d = d, .q_lens = {7, 300, 65}, .k_lens = {65, 130, 7}, .kernel = W});
+    check_case<TestType>(Case{.hq = 8, .hkv = 2, .d = d, .wl = 30, .wr = 5, .alibi = true, .bhsd = true, .q_lens = {200, 1, 64},
+                              .k_lens = {260, 33, 64}, .kernel = W}, 2);
+  }
   // Softcap (the softcap configs): alone, with a window and ALiBi, GQA, (B, H, S, D), a scale.
   for (uint32_t d : {64u, 128u}) {
     check_case<TestType>(Case{.sq = 130, .sk = 130, .hq = 4, .hkv = 2, .d = d, .causal = true, .softcap = 0.5f, .kernel = W});
@@ -269,8 +277,9 @@ TEST_CASE("every declared attention backward kernel is in the catalog and assemb
   auto& wgmma = kaio::ops::attention_backward_wgmma_family();
   CHECK(rows.config_count() == 36);  // {f16, bf16, f32} x {64, 96, 128, 256} x {dot, dq, dkv}
   CHECK(mma.config_count() == 24);    // {f16, bf16} x the six mma rows {d64, d96, d128} x {2, 3 stages} x {dq, dkv}
-  // {f16, bf16} x (d64: {2, 3, 4 stages} x {dq, dkv}; d128: dq 1 or 2, dkv 2), and each with softcap (dq d128: 2 stages)
-  CHECK(wgmma.config_count() == 34);
+  // {f16, bf16} x (d64: {2, 3, 4 stages} x {dq, dkv}; d128: dq 1 or 2, dkv 2), each also with softcap (dq d128: 2
+  // stages) and varlen
+  CHECK(wgmma.config_count() == 52);
   for (jit::FamilyBase* f : {static_cast<jit::FamilyBase*>(&rows), static_cast<jit::FamilyBase*>(&mma),
                              static_cast<jit::FamilyBase*>(&wgmma)})
     for (size_t i = 0; i < f->config_count(); ++i) {
@@ -282,8 +291,10 @@ TEST_CASE("every declared attention backward kernel is in the catalog and assemb
     }
   CHECK(rows.configs()[1].str() == "attention_bwd_rows(f16, d64, dq, 4 warps)");
   CHECK(mma.configs()[1].str() == "attention_bwd_mma(f16, d64, dkv, 64x64, 2 stages)");
-  CHECK(wgmma.configs()[14].str() == "attention_bwd_wgmma(f16, d128, dkv, 2 stages)");
-  CHECK(wgmma.configs()[15].str() == "attention_bwd_wgmma(f16, d128, dkv, 2 stages, softcap)");
+  const std::vector<std::string> wn = wgmma.config_names();
+  for (const char* n : {"attention_bwd_wgmma(f16, d128, dkv, 2 stages)", "attention_bwd_wgmma(f16, d128, dkv, 2 stages, softcap)",
+                        "attention_bwd_wgmma(f16, d128, dq, 2 stages, softcap)", "attention_bwd_wgmma(bf16, d64, dq, 3 stages, varlen)"})
+    CHECK(std::find(wn.begin(), wn.end(), n) != wn.end());
 }
 
 // The full cross of lengths (tile edges included), masks, head sharing, head dims and paths:
