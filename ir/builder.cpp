@@ -697,7 +697,9 @@ void KernelBuilder::return_() {
 Kernel KernelBuilder::build() {
   ensure_open("build");
   if (s_->blocks.size() != 1) fail("build", "build() called inside a body");
-  s_->k->arch_specific = verify(*s_->k).arch_specific;
+  const VerifyResult vr = verify(*s_->k);
+  s_->k->arch_specific = vr.arch_specific;
+  s_->k->reallocates_registers = vr.setmaxnreg;
   s_->k->canonical = encode(*s_->k);
   s_->k->hash = hash_bytes(s_->k->canonical.data(), s_->k->canonical.size());
   s_->k->body.insts = exact_copy(s_->k->body.insts, t_spare.insts, Spare::kMaxInsts);

@@ -203,6 +203,10 @@ class Kernel {
     // Uses arch-specific instructions (wgmma, setmaxnreg): compiled for sm_90a, never plain
     // sm_90 (set by build() from the verifier; follows from the instructions, so not encoded).
     bool arch_specific = false;
+    // Moves registers between warpgroups (setmaxnreg): ptxas honours that only when it
+    // compiles the kernel as a whole program, which nvJitLink's separate compilation is not
+    // (jit/backend_device.cpp loads such a kernel from its PTX). Set like arch_specific.
+    bool reallocates_registers = false;
     std::vector<std::string> comments;  // b.comment() texts (not part of the key)
     std::vector<SpecConstant> specs;
     std::vector<ValueInfo> values;
@@ -228,6 +232,7 @@ class Kernel {
   const Block& body() const { return d_->body; }
   const std::string& canonical() const { return d_->canonical; }
   bool arch_specific() const { return d_->arch_specific; }
+  bool reallocates_registers() const { return d_->reallocates_registers; }
   const Hash128& hash() const { return d_->hash; }
 
   std::string print() const;  // canonical text form
@@ -239,6 +244,7 @@ class Kernel {
 // Implemented in verifier.cpp / encode.cpp / printer.cpp.
 struct VerifyResult {
   bool arch_specific = false;  // uses sm_90a-only instructions (Kernel::Data::arch_specific)
+  bool setmaxnreg = false;     // Kernel::Data::reallocates_registers
 };
 VerifyResult verify(const Kernel::Data& k);  // throws UsageError
 std::string encode(const Kernel::Data& k);

@@ -20,6 +20,7 @@ struct Verifier {
   bool any_sync = false;   // a barrier or warpgroup instruction: the divergence check applies
   bool any_async = false;  // an asynchronous op: the async-register rule applies
   bool arch_specific = false;  // an sm_90a-only instruction (wgmma, setmaxnreg)
+  bool setmaxnreg = false;     // moves registers between warpgroups
 
   // The failure paths are out of line and cold, so that the checks on the hot path (every
   // operand of every instruction) inline to a few compares.
@@ -88,6 +89,7 @@ struct Verifier {
     any_sync |= d.has(Effect::Collective) || d.has(Effect::WarpCollective);
     any_async |= d.has(Effect::AsyncIssue);
     arch_specific |= is_arch_specific(i.op);
+    setmaxnreg |= i.op == Op::SetMaxNReg;
     if (has_result && i.nresults == 0) fail(i, "a result with no values");
     switch (d.rule) {
       case OpRule::Leaf:
@@ -384,7 +386,7 @@ VerifyResult verify(const Kernel::Data& k) {
   // Both passes only reject at barriers / async ops: a kernel without them skips them.
   if (v.any_sync) check_barriers(k);
   if (v.any_async) check_async_regs(k);
-  return {v.arch_specific};
+  return {v.arch_specific, v.setmaxnreg};
 }
 
 }  // namespace kaio::ir

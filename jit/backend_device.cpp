@@ -1,10 +1,15 @@
 // The GPU backend: the CUDA driver (jit/driver.h), device 0's primary context.
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "kaio/jit/backend.h"
 #include "kaio/jit/driver.h"
 #include "kaio/jit/kernel_state.h"
+#include "kaio/jit/log.h"
+
+#include <spdlog/spdlog.h>
 
 namespace kaio::jit::detail {
 
@@ -200,8 +205,46 @@ class DeviceBackend final : public Backend {
     if (s.arch.compare(0, dev.size(), dev) != 0)
       throw UsageError(s.name, "launch", "kernel compiled for " + s.arch + " cannot run on this " + dev + " device");
     CUmodule m = nullptr;
-    driver::check(driver::api().module_load_data(&m, s.cubin.data()), "cuModuleLoadData for kernel '" + s.name + "'");
+    if (s.whole_program && whole_program_allowed()) m = load_whole_program(s);
+    if (!m)
+      driver::check(driver::api().module_load_data(&m, s.cubin.data()), "cuModuleLoadData for kernel '" + s.name + "'");
     s.module.store(m, std::memory_order_release);
+  }
+
+  // KAIO_WHOLE_PROGRAM=0: always the cubin (read at each load, which is once per kernel).
+  static bool whole_program_allowed() {
+    const char* v = std::getenv("KAIO_WHOLE_PROGRAM");
+    return !(v && std::string(v) == "0");
+  }
+
+  // A kernel that moves registers between warpgroups (setmaxnreg) needs ptxas to compile it as
+  // a whole program: nvJitLink compiles separately, where ptxas ignores setmaxnreg (C7504) and
+  // sizes every warp by .maxnreg (the consumers spill, and wgmma serialises). The driver's own
+  // JIT of the PTX is a whole-program compile; its result is kept in the driver's compute cache
+  // (CUDA_CACHE_PATH), so a later process pays a lookup, not a compile. When the driver refuses
+  // (e.g. a PTX ISA newer than the driver), nvJitLink's cubin runs instead: correct, slower.
+  static CUmodule load_whole_program(KernelState& s) {
+    if (s.ptx.empty()) return nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string err(8192, '\0');
+    CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void* vals[] = {err.data(), reinterpret_cast<void*>(err.size())};
+    CUmodule m = nullptr;
+    const CUresult r = driver::api().module_load_data_ex(&m, s.ptx.c_str(), 2, opts, vals);
+    if (r != CUDA_SUCCESS) {
+      err.resize(std::strlen(err.c_str()));
+      const char* name = nullptr;
+      driver::api().get_error_name(r, &name);
+      warn_once("whole-program:" + s.name, "the driver could not compile kernel '" + s.name + "' from its PTX (" +
+                                               (name ? name : "error") + (err.empty() ? "" : ": " + err) +
+                                               "); running nvJitLink's cubin, where setmaxnreg is ignored");
+      return nullptr;
+    }
+    s.loaded_from_ptx.store(true, std::memory_order_release);
+    if (debug_enabled())
+      log().debug("{}: loaded from its PTX by the driver (whole program, {:.3f} ms)", s.name,
+                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    return m;
   }
 
   static CUfunction resolve_slow(KernelState& s) {

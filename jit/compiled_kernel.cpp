@@ -46,6 +46,10 @@ Resources CompiledKernel::resources() const {
     r.local_bytes = static_cast<uint64_t>(local);
     r.max_threads_per_block = threads;
     r.from_device = true;
+    if (s.loaded_from_ptx.load(std::memory_order_acquire)) {
+      r.whole_program = true;
+      r.spill_stores = r.spill_loads = 0;
+    }
   }
   return r;
 }

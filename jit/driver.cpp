@@ -55,6 +55,7 @@ Loaded& loaded() {
     sym(a.ctx_get_current, "cuCtxGetCurrent");
     sym(a.ctx_synchronize, "cuCtxSynchronize");
     sym(a.module_load_data, "cuModuleLoadData");
+    sym(a.module_load_data_ex, "cuModuleLoadDataEx");
     sym(a.module_unload, "cuModuleUnload");
     sym(a.module_get_function, "cuModuleGetFunction");
     sym(a.func_get_attribute, "cuFuncGetAttribute");

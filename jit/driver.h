@@ -21,6 +21,7 @@ struct Api {
   decltype(&cuCtxGetCurrent) ctx_get_current;
   decltype(&cuCtxSynchronize) ctx_synchronize;
   decltype(&cuModuleLoadData) module_load_data;
+  decltype(&cuModuleLoadDataEx) module_load_data_ex;
   decltype(&cuModuleUnload) module_unload;
   decltype(&cuModuleGetFunction) module_get_function;
   decltype(&cuFuncGetAttribute) func_get_attribute;

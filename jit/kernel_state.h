@@ -21,6 +21,9 @@ struct KernelState {
   std::vector<ir::Param> params;
   ir::Kernel kernel;  // the IR: launches run it in the interpreter in interpret mode
   uint32_t launch_bound_threads = 0;
+  // The kernel moves registers between warpgroups (setmaxnreg): the device backend loads it
+  // from its PTX, which the driver compiles as a whole program (ir::Kernel::Data).
+  bool whole_program = false;
 
   // Device backend: loaded lazily into the current device's context. Written under
   // device_mutex, read lock-free (release/acquire) on every launch.
@@ -30,6 +33,8 @@ struct KernelState {
   // The MAX_DYNAMIC_SHARED_SIZE_BYTES attribute set so far. It only grows, so a launch that
   // reads a value >= its own need may go ahead without the lock.
   std::atomic<uint32_t> dynamic_smem_set{0};
+  // True once the module came from the driver's whole-program compile of the PTX (not the cubin).
+  std::atomic<bool> loaded_from_ptx{false};
 
   ~KernelState();
 };

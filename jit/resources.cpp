@@ -34,7 +34,8 @@ std::string Resources::str() const {
   return std::to_string(registers) + " registers, " + std::to_string(static_shared) + " B static shared, " +
          std::to_string(local_bytes) + " B local (" + std::to_string(spill_stores) + " B spill stores, " +
          std::to_string(spill_loads) + " B spill loads), max " + std::to_string(max_threads_per_block) +
-         " threads per block" + (from_device ? " (device)" : " (estimated)");
+         " threads per block" +
+         (whole_program ? " (device, whole-program compile)" : from_device ? " (device)" : " (estimated)");
 }
 
 }  // namespace kaio::jit

@@ -15,6 +15,10 @@ struct Resources {
   uint64_t spill_loads = 0;      // bytes
   int max_threads_per_block = 0; // device: exact; offline: estimated from registers
   bool from_device = false;      // filled by cuFuncGetAttribute
+  // Loaded from the driver's whole-program compile of the PTX (a kernel with setmaxnreg):
+  // registers and local bytes are the driver's; the spill counts, which only nvJitLink's
+  // log gives and which describe its cubin, are left at 0.
+  bool whole_program = false;
   std::string str() const;       // "24 registers, 0 B shared, 0 B local, ..."
 };
 

@@ -156,11 +156,13 @@ jit::Family<AttentionDecodeConfig>& attention_decode_family();
 // query rows each run S = Q K^T and O += P V on wgmma (P from registers).
 struct AttentionWgmmaConfig {
   ir::Scalar dtype = ir::Scalar::F16;
-  uint32_t head_dim = 128, bn = 128, stages = 2;
+  uint32_t head_dim = 128;
+  uint32_t bm = 128;  // query rows a block: 128, or 64 (D 256: the consumers split D)
+  uint32_t bn = 128, stages = 2;
   bool windowed = false;  // a window's left edge (or a right one wider than causal): masks and tile ranges for it
   bool mods = false;      // softcap and ALiBi on the scores (built windowed: the masks of every tile)
   bool varlen = false;    // packed sequences (cu_seqlens): each block reads its sequence's bounds (built windowed)
-  auto fields() const { return std::tie(dtype, head_dim, bn, stages, windowed, mods, varlen); }
+  auto fields() const { return std::tie(dtype, head_dim, bm, bn, stages, windowed, mods, varlen); }
   std::string str() const;
   uint32_t shared_bytes() const;  // the dynamic shared memory of a block
 };

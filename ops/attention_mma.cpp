@@ -38,10 +38,12 @@ const AttentionVariant kAttentionVariants[] = {
     {.name = "fa2_d128_m64", .head_dim = 128, .bm = 64, .bn = 64, .stages = 2},
     {.name = "fa2_d256", .head_dim = 256, .bm = 64, .bn = 32, .stages = 2},
     // The wgmma kernel (ops/attention_wgmma.cpp): BM 128 = two consumer warpgroups of 64 rows;
-    // at D 256 BM 64, both consumers on the same rows, each keeping O for half of D.
+    // at D 256 BM 64, both consumers on the same rows, each keeping O for half of D, or BM 128
+    // with all of D in each consumer's registers (given by the producer: setmaxnreg).
     {.name = "fa3_d64", .head_dim = 64, .bm = 128, .bn = 128, .stages = 3, .engine = AttentionEngine::Wgmma},
     {.name = "fa3_d128", .head_dim = 128, .bm = 128, .bn = 128, .stages = 2, .engine = AttentionEngine::Wgmma},
     {.name = "fa3_d256", .head_dim = 256, .bm = 64, .bn = 64, .stages = 3, .engine = AttentionEngine::Wgmma},
+    {.name = "fa3_d256_m128", .head_dim = 256, .bm = 128, .bn = 64, .stages = 2, .engine = AttentionEngine::Wgmma},
 };
 
 std::span<const AttentionVariant> attention_variants() { return kAttentionVariants; }

@@ -18,7 +18,8 @@
 //                                       accumulators converted to 16 bits in place: the
 //                                       C-fragment layout of one k16 pair of n8 blocks is the
 //                                       A-fragment layout) and B = V MN-major (transposing form)
-//                      in turn, or (where registers allow: D 64) with tile t's Q K^T and
+//                      in turn, or (where registers allow: D 64, and D 128 with the producer's
+//                      registers moved to the consumers by setmaxnreg) with tile t's Q K^T and
 //                      tile t - 1's P V issued together and tile t's mask and softmax
 //                      under the P V (FA3's intra-warpgroup overlap); then divide by the
 //                      row sums, store o and the logsumexp.
@@ -67,15 +68,17 @@ constexpr uint32_t kConsumers = 2, kConsumerRows = 64, kElem = 2;
 constexpr uint32_t kWgmmaK = 16;  // k of one 16-bit wgmma
 constexpr uint32_t kBlock = kSwizzleBytes / kElem;  // head elements (or keys) in a 128-byte row: 64
 
-// Head dims above 128 split the head dimension between the consumers: both take the same 64
-// query rows and compute the whole S (Q K^T over all of D), each keeps O for its half of D.
-// O for 64 rows x 256 would be 128 registers per thread beside S and P, past the 168 a thread
-// has; the split costs a second Q K^T (3 units of MMA work for 2) and keeps every register.
-bool splits_d(uint32_t head_dim) { return head_dim > 128; }
+// Head dims above 128 at 64 query rows a block split the head dimension between the
+// consumers: both take the same 64 rows and compute the whole S (Q K^T over all of D), each
+// keeps O for its half of D. O for 64 rows x 256 is 128 registers per thread beside S and P,
+// past the 168 a thread has; the split costs a second Q K^T (3 units of MMA work for 2) and
+// keeps every register. At 128 rows a block each consumer keeps all of D for its 64 rows, in
+// the 240 registers the producer hands over (reallocates).
+bool splits_d(const AttentionWgmmaConfig& c) { return c.head_dim > 128 && c.bm == kConsumerRows; }
 // Query rows per block: 128 (a consumer's 64 each), or 64 when the consumers split D.
-uint32_t bm_of(const AttentionWgmmaConfig& c) { return splits_d(c.head_dim) ? kConsumerRows : kConsumers * kConsumerRows; }
+uint32_t bm_of(const AttentionWgmmaConfig& c) { return splits_d(c) ? kConsumerRows : kConsumers * kConsumerRows; }
 // The head elements of O a consumer keeps.
-uint32_t o_width(const AttentionWgmmaConfig& c) { return splits_d(c.head_dim) ? c.head_dim / kConsumers : c.head_dim; }
+uint32_t o_width(const AttentionWgmmaConfig& c) { return splits_d(c) ? c.head_dim / kConsumers : c.head_dim; }
 
 // Byte offsets in the block's shared memory: Q, the K stages, the V stages, the mbarriers.
 struct Layout {
@@ -129,8 +132,17 @@ struct AttentionWgmmaSignature {
   }
 };
 
-// The overlapped schedule where S, P and O fit in 128 registers per thread (Fa3Kernel::consume).
-bool overlap_fits(const AttentionWgmmaConfig& c) { return c.bn / 2 + c.bn / 4 + o_width(c) / 2 <= 128; }
+// Registers per thread: a 384-thread block has 168 (65,536 / 384). The overlapped schedule
+// (Fa3Kernel::consume) keeps S(t), P(t - 1) and O live together, BN / 2 + BN / 4 + D / 2 of
+// them, and fits beside the rest where that comes to 128 or fewer (D 64). Up to 200 (D 128 at
+// BN 128: 160) it fits once the producer warpgroup hands its registers to the consumers
+// (setmaxnreg: 24 for the producer, 240 for each consumer, 64,512 in all): those kernels are
+// compiled as a whole program when they load (jit/backend_device.cpp; nvJitLink's separate
+// compile ignores setmaxnreg, and its cubin, which spills, is only the fallback).
+constexpr uint32_t kPlainRegs = 168, kProducerRegs = 24, kConsumerRegs = 240;
+uint32_t overlap_regs(const AttentionWgmmaConfig& c) { return c.bn / 2 + c.bn / 4 + o_width(c) / 2; }
+bool reallocates(const AttentionWgmmaConfig& c) { return overlap_regs(c) > 128 && overlap_regs(c) <= 200; }
+bool overlap_fits(const AttentionWgmmaConfig& c) { return overlap_regs(c) <= 200; }
 
 class Fa3Kernel {
  public:
@@ -182,7 +194,8 @@ class Fa3Kernel {
       ring_v.init();
     });
     b_.barrier();
-    const kernel::WarpSpecialized ws(b_, kConsumers);
+    kernel::WarpSpecialized ws(b_, kConsumers);
+    if (reallocates(c_)) ws.producer_regs = kProducerRegs, ws.consumer_regs = kConsumerRegs;
     ws.run(warp_,
            [&] {
              b_.if_(tid == 0u, [&] {
@@ -255,16 +268,13 @@ class Fa3Kernel {
   //   overlap    step t issues S(t) = Q K(t)^T and then O += P(t - 1) V(t - 1), and runs tile
   //              t's mask and softmax while the second group is still on the tensor cores
   //              (FA3's intra-warpgroup overlap). S(t), P(t - 1) and O are then live together:
-  //              BN / 2 + BN / 4 + D / 2 registers per thread, which fit beside the rest in the
-  //              168 a thread has at 384 threads where they come to 128 or fewer (D 64 at BN
-  //              128: +5-8% on the H200; D 128 at BN 128 would be 160 and spill). setmaxnreg,
-  //              which would move the producer's registers here, is not honoured through
-  //              nvJitLink; a block without the producer warpgroup (its loads issued by a
-  //              consumer thread) measured 10% slower (bench/NOTES.md).
+  //              BN / 2 + BN / 4 + D / 2 registers per thread: at D 64 within the 168 a
+  //              thread of a 384-thread block has (+5-8% on the H200), at D 128 (160) with
+  //              the producer's registers moved to the consumers (overlap_fits, reallocates).
   void consume(const kernel::MbarrierRing& ring_k, const kernel::MbarrierRing& ring_v, Value tiles, Value wg) {
     const bool overlap = overlap_fits(c_);
     const uint32_t D = o_width(c_), BN = c_.bn;  // D: the head elements of O this consumer keeps
-    const bool split = splits_d(c_.head_dim);
+    const bool split = splits_d(c_);
     const ir::Type t16 = ir::Type::scalar(c_.dtype);
     Value row_w = split ? u32c(0) : wg * kConsumerRows;  // this consumer's first row in the block
     Value d0 = split ? wg * D : u32c(0);                  // ... and its first head element of O
@@ -494,10 +504,12 @@ void check_config(const AttentionWgmmaConfig& c) {
   if (c.dtype != Scalar::F16 && c.dtype != Scalar::BF16)
     throw UsageError("", "attention", std::string("the wgmma kernel takes f16 or bf16, not ") + ir::scalar_name(c.dtype));
   if ((c.head_dim != 64 && c.head_dim != 128 && c.head_dim != 256) || c.bn % kBlock || c.bn > 256 || c.stages < 2 || c.stages > 4 ||
+      (c.bm != 128 && !(c.bm == 64 && c.head_dim == 256)) || (!splits_d(c) && overlap_regs(c) > 200) ||
       c.shared_bytes() > jit::device_info_for("sm_90a").smem_per_block_optin)
     throw UsageError("", "attention", "attention_wgmma config " + c.str() +
-                                          " is not buildable (head_dim 64, 128 or 256, BN a multiple of 64 up to 256, 2-4 stages, "
-                                          "within an sm_90 block's shared memory)");
+                                          " is not buildable (head_dim 64, 128 or 256, BM 128 (or 64 at D 256), BN a multiple "
+                                          "of 64 up to 256 whose S, P and O fit 200 registers, 2-4 stages, within an sm_90 "
+                                          "block's shared memory)");
 }
 
 ir::Kernel build_wgmma(const AttentionWgmmaConfig& c) {
@@ -508,6 +520,9 @@ ir::Kernel build_wgmma(const AttentionWgmmaConfig& c) {
   AttentionWgmmaSignature sig(c.dtype);
   kernel::declare(b, sig);
   b.launch_bounds(kernel::WarpSpecialized::threads(kConsumers), 1);
+  // setmaxnreg needs the count a warp starts with: without .maxnreg a whole-program ptxas
+  // sizes the kernel by the producer's branch and spills the consumers.
+  if (reallocates(c)) b.max_registers(kPlainRegs);
   // .approx division and log in the epilogue: the IEEE forms call a slow-path subroutine,
   // and any call makes ptxas serialize every wgmma of the kernel (waits after each).
   b.fast_math();
@@ -559,25 +574,26 @@ std::string AttentionWgmmaConfig::str() const {
 }
 
 namespace {
-// The softcap / ALiBi form of a config: windowed, and 64 keys a tile. The score modifiers
-// need a few registers beside S, P and O, and at 128 keys the D 64 and D 128 kernels, at the
-// 168 a thread of a 384-thread block has, spill (24-48 bytes); at 64 they do not.
+// The softcap / ALiBi form of a config: windowed, and 64 keys a tile unless the config moves
+// registers to its consumers (D 128). The score modifiers need a few registers beside S, P
+// and O: at 128 keys and the 168 registers a thread of a 384-thread block has, D 64 spills
+// 24-48 bytes; at 64 keys it does not, nor does D 128 at 128 with 240 (no spill).
 AttentionWgmmaConfig with_mods(AttentionWgmmaConfig c) {
   c.windowed = c.mods = true;
-  c.bn = std::min(c.bn, 64u);
+  if (!reallocates(c)) c.bn = std::min(c.bn, 64u);
   return c;
 }
-// The varlen form: windowed, and at D 128 64 keys a tile (the sequence's bounds held beside
-// S, P and O spill 24 bytes at 128).
+// The varlen form: windowed; at D 128, 128 keys where the config moves registers to its
+// consumers, else 64 (the sequence's bounds beside S, P and O spill 24 bytes at 168).
 AttentionWgmmaConfig with_varlen(AttentionWgmmaConfig c) {
   c.windowed = c.varlen = true;
-  if (c.head_dim == 128) c.bn = std::min(c.bn, 64u);
+  if (c.head_dim == 128 && !reallocates(c)) c.bn = std::min(c.bn, 64u);
   return c;
 }
 }  // namespace
 
 AttentionWgmmaConfig attention_wgmma_config(ir::Scalar dtype, const AttentionVariant& v) {
-  return {dtype, v.head_dim, v.bn, v.stages};
+  return {dtype, v.head_dim, v.bm, v.bn, v.stages};
 }
 
 jit::Family<AttentionWgmmaConfig>& attention_wgmma_family() {

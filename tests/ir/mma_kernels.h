@@ -147,6 +147,36 @@ inline std::string sass_of(const std::string& cubin) {
   return r.status == 0 ? r.out : "cuobjdump failed: " + r.out;
 }
 
+// ptxas: $KAIO_PTXAS, else on PATH, else in /usr/local/cuda/bin; empty if none.
+inline std::string ptxas_path() {
+  if (const char* e = std::getenv("KAIO_PTXAS")) return e;
+  if (run_command("command -v ptxas 2>/dev/null").status == 0) return "ptxas";
+  if (std::filesystem::exists("/usr/local/cuda/bin/ptxas")) return "/usr/local/cuda/bin/ptxas";
+  return {};
+}
+
+// A kernel that moves registers (setmaxnreg) compiled as the device backend has the driver
+// compile it: as a whole program (ptxas without -c). `ran` is false when ptxas is absent.
+struct WholeProgram {
+  bool ran = false;
+  std::string log, cubin;
+};
+inline WholeProgram whole_program_compile(const std::string& ptx, const std::string& arch) {
+  WholeProgram w;
+  const std::string tool = ptxas_path();
+  if (tool.empty()) return w;
+  TempDir dir;
+  const std::string in = (dir.path() / "k.ptx").string(), out = (dir.path() / "k.cubin").string();
+  std::ofstream(in, std::ios::binary) << ptx;
+  CommandResult r = run_command(tool + " -arch=" + arch + " -v " + in + " -o " + out + " 2>&1");
+  w.ran = true;
+  w.log = r.out;
+  if (r.status != 0) return w;
+  std::ifstream f(out, std::ios::binary);
+  w.cubin.assign(std::istreambuf_iterator<char>(f), {});
+  return w;
+}
+
 // One m64nNk32 wgmma of 8-bit operands (e4m3 / e5m2 into f32, s8 / u8 into s32; mixed
 // formats with ta != tb) between descriptor parameters da and db; each thread writes its
 // N/2 accumulators to out (f32 or s32).

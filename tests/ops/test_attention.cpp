@@ -180,8 +180,8 @@ TEMPLATE_TEST_CASE("attention sweep: every length pair, mask, head sharing, head
 TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory", "[ops][attention][nvjitlink]") {
   jit::FamilyBase& f = kaio::ops::attention_wgmma_family();
   // {plain, windowed, softcap and ALiBi, varlen windowed, varlen with softcap and ALiBi} x {f16, bf16} x head dims
-  // {64 (overlapped schedule), 128, 256 (D split)}
-  REQUIRE(f.config_count() == 30);
+  // {64 (overlapped schedule), 128 (registers moved), 256 (D split), 256 (128 rows, registers moved)}
+  REQUIRE(f.config_count() == 40);
   for (size_t i = 0; i < f.config_count(); ++i) {
     const ir::Kernel k = f.declared_kernel(i);
     INFO(k.name());
@@ -191,7 +191,26 @@ TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory
     CHECK_THAT(ptx, Contains("setp.ne.b32") && Contains(", 1, 1, 1;"));  // P V: B MN-major (transposing form)
     CHECK(ptx.find("k16.f32." + std::string(k.name().find("bf16") != std::string::npos ? "bf16.bf16" : "f16.f16") + " {%f") !=
           std::string::npos);
-    const jit::LinkResult r = test::link_ptx(ptx, "sm_90a", k.name());
+    // nvJitLink's cubin: what runs, or for a kernel that moves registers (D 128 at 128 keys:
+    // setmaxnreg, which nvJitLink ignores) the fallback, which must link; that kernel runs as
+    // the driver compiles its PTX, a whole program, checked here with ptxas alike.
+    jit::LinkResult r = test::link_ptx(ptx, "sm_90a", k.name());
+    CHECK(!r.cubin.empty());
+    CHECK(k.reallocates_registers() ==
+          (k.name().find("d128_n128") != std::string::npos || k.name().find("d256_n64s2") != std::string::npos));
+    if (k.reallocates_registers()) {
+      CHECK_THAT(ptx, Contains(".maxnreg 168") && Contains("setmaxnreg.inc.sync.aligned.u32 240;"));
+      const test::WholeProgram w = test::whole_program_compile(ptx, "sm_90a");
+      if (!w.ran) {
+        WARN("ptxas not found (set KAIO_PTXAS): " << k.name() << "'s whole-program compile is not checked");
+        continue;
+      }
+      INFO(w.log);
+      REQUIRE(!w.cubin.empty());
+      CHECK(w.log.find("C7504") == std::string::npos);  // setmaxnreg honoured
+      r.info_log = w.log;
+      r.cubin = w.cubin;
+    }
     const jit::Resources res = jit::parse_resources(r.info_log, 384);
     INFO(res.str());
     CHECK(res.local_bytes == 0);
@@ -202,14 +221,18 @@ TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory
     // SASS, where cuobjdump is found: the MMAs are HGMMA (S = Q K^T and O += P V), no spills.
     const std::string sass = test::sass_of(r.cubin);
     if (sass.empty()) continue;
-    CHECK_THAT(sass, Contains(k.name().find("d64_n64") != std::string::npos ? "HGMMA.64x64x16.F32" : "HGMMA.64x128x16.F32"));
+    // S = Q K^T at 64 or 128 keys, O += P V over the D columns a consumer keeps (128 or 256).
+    const bool d256_rows128 = k.name().find("d256_n64s2") != std::string::npos;
+    if (d256_rows128) CHECK_THAT(sass, Contains("HGMMA.64x64x16.F32") && Contains("HGMMA.64x256x16.F32"));
+    else CHECK_THAT(sass, Contains(k.name().find("d64_n64") != std::string::npos ? "HGMMA.64x64x16.F32" : "HGMMA.64x128x16.F32"));
     CHECK(sass.find("STL") == std::string::npos);
     CHECK(sass.find("LDL") == std::string::npos);
   }
   if (test::cuobjdump_path().empty()) WARN("cuobjdump not found (set KAIO_CUOBJDUMP): the SASS (HGMMA) is not checked");
   CHECK(f.config_names()[0] == "attention_wgmma(f16, d64, 128x128, 3 stages)");
   CHECK(kaio::ops::attention_pick(128, 4096, 64, 132, kaio::ops::AttentionEngine::Wgmma)->bn == 128);
-  CHECK(kaio::ops::attention_pick(256, 4096, 64, 132, kaio::ops::AttentionEngine::Wgmma)->bm == 64);  // D split
+  CHECK(kaio::ops::attention_pick(256, 4096, 64, 132, kaio::ops::AttentionEngine::Wgmma)->bm == 128);
+  CHECK(kaio::ops::attention_pick(256, 128, 8, 132, kaio::ops::AttentionEngine::Wgmma)->bm == 64);  // D split: more blocks
   CHECK(f.config_names()[2] == "attention_wgmma(f16, d256, 64x64, 3 stages)");
   CHECK(kaio::ops::attention_pick(96, 4096, 64, 132, kaio::ops::AttentionEngine::Wgmma) == nullptr);  // the mma kernel
 }
@@ -268,6 +291,24 @@ TEMPLATE_TEST_CASE("attention: the wgmma kernel at odd lengths, causal and not, 
   run_case<TestType>(Case{.sq = 300, .sk = 520, .hq = 4, .hkv = 2, .d = 256, .causal = true, .kernel = AttentionKernel::Wgmma});
   run_case<TestType>(Case{.batch = 2, .sq = 200, .sk = 333, .hq = 2, .hkv = 2, .d = 256, .layout = Layout::Bhsd,
                           .kernel = AttentionKernel::Wgmma});
+  // D 256 at 128 rows a block (each consumer keeps all of D in the registers the producer
+  // hands over), forced by name: the table takes it only where its blocks fill the device.
+  const char* m128 = "fa3_d256_m128";
+  for (uint32_t sq : {1u, 65u, 130u})
+    for (uint32_t sk : {7u, 130u})
+      for (bool causal : {false, true})
+        run_case<TestType>(Case{.sq = sq, .sk = sk, .hq = 4, .hkv = 2, .d = 256, .causal = causal, .kernel = AttentionKernel::Wgmma,
+                                .variant = m128});
+  run_case<TestType>(Case{.sq = 300, .sk = 520, .hq = 4, .hkv = 2, .d = 256, .causal = true, .kernel = AttentionKernel::Wgmma,
+                          .variant = m128});
+  run_case<TestType>(Case{.batch = 2, .sq = 330, .sk = 130, .hq = 2, .hkv = 2, .d = 256, .wl = 20, .wr = 0, .layout = Layout::Bhsd,
+                          .kernel = AttentionKernel::Wgmma, .variant = m128});
+  run_case<TestType>(Case{.batch = 2, .sq = 300, .sk = 520, .hq = 2, .hkv = 2, .d = 256, .wl = 100, .wr = 20, .softcap = 5.0f,
+                          .alibi = true, .layout = Layout::Bhsd, .kernel = AttentionKernel::Wgmma, .variant = m128});
+  run_case<TestType>(Case{.hq = 8, .hkv = 2, .d = 256, .wl = 30, .wr = 5, .softcap = 3.0f, .alibi = true,
+                          .q_lens = {200, 1, 64}, .k_lens = {260, 33, 64}, .kernel = AttentionKernel::Wgmma, .variant = m128});
+  run_case<TestType>(Case{.hq = 4, .hkv = 2, .d = 256, .causal = true, .q_lens = {129, 3, 1}, .k_lens = {129, 70, 200},
+                          .kernel = AttentionKernel::Wgmma, .variant = m128});
 }
 
 // Too long for the float64 reference in full: 64 sampled rows against it, every row
