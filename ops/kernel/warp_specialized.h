@@ -9,8 +9,9 @@
 // Named barriers: 1 and 2 order the two ping-pong consumers; 3.. are one per consumer
 // warpgroup (its 128 threads), for epilogue steps that only that warpgroup shares.
 // setmaxnreg (producer_regs / consumer_regs) moves registers from the producer to the
-// consumers; it is off by default because nvJitLink compiles each kernel separately, where
-// ptxas sizes registers by .maxnreg and spills instead (bench/NOTES.md).
+// consumers. Off by default: a kernel that uses it also declares .maxnreg (the count a warp
+// starts with) and is loaded from its PTX, compiled by the driver as a whole program
+// (jit/backend_device.cpp), since nvJitLink's separate compile ignores setmaxnreg.
 #pragma once
 
 #include <cstdint>
