@@ -113,6 +113,9 @@ struct MatmulVariant {
   bool cluster_n = false;      // Wgmma: the cluster's CTAs are neighbours along n (they share A)
   bool pingpong = false;       // Wgmma: two consumer warpgroups take alternate tiles (consumer_m == BM),
                                // so that one's epilogue runs under the other's MMAs
+  uint32_t consumer_regs = 0;  // Wgmma: registers a consumer thread takes from the producer (setmaxnreg;
+                               // the producer keeps 40); 0: as ptxas assigns. Such a kernel loads from
+                               // its PTX, compiled by the driver as a whole program (jit/backend_device.cpp)
   uint32_t threads() const;
   // Whether the variant serves the problem on sm_<sm>; if not, *why says what is missing.
   bool can_implement(const MatmulProblem& p, int sm, std::string* why = nullptr) const;

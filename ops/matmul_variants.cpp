@@ -57,6 +57,10 @@ constexpr MatmulVariant kVariants[] = {
     {.name = "wgmma_256x128x64_s4_n2", .engine = E::Wgmma, .bm = 256, .bn = 128, .bk = 64, .consumer_m = 128, .stages = 4, .cluster = 2,
      .cluster_n = true},
     {.name = "wgmma_256x128x64_s4", .engine = E::Wgmma, .bm = 256, .bn = 128, .bk = 64, .consumer_m = 128, .stages = 4},
+    // 192 accumulators a consumer thread: past the 168 of a 384-thread block, so the producer
+    // hands its registers over (40 left to it, 232 to each consumer)
+    {.name = "wgmma_256x192x64_s3", .engine = E::Wgmma, .bm = 256, .bn = 192, .bk = 64, .consumer_m = 128, .stages = 3,
+     .consumer_regs = 232},
     {.name = "wgmma_pp_128x128x64_s6", .engine = E::Wgmma, .bm = 128, .bn = 128, .bk = 64, .consumer_m = 128, .stages = 6, .pingpong = true},
     {.name = "wgmma_pp_64x256x64_s4", .engine = E::Wgmma, .bm = 64, .bn = 256, .bk = 64, .consumer_m = 64, .stages = 4, .pingpong = true},
     {.name = "wgmma_128x256x64_s4_c2", .engine = E::Wgmma, .bm = 128, .bn = 256, .bk = 64, .consumer_m = 64, .stages = 4, .cluster = 2},
@@ -85,7 +89,7 @@ constexpr bool row_ok(const MatmulVariant& v) {
   if (mma && (v.warp_m % 16 || v.warp_n % 8 || v.bm % v.warp_m || v.bn % v.warp_n)) return false;
   if (v.warp_k == 0 || (v.warp_k != 1 && (v.engine != E::MmaAsync || v.bk % (16 * v.warp_k)))) return false;  // whole mma k-steps each
   if (wg && (v.bm % v.consumer_m || (v.pingpong && v.consumer_m != v.bm))) return false;
-  if (!wg && (v.cluster != 1 || v.cluster_n || v.pingpong)) return false;  // clusters and ping-pong are Wgmma's
+  if (!wg && (v.cluster != 1 || v.cluster_n || v.pingpong || v.consumer_regs)) return false;  // Wgmma's alone
   if (v.stages != 1 && v.engine != E::MmaAsync && !wg) return false;
   return true;
 }
@@ -238,6 +242,7 @@ std::string MatmulVariant::str() const {
   if (warps) s += " warps " + u(warps) + " lanes " + u(lanes);
   s += " stages " + u(stages) + " regs " + u(max_registers) + " cluster " + u(cluster) + (cluster_n ? "n" : "");
   if (pingpong) s += " pingpong";
+  if (consumer_regs) s += " consumer_regs " + u(consumer_regs);
   return s;
 }
 

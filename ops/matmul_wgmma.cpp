@@ -77,6 +77,9 @@ uint32_t c_offset(const MatmulVariant& v) { return (stage_bytes(v) * v.stages + 
 
 uint32_t consumers_of(const MatmulVariant& v) { return v.pingpong ? 2 : v.bm / v.consumer_m; }
 
+// The producer's registers when the consumers take the rest (MatmulVariant::consumer_regs).
+constexpr uint32_t kProducerRegs = 40;
+
 // After the C buffers: each consumer's copy of the fused epilogue's bias for its tile's
 // columns (BN f32). Reserved in every kernel of the variant (its launch asks for the
 // variant's size); the 128x256 rows then use all of an sm_90 block's shared memory.
@@ -171,6 +174,8 @@ ir::Kernel build(const MatmulVariant& v, const MatmulConfig& c) {
   ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
                       (a_k ? "_r" : "_c") + (b_k ? "c" : "r") + detail::epilogue_suffix(c));
   b.launch_bounds(threads, 1);
+  // setmaxnreg moves registers from the count every warp starts with, which the kernel names.
+  if (v.consumer_regs) b.max_registers(65536 / threads / 8 * 8);
   WgmmaSignature sig(c);
   kernel::declare(b, sig);
   detail::MatmulArgs a;
@@ -220,7 +225,8 @@ ir::Kernel build(const MatmulVariant& v, const MatmulConfig& c) {
   // Persistent: each block takes work items blockIdx.x, + gridDim.x, ...; the stage ring
   // runs on across items (`step` counts the k-steps of all of them), so the producer loads
   // the next item while the consumers store this one.
-  const kernel::WarpSpecialized ws(b, consumers);
+  kernel::WarpSpecialized ws(b, consumers);
+  if (v.consumer_regs) ws.producer_regs = kProducerRegs, ws.consumer_regs = v.consumer_regs;
   ws.run(warp, [&] {  // ---- producer warpgroup: one thread issues the TMA loads
     b.if_(tid == 0u, [&] {
       auto step = b.var<uint32_t>(0u);
@@ -389,6 +395,10 @@ bool valid(const MatmulVariant& v, std::string* why) {
                           "consumer_m x BN at most 128 x 256; ping-pong with consumer_m == BM");
   if (shared_bytes(v) > jit::device_info_for("sm_90a").smem_per_block_optin)
     return detail::refuse(v, why, "its stages and C buffers need " + std::to_string(shared_bytes(v)) + " bytes of shared memory");
+  if (v.consumer_regs && (v.consumer_regs % 8 || v.consumer_regs < 168 || v.consumer_regs > 248 ||
+                          128 * (kProducerRegs + consumers_of(v) * v.consumer_regs) > 65536))
+    return detail::refuse(v, why, "consumer_regs a multiple of 8 in 168..248 that, beside the producer's " +
+                                      std::to_string(kProducerRegs) + ", fits the SM's 65,536 registers");
   return true;
 }
 
