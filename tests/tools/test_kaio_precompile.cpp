@@ -199,3 +199,22 @@ TEST_CASE("kaio-precompile takes e4m3 / e5m2 matmul entries: the Wgmma rows, K-m
   CHECK(bad.code == 2);
   CHECK_THAT(bad.out + bad.err, Contains("'e3m4' is not one of f32, f16, bf16, e4m3, e5m2"));
 }
+
+TEST_CASE("kaio-precompile on an sm_90 GPU loads the kernels with setmaxnreg once (the driver's cache)", "[gpu][tools][precompile]") {
+  if (!kaio::jit::driver::available() || kaio::jit::driver::device_sm() != 90) {
+    WARN("needs an sm_90 GPU: not run");
+    return;
+  }
+  TempDir cache, files;
+  // The 256x192 row moves registers (setmaxnreg); the other rows of the shape do not.
+  const std::string manifest =
+      write_manifest(files, R"({"matmul": [{"in": "bf16", "out": "bf16", "layouts": ["row/col"], "shapes": [[4096, 4096, 4096]]}]})");
+  const auto r = precompile(cache, {"-m", manifest, "--arch", "native", "-v"});
+  INFO(r.describe());
+  REQUIRE(r.code == 0);
+  CHECK(summary(r.out).failed == 0);
+  CHECK_THAT(r.out, Contains("compiled  matmul(wgmma_256x192x64_s3, "));
+  std::smatch m;
+  REQUIRE(std::regex_search(r.out, m, std::regex(R"((\d+) kernels with setmaxnreg loaded once on this )")));
+  CHECK(std::stoi(m[1]) == 1);
+}
