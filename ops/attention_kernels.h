@@ -31,6 +31,9 @@ const AttentionVariant* attention_pick(uint32_t head_dim, uint32_t seqlen_q, uin
 AttentionMmaConfig attention_mma_config(ir::Scalar dtype, const AttentionVariant& v);
 AttentionWgmmaConfig attention_wgmma_config(ir::Scalar dtype, const AttentionVariant& v);
 
+// The wgmma kernel's row for a problem (Auto's): the largest block whose grid gives every SM
+// one, the table's first of that size.
+const AttentionVariant* attention_wgmma_row(const AttentionShape& s);
 // The wgmma kernel (ops/attention_wgmma.cpp): why it does not run this problem (empty: it
 // does), and its launch (after the refusal came back empty), with `row` of the tile table
 // (null: the head dim's first wgmma row).

@@ -45,8 +45,9 @@ std::vector<const AttentionVariant*> candidates_for(const AttentionTensor& q, co
     if (why.empty()) rows.push_back(&row);
   }
   // What Auto takes: the wgmma row where it applies, else the mma row picked by shape.
+  const AttentionVariant* wg = ops::attention_wgmma_row(s);
   for (const AttentionVariant* r : rows)
-    if (r->engine == ops::AttentionEngine::Wgmma) *default_row = r;
+    if (r == wg) *default_row = r;
   if (!*default_row) {
     const AttentionVariant* pick = ops::attention_pick(s.head_dim, s.seqlen_q, uint64_t(s.heads_q) * s.batch, ops::detail::sm_count());
     for (const AttentionVariant* r : rows)

@@ -615,6 +615,10 @@ jit::Family<AttentionWgmmaConfig>& attention_wgmma_family() {
   return f;
 }
 
+const AttentionVariant* attention_wgmma_row(const AttentionShape& s) {
+  return attention_pick(s.head_dim, s.seqlen_q, uint64_t(s.heads_q) * s.batch, detail::sm_count(), AttentionEngine::Wgmma);
+}
+
 std::string attention_wgmma_refusal(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
                                     const AttentionTensor& o, const AttentionShape& s, const AttentionOptions& opt,
                                     const AttentionVariant* row) {
@@ -625,7 +629,7 @@ std::string attention_wgmma_refusal(const AttentionTensor& q, const AttentionTen
   const bool varlen = opt.cu_seqlens_q || opt.cu_seqlens_k;
   if (varlen && (!opt.total_q || !opt.total_k))
     return "varlen needs total_q and total_k (the rows of q and k: the extents of its TMA maps)";
-  if (!row) row = attention_pick(s.head_dim, s.seqlen_q, 1, 1, AttentionEngine::Wgmma);
+  if (!row) row = attention_wgmma_row(s);
   if (!row) return "no tile shape for head_dim " + std::to_string(s.head_dim) + " (64, 128, 256)";
   if (attention_wgmma_config(q.dtype, *row).shared_bytes() > dev.smem_per_block_optin) return "its tiles do not fit shared memory";
   if (s.seqlen_q > 0x7fffffffu || s.seqlen_k > 0x7fffffffu) return "sequences of 2^31 tokens or more";
@@ -643,7 +647,7 @@ std::string attention_wgmma_refusal(const AttentionTensor& q, const AttentionTen
 void attention_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, const AttentionTensor& v,
                             const AttentionTensor& o, const AttentionShape& s, const AttentionOptions& opt, float scale,
                             const jit::Stream* stream, const AttentionVariant* forced) {
-  const AttentionVariant& row = forced ? *forced : *attention_pick(s.head_dim, s.seqlen_q, 1, 1, AttentionEngine::Wgmma);
+  const AttentionVariant& row = forced ? *forced : *attention_wgmma_row(s);
   AttentionWgmmaConfig cfg = attention_wgmma_config(q.dtype, row);
   cfg.windowed = opt.window_left >= 0 || (opt.window_right >= 0 && !opt.causal);
   const bool varlen = opt.cu_seqlens_q || opt.cu_seqlens_k;

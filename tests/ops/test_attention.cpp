@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
+#include <regex>
 #include <string>
 
 #include "kaio/ops/attention.h"
@@ -180,8 +181,9 @@ TEMPLATE_TEST_CASE("attention sweep: every length pair, mask, head sharing, head
 TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory", "[ops][attention][nvjitlink]") {
   jit::FamilyBase& f = kaio::ops::attention_wgmma_family();
   // {plain, windowed, softcap and ALiBi, varlen windowed, varlen with softcap and ALiBi} x {f16, bf16} x head dims
-  // {64 (overlapped schedule), 128 (registers moved), 256 (D split), 256 (128 rows, registers moved)}
-  REQUIRE(f.config_count() == 40);
+  // {64 (overlapped schedule), 64 at 192 keys (registers moved), 128 (registers moved), 256 (D split), 256 (128 rows,
+  // registers moved)}
+  REQUIRE(f.config_count() == 50);
   for (size_t i = 0; i < f.config_count(); ++i) {
     const ir::Kernel k = f.declared_kernel(i);
     INFO(k.name());
@@ -197,7 +199,8 @@ TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory
     jit::LinkResult r = test::link_ptx(ptx, "sm_90a", k.name());
     CHECK(!r.cubin.empty());
     CHECK(k.reallocates_registers() ==
-          (k.name().find("d128_n128") != std::string::npos || k.name().find("d256_n64s2") != std::string::npos));
+          (k.name().find("d128_n128") != std::string::npos || k.name().find("d256_n64s2") != std::string::npos ||
+           k.name().find("d64_n192") != std::string::npos));
     if (k.reallocates_registers()) {
       CHECK_THAT(ptx, Contains(".maxnreg 168") && Contains("setmaxnreg.inc.sync.aligned.u32 240;"));
       const test::WholeProgram w = test::whole_program_compile(ptx, "sm_90a");
@@ -221,19 +224,23 @@ TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory
     // SASS, where cuobjdump is found: the MMAs are HGMMA (S = Q K^T and O += P V), no spills.
     const std::string sass = test::sass_of(r.cubin);
     if (sass.empty()) continue;
-    // S = Q K^T at 64 or 128 keys, O += P V over the D columns a consumer keeps (128 or 256).
-    const bool d256_rows128 = k.name().find("d256_n64s2") != std::string::npos;
-    if (d256_rows128) CHECK_THAT(sass, Contains("HGMMA.64x64x16.F32") && Contains("HGMMA.64x256x16.F32"));
-    else CHECK_THAT(sass, Contains(k.name().find("d64_n64") != std::string::npos ? "HGMMA.64x64x16.F32" : "HGMMA.64x128x16.F32"));
+    // S = Q K^T at BN keys (m64nBN), O += P V over the head elements a consumer keeps (m64nD,
+    // half of D where the consumers split D 256: the d256_n64s3 configs).
+    std::smatch nm;
+    REQUIRE(std::regex_search(k.name(), nm, std::regex(R"(_d(\d+)_n(\d+)s(\d))")));
+    const int d = std::stoi(nm[1]), bn = std::stoi(nm[2]);
+    const int o = k.name().find("d256_n64s3") != std::string::npos ? d / 2 : d;
+    CHECK_THAT(sass, Contains("HGMMA.64x" + std::to_string(bn) + "x16.F32") && Contains("HGMMA.64x" + std::to_string(o) + "x16.F32"));
     CHECK(sass.find("STL") == std::string::npos);
     CHECK(sass.find("LDL") == std::string::npos);
   }
   if (test::cuobjdump_path().empty()) WARN("cuobjdump not found (set KAIO_CUOBJDUMP): the SASS (HGMMA) is not checked");
-  CHECK(f.config_names()[0] == "attention_wgmma(f16, d64, 128x128, 3 stages)");
+  CHECK(f.config_names()[0] == "attention_wgmma(f16, d64, 128x192, 3 stages)");
+  CHECK(kaio::ops::attention_pick(64, 4096, 64, 132, kaio::ops::AttentionEngine::Wgmma)->bn == 192);
   CHECK(kaio::ops::attention_pick(128, 4096, 64, 132, kaio::ops::AttentionEngine::Wgmma)->bn == 128);
   CHECK(kaio::ops::attention_pick(256, 4096, 64, 132, kaio::ops::AttentionEngine::Wgmma)->bm == 128);
   CHECK(kaio::ops::attention_pick(256, 128, 8, 132, kaio::ops::AttentionEngine::Wgmma)->bm == 64);  // D split: more blocks
-  CHECK(f.config_names()[2] == "attention_wgmma(f16, d256, 64x64, 3 stages)");
+  CHECK(f.config_names()[3] == "attention_wgmma(f16, d256, 64x64, 3 stages)");
   CHECK(kaio::ops::attention_pick(96, 4096, 64, 132, kaio::ops::AttentionEngine::Wgmma) == nullptr);  // the mma kernel
 }
 

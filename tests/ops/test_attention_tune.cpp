@@ -51,7 +51,7 @@ struct Problem {
 // The row Auto takes for these small D 64 problems: the wgmma kernel on an sm_90 device,
 // else the 64-row mma tile (2 or 4 heads of <= 128 rows are fewer blocks than SMs).
 std::string auto_row() {
-  return !jit::interpret_mode() && jit::device_info().sm == 90 ? "fa3_d64" : "fa2_d64_m64";
+  return !jit::interpret_mode() && jit::device_info().sm == 90 ? "fa3_d64_n192" : "fa2_d64_m64";
 }
 
 // A test's own cache folder and KAIO_TUNE, with the process's choices and counters cleared.
@@ -80,7 +80,7 @@ TEST_CASE("attention Tuned: the fastest row is stored per bucket; the next call 
     REQUIRE(ch.variant);
     CHECK(std::string(ch.variant->name) == "fa2_d64");
     CHECK(ch.source == tn::AttentionChoice::Tuned);
-    REQUIRE(ch.record.candidates.size() == (auto_row() == "fa3_d64" ? 3u : 2u));
+    REQUIRE(ch.record.candidates.size() == (auto_row() == "fa3_d64_n192" ? 4u : 2u));  // + fa3_d64 on sm_90
     CHECK(ch.record.candidates[0].name == auto_row());  // Auto's row first: the reference
     CHECK(tn::stats().tunings == 1);
     CHECK(calls["fa2_d64"] >= 10);
