@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include <catch2/catch.hpp>
+
+#include "kaio/jit/linker.h"
 #include "kaio/kaio.h"
 #include "../support.h"
 
@@ -175,6 +178,24 @@ inline WholeProgram whole_program_compile(const std::string& ptx, const std::str
   std::ifstream f(out, std::ios::binary);
   w.cubin.assign(std::istreambuf_iterator<char>(f), {});
   return w;
+}
+
+// What runs on the device for kernel k: nvJitLink's result `r` as it is, or, for a kernel that
+// moves registers (setmaxnreg), its whole-program compile (as the driver makes it) in r's place,
+// checked to honour setmaxnreg. False when that cannot be checked here (no ptxas: a warning).
+inline bool as_loaded(const ir::Kernel& k, const std::string& ptx, jit::LinkResult& r) {
+  if (!k.reallocates_registers()) return true;
+  const WholeProgram w = whole_program_compile(ptx, "sm_90a");
+  if (!w.ran) {
+    WARN("ptxas not found (set KAIO_PTXAS): " << k.name() << "'s whole-program compile is not checked");
+    return false;
+  }
+  INFO(w.log);
+  REQUIRE(!w.cubin.empty());
+  CHECK(w.log.find("C7504") == std::string::npos);  // "'setmaxnreg' ignored"
+  r.info_log = w.log;
+  r.cubin = w.cubin;
+  return true;
 }
 
 // One m64nNk32 wgmma of 8-bit operands (e4m3 / e5m2 into f32, s8 / u8 into s32; mixed
