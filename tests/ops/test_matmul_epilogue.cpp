@@ -17,6 +17,7 @@
 #include "kaio/kaio.h"
 #include "kaio/ops/elementwise.h"
 #include "kaio/ops/matmul.h"
+#include "../ir/mma_kernels.h"
 #include "../support.h"
 #include "matmul_support.h"
 #include "../link_memo.h"
@@ -124,7 +125,9 @@ TEST_CASE("matmul epilogue: kernels name the epilogue, take the bias last, and a
       INFO(cfg.str());
       CHECK_THAT(k.name(), Contains("_bias_silu"));
       CHECK(k.params().back().name == "bias");
-      jit::LinkResult r = test::link_ptx(codegen::emit_ptx(k, {"sm_90a", 9, 0}), "sm_90a", k.name());
+      const std::string ptx = codegen::emit_ptx(k, {"sm_90a", 9, 0});
+      jit::LinkResult r = test::link_ptx(ptx, "sm_90a", k.name());
+      if (!test::as_loaded(k, ptx, r)) continue;  // a row with setmaxnreg: as the driver compiles it
       jit::Resources res = jit::parse_resources(r.info_log, 0);
       CHECK(res.local_bytes == 0);
       CHECK(res.spill_stores == 0);

@@ -51,6 +51,7 @@ TEST_CASE("matmul fp8: every fp8 kernel assembles for sm_90a with k32 wgmma and 
       CHECK_THAT(ptx, Contains("k32.f32." + t + "." + t + " {"));
       CHECK(ptx.find(".local") == std::string::npos);
       jit::LinkResult r = test::link_ptx(ptx, "sm_90a", k.name());
+      if (!test::as_loaded(k, ptx, r)) continue;  // a row with setmaxnreg: as the driver compiles it
       jit::Resources res = jit::parse_resources(r.info_log, 0);
       CHECK(res.local_bytes == 0);
       CHECK(res.spill_stores == 0);
