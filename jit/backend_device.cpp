@@ -205,7 +205,8 @@ class DeviceBackend final : public Backend {
     if (s.arch.compare(0, dev.size(), dev) != 0)
       throw UsageError(s.name, "launch", "kernel compiled for " + s.arch + " cannot run on this " + dev + " device");
     CUmodule m = nullptr;
-    if (s.whole_program && whole_program_allowed()) m = load_whole_program(s);
+    // A kernel that moves registers (setmaxnreg) runs from the driver's compile of its PTX.
+    if (s.kernel.reallocates_registers() && whole_program_allowed()) m = load_whole_program(s);
     if (!m)
       driver::check(driver::api().module_load_data(&m, s.cubin.data()), "cuModuleLoadData for kernel '" + s.name + "'");
     s.module.store(m, std::memory_order_release);

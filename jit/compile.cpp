@@ -141,7 +141,6 @@ std::shared_ptr<detail::KernelState> build(const ir::Kernel& k, const std::strin
   st->params = k.params();
   st->kernel = k;
   st->launch_bound_threads = k.data().max_threads;
-  st->whole_program = k.reallocates_registers();
   from_disk = false;
 
   bool use_disk = o.use_cache && !env_true("KAIO_DISABLE_CACHE");

@@ -21,9 +21,6 @@ struct KernelState {
   std::vector<ir::Param> params;
   ir::Kernel kernel;  // the IR: launches run it in the interpreter in interpret mode
   uint32_t launch_bound_threads = 0;
-  // The kernel moves registers between warpgroups (setmaxnreg): the device backend loads it
-  // from its PTX, which the driver compiles as a whole program (ir::Kernel::Data).
-  bool whole_program = false;
 
   // Device backend: loaded lazily into the current device's context. Written under
   // device_mutex, read lock-free (release/acquire) on every launch.

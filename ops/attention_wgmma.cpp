@@ -139,7 +139,7 @@ struct AttentionWgmmaSignature {
 // (setmaxnreg: 24 for the producer, 240 for each consumer, 64,512 in all): those kernels are
 // compiled as a whole program when they load (jit/backend_device.cpp; nvJitLink's separate
 // compile ignores setmaxnreg, and its cubin, which spills, is only the fallback).
-constexpr uint32_t kPlainRegs = 168, kProducerRegs = 24, kConsumerRegs = 240;
+constexpr uint32_t kProducerRegs = 24, kConsumerRegs = 240;
 uint32_t overlap_regs(const AttentionWgmmaConfig& c) { return c.bn / 2 + c.bn / 4 + o_width(c) / 2; }
 bool reallocates(const AttentionWgmmaConfig& c) { return overlap_regs(c) > 128 && overlap_regs(c) <= 200; }
 bool overlap_fits(const AttentionWgmmaConfig& c) { return overlap_regs(c) <= 200; }
@@ -520,9 +520,6 @@ ir::Kernel build_wgmma(const AttentionWgmmaConfig& c) {
   AttentionWgmmaSignature sig(c.dtype);
   kernel::declare(b, sig);
   b.launch_bounds(kernel::WarpSpecialized::threads(kConsumers), 1);
-  // setmaxnreg needs the count a warp starts with: without .maxnreg a whole-program ptxas
-  // sizes the kernel by the producer's branch and spills the consumers.
-  if (reallocates(c)) b.max_registers(kPlainRegs);
   // .approx division and log in the epilogue: the IEEE forms call a slow-path subroutine,
   // and any call makes ptxas serialize every wgmma of the kernel (waits after each).
   b.fast_math();

@@ -174,8 +174,6 @@ ir::Kernel build(const MatmulVariant& v, const MatmulConfig& c) {
   ir::KernelBuilder b(std::string("matmul_") + v.name + "_" + ir::scalar_name(c.in) + "_" + ir::scalar_name(c.out) +
                       (a_k ? "_r" : "_c") + (b_k ? "c" : "r") + detail::epilogue_suffix(c));
   b.launch_bounds(threads, 1);
-  // setmaxnreg moves registers from the count every warp starts with, which the kernel names.
-  if (v.consumer_regs) b.max_registers(65536 / threads / 8 * 8);
   WgmmaSignature sig(c);
   kernel::declare(b, sig);
   detail::MatmulArgs a;

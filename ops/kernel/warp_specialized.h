@@ -9,8 +9,8 @@
 // Named barriers: 1 and 2 order the two ping-pong consumers; 3.. are one per consumer
 // warpgroup (its 128 threads), for epilogue steps that only that warpgroup shares.
 // setmaxnreg (producer_regs / consumer_regs) moves registers from the producer to the
-// consumers. Off by default: a kernel that uses it also declares .maxnreg (the count a warp
-// starts with) and is loaded from its PTX, compiled by the driver as a whole program
+// consumers. Off by default: with it, run() also declares .maxnreg (the count a warp starts
+// with), and the kernel is loaded from its PTX, compiled by the driver as a whole program
 // (jit/backend_device.cpp), since nvJitLink's separate compile ignores setmaxnreg.
 #pragma once
 
@@ -33,8 +33,12 @@ class WarpSpecialized {
   // Registers per thread after setmaxnreg (0: leave them as ptxas assigns).
   uint32_t producer_regs = 0, consumer_regs = 0;
 
-  // Warps 0-3 run `producer`, the others `consumer` with their consumer index wg.
+  // Warps 0-3 run `producer`, the others `consumer` with their consumer index wg. With
+  // producer_regs / consumer_regs set, the kernel also declares the count every warp starts
+  // with (.maxnreg: the SM's 65,536 over the block, 168 at 384 threads), which setmaxnreg
+  // moves from; without it a whole-program ptxas sizes the kernel by its smallest branch.
   void run(ir::Value warp, const std::function<void()>& producer, const std::function<void(ir::Value wg)>& consumer) const {
+    if (producer_regs || consumer_regs) b_.max_registers(65536 / threads(consumers_) / 8 * 8);
     b_.if_(warp < 4u, [&] {
       if (producer_regs) b_.setmaxnreg(producer_regs, false);
       producer();
