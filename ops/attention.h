@@ -157,7 +157,7 @@ jit::Family<AttentionDecodeConfig>& attention_decode_family();
 struct AttentionWgmmaConfig {
   ir::Scalar dtype = ir::Scalar::F16;
   uint32_t head_dim = 128;
-  uint32_t bm = 128;  // query rows a block: 128, or 64 (D 256: the consumers split D)
+  uint32_t bm = 128;  // query rows a block: 128, 192 (D 64: three consumers), or 64 (D 256: the consumers split D)
   uint32_t bn = 128, stages = 2;
   bool windowed = false;  // a window's left edge (or a right one wider than causal): masks and tile ranges for it
   bool mods = false;      // softcap and ALiBi on the scores (built windowed: the masks of every tile)

@@ -64,7 +64,7 @@ using kernel::TmaTile;
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-constexpr uint32_t kConsumers = 2, kConsumerRows = 64, kElem = 2;
+constexpr uint32_t kConsumerRows = 64, kElem = 2;
 constexpr uint32_t kWgmmaK = 16;  // k of one 16-bit wgmma
 constexpr uint32_t kBlock = kSwizzleBytes / kElem;  // head elements (or keys) in a 128-byte row: 64
 
@@ -75,10 +75,12 @@ constexpr uint32_t kBlock = kSwizzleBytes / kElem;  // head elements (or keys) i
 // keeps every register. At 128 rows a block each consumer keeps all of D for its 64 rows, in
 // the 240 registers the producer hands over (reallocates).
 bool splits_d(const AttentionWgmmaConfig& c) { return c.head_dim > 128 && c.bm == kConsumerRows; }
-// Query rows per block: 128 (a consumer's 64 each), or 64 when the consumers split D.
-uint32_t bm_of(const AttentionWgmmaConfig& c) { return splits_d(c) ? kConsumerRows : kConsumers * kConsumerRows; }
+// Consumer warpgroups: one per 64 query rows (two or three), or two that split D.
+uint32_t consumers_of(const AttentionWgmmaConfig& c) { return splits_d(c) ? 2 : c.bm / kConsumerRows; }
+// Query rows per block: 128 or 192 (a consumer's 64 each), or 64 when the consumers split D.
+uint32_t bm_of(const AttentionWgmmaConfig& c) { return splits_d(c) ? kConsumerRows : c.bm; }
 // The head elements of O a consumer keeps.
-uint32_t o_width(const AttentionWgmmaConfig& c) { return splits_d(c) ? c.head_dim / kConsumers : c.head_dim; }
+uint32_t o_width(const AttentionWgmmaConfig& c) { return splits_d(c) ? c.head_dim / 2 : c.head_dim; }
 
 // Byte offsets in the block's shared memory: Q, the K stages, the V stages, the mbarriers.
 struct Layout {
@@ -132,17 +134,23 @@ struct AttentionWgmmaSignature {
   }
 };
 
-// Registers per thread: a 384-thread block has 168 (65,536 / 384). The overlapped schedule
-// (Fa3Kernel::consume) keeps S(t), P(t - 1) and O live together, BN / 2 + BN / 4 + D / 2 of
-// them, and fits beside the rest where that comes to 128 or fewer (D 64). Up to 200 (D 128 at
-// BN 128: 160) it fits once the producer warpgroup hands its registers to the consumers
-// (setmaxnreg: 24 for the producer, 240 for each consumer, 64,512 in all): those kernels are
-// compiled as a whole program when they load (jit/backend_device.cpp; nvJitLink's separate
-// compile ignores setmaxnreg, and its cubin, which spills, is only the fallback).
-constexpr uint32_t kProducerRegs = 24, kConsumerRegs = 240;
+// Registers per thread: a 384-thread block has 168 (65,536 / 384), a 512-thread one 128. The
+// overlapped schedule (Fa3Kernel::consume) keeps S(t), P(t - 1) and O live together, BN / 2 +
+// BN / 4 + D / 2 of them, and fits beside the rest (about 40) where that comes to 128 or fewer
+// at two consumers (D 64). Beyond, it fits once the producer warpgroup hands its registers to
+// the consumers (setmaxnreg: 24 for the producer and 240 for each of two consumers, 64,512 in
+// all; 32 and 160 for three, 65,536): up to 200 (D 128 at BN 128: 160) at two consumers, 128
+// (D 64 at BN 128) at three. Those kernels are compiled as a whole program when they load
+// (jit/backend_device.cpp; nvJitLink's separate compile ignores setmaxnreg, and its cubin,
+// which spills, is only the fallback).
 uint32_t overlap_regs(const AttentionWgmmaConfig& c) { return c.bn / 2 + c.bn / 4 + o_width(c) / 2; }
-bool reallocates(const AttentionWgmmaConfig& c) { return overlap_regs(c) > 128 && overlap_regs(c) <= 200; }
-bool overlap_fits(const AttentionWgmmaConfig& c) { return overlap_regs(c) <= 200; }
+uint32_t producer_regs(const AttentionWgmmaConfig& c) { return consumers_of(c) == 2 ? 24 : 32; }
+uint32_t consumer_regs(const AttentionWgmmaConfig& c) { return consumers_of(c) == 2 ? 240 : 160; }
+uint32_t plain_regs(const AttentionWgmmaConfig& c) {
+  return 65536 / kernel::WarpSpecialized::threads(consumers_of(c)) / 8 * 8;
+}
+bool overlap_fits(const AttentionWgmmaConfig& c) { return overlap_regs(c) + (consumers_of(c) == 2 ? 40 : 32) <= consumer_regs(c); }
+bool reallocates(const AttentionWgmmaConfig& c) { return overlap_fits(c) && overlap_regs(c) + 40 > plain_regs(c); }
 
 class Fa3Kernel {
  public:
@@ -153,8 +161,8 @@ class Fa3Kernel {
     const uint32_t S = c_.stages;
     smem_ = b_.dynamic_shared(c_.dtype, 1024);
     bars_ = b_.dynamic_shared<uint64_t>(1024);
-    const kernel::MbarrierRing ring_k(b_, bars_, L_.bar_off / 8, S, 4 * kConsumers);  // each consumer warp releases
-    const kernel::MbarrierRing ring_v(b_, bars_, L_.bar_off / 8 + 2 * S, S, 4 * kConsumers);
+    const kernel::MbarrierRing ring_k(b_, bars_, L_.bar_off / 8, S, 4 * consumers_of(c_));  // each consumer warp releases
+    const kernel::MbarrierRing ring_v(b_, bars_, L_.bar_off / 8 + 2 * S, S, 4 * consumers_of(c_));
     q_bar_ = L_.bar_off / 8 + 4 * S;
     Value tid = b_.thread_idx_x();
     warp_ = b_.warp_id();
@@ -194,8 +202,8 @@ class Fa3Kernel {
       ring_v.init();
     });
     b_.barrier();
-    kernel::WarpSpecialized ws(b_, kConsumers);
-    if (reallocates(c_)) ws.producer_regs = kProducerRegs, ws.consumer_regs = kConsumerRegs;
+    kernel::WarpSpecialized ws(b_, consumers_of(c_));
+    if (reallocates(c_)) ws.producer_regs = producer_regs(c_), ws.consumer_regs = consumer_regs(c_);
     ws.run(warp_,
            [&] {
              b_.if_(tid == 0u, [&] {
@@ -504,22 +512,24 @@ void check_config(const AttentionWgmmaConfig& c) {
   if (c.dtype != Scalar::F16 && c.dtype != Scalar::BF16)
     throw UsageError("", "attention", std::string("the wgmma kernel takes f16 or bf16, not ") + ir::scalar_name(c.dtype));
   if ((c.head_dim != 64 && c.head_dim != 128 && c.head_dim != 256) || c.bn % kBlock || c.bn > 256 || c.stages < 2 || c.stages > 4 ||
-      (c.bm != 128 && !(c.bm == 64 && c.head_dim == 256)) || (!splits_d(c) && overlap_regs(c) > 200) ||
+      (c.bm != 128 && !(c.bm == 192 && c.head_dim == 64) && !(c.bm == 64 && c.head_dim == 256)) ||
+      (!splits_d(c) && !overlap_fits(c) && consumers_of(c) > 2) || (!splits_d(c) && overlap_regs(c) > 200) ||
       c.shared_bytes() > jit::device_info_for("sm_90a").smem_per_block_optin)
     throw UsageError("", "attention", "attention_wgmma config " + c.str() +
-                                          " is not buildable (head_dim 64, 128 or 256, BM 128 (or 64 at D 256), BN a multiple "
+                                          " is not buildable (head_dim 64, 128 or 256, BM 128 (192 at D 64, 64 at D 256), BN a multiple "
                                           "of 64 up to 256 whose S, P and O fit 200 registers, 2-4 stages, within an sm_90 "
                                           "block's shared memory)");
 }
 
 ir::Kernel build_wgmma(const AttentionWgmmaConfig& c) {
   check_config(c);
-  ir::KernelBuilder b(std::string("attention_wgmma_") + ir::scalar_name(c.dtype) + "_d" + std::to_string(c.head_dim) + "_n" +
+  ir::KernelBuilder b(std::string("attention_wgmma_") + ir::scalar_name(c.dtype) + "_d" + std::to_string(c.head_dim) +
+                      (consumers_of(c) > 2 ? "_m" + std::to_string(bm_of(c)) : "") + "_n" +
                       std::to_string(c.bn) + "s" + std::to_string(c.stages) + (c.windowed ? "_win" : "") + (c.mods ? "_mods" : "") +
                       (c.varlen ? "_varlen" : ""));
   AttentionWgmmaSignature sig(c.dtype);
   kernel::declare(b, sig);
-  b.launch_bounds(kernel::WarpSpecialized::threads(kConsumers), 1);
+  b.launch_bounds(kernel::WarpSpecialized::threads(consumers_of(c)), 1);
   // .approx division and log in the epilogue: the IEEE forms call a slow-path subroutine,
   // and any call makes ptxas serialize every wgmma of the kernel (waits after each).
   b.fast_math();
@@ -577,7 +587,7 @@ namespace {
 // 24-48 bytes; at 64 keys it does not, nor does D 128 at 128 with 240 (no spill).
 AttentionWgmmaConfig with_mods(AttentionWgmmaConfig c) {
   c.windowed = c.mods = true;
-  if (!reallocates(c)) c.bn = std::min(c.bn, 64u);
+  if (!reallocates(c) || consumers_of(c) > 2) c.bn = std::min(c.bn, 64u);
   return c;
 }
 // The varlen form: windowed; at D 128, 128 keys where the config moves registers to its
@@ -681,7 +691,7 @@ void attention_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, 
   sig.alibi.host = opt.alibi_slopes;
   const kernel::PackedArgs args = kernel::pack(sig);
   attention_wgmma_family().get(cfg).launch_packed({.grid = {(s.seqlen_q + bm - 1) / bm, s.heads_q, s.batch},
-                                                   .block = {kernel::WarpSpecialized::threads(kConsumers)},
+                                                   .block = {kernel::WarpSpecialized::threads(consumers_of(cfg))},
                                                    .shared_bytes = cfg.shared_bytes(), .stream = stream},
                                                   args.data(), args.size());
 }

@@ -183,7 +183,7 @@ TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory
   // {plain, windowed, softcap and ALiBi, varlen windowed, varlen with softcap and ALiBi} x {f16, bf16} x head dims
   // {64 (overlapped schedule), 64 at 192 keys (registers moved), 128 (registers moved), 256 (D split), 256 (128 rows,
   // registers moved)}
-  REQUIRE(f.config_count() == 50);
+  REQUIRE(f.config_count() == 60);
   for (size_t i = 0; i < f.config_count(); ++i) {
     const ir::Kernel k = f.declared_kernel(i);
     INFO(k.name());
@@ -200,10 +200,14 @@ TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory
     CHECK(!r.cubin.empty());
     CHECK(k.reallocates_registers() ==
           (k.name().find("d128_n128") != std::string::npos || k.name().find("d256_n64s2") != std::string::npos ||
-           k.name().find("d64_n192") != std::string::npos));
-    if (k.reallocates_registers()) CHECK_THAT(ptx, Contains(".maxnreg 168") && Contains("setmaxnreg.inc.sync.aligned.u32 240;"));
+           k.name().find("d64_n192") != std::string::npos || k.name().find("d64_m192_n128") != std::string::npos));
+    // two consumers: 168 registers a thread, 240 after the move; three: 128, then 160
+    const bool three = k.name().find("_m192_") != std::string::npos;
+    if (k.reallocates_registers())
+      CHECK_THAT(ptx, Contains(three ? ".maxnreg 128" : ".maxnreg 168") &&
+                          Contains(three ? "setmaxnreg.inc.sync.aligned.u32 160;" : "setmaxnreg.inc.sync.aligned.u32 240;"));
     if (!test::as_loaded(k, ptx, r)) continue;
-    const jit::Resources res = jit::parse_resources(r.info_log, 384);
+    const jit::Resources res = jit::parse_resources(r.info_log, three ? 512 : 384);
     INFO(res.str());
     CHECK(res.local_bytes == 0);
     CHECK(res.spill_stores == 0);
@@ -216,7 +220,7 @@ TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory
     // S = Q K^T at BN keys (m64nBN), O += P V over the head elements a consumer keeps (m64nD,
     // half of D where the consumers split D 256: the d256_n64s3 configs).
     std::smatch nm;
-    REQUIRE(std::regex_search(k.name(), nm, std::regex(R"(_d(\d+)_n(\d+)s(\d))")));
+    REQUIRE(std::regex_search(k.name(), nm, std::regex(R"(_d(\d+)(?:_m\d+)?_n(\d+)s(\d))")));
     const int d = std::stoi(nm[1]), bn = std::stoi(nm[2]);
     const int o = k.name().find("d256_n64s3") != std::string::npos ? d / 2 : d;
     CHECK_THAT(sass, Contains("HGMMA.64x" + std::to_string(bn) + "x16.F32") && Contains("HGMMA.64x" + std::to_string(o) + "x16.F32"));
@@ -224,12 +228,12 @@ TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory
     CHECK(sass.find("LDL") == std::string::npos);
   }
   if (test::cuobjdump_path().empty()) WARN("cuobjdump not found (set KAIO_CUOBJDUMP): the SASS (HGMMA) is not checked");
-  CHECK(f.config_names()[0] == "attention_wgmma(f16, d64, 128x192, 3 stages)");
-  CHECK(kaio::ops::attention_pick(64, 4096, 64, 132, kaio::ops::AttentionEngine::Wgmma)->bn == 192);
+  CHECK(f.config_names()[0] == "attention_wgmma(f16, d64, 192x128, 2 stages)");
+  CHECK(kaio::ops::attention_pick(64, 4096, 64, 132, kaio::ops::AttentionEngine::Wgmma)->bm == 192);
   CHECK(kaio::ops::attention_pick(128, 4096, 64, 132, kaio::ops::AttentionEngine::Wgmma)->bn == 128);
   CHECK(kaio::ops::attention_pick(256, 4096, 64, 132, kaio::ops::AttentionEngine::Wgmma)->bm == 128);
   CHECK(kaio::ops::attention_pick(256, 128, 8, 132, kaio::ops::AttentionEngine::Wgmma)->bm == 64);  // D split: more blocks
-  CHECK(f.config_names()[3] == "attention_wgmma(f16, d256, 64x64, 3 stages)");
+  CHECK(f.config_names()[4] == "attention_wgmma(f16, d256, 64x64, 3 stages)");
   CHECK(kaio::ops::attention_pick(96, 4096, 64, 132, kaio::ops::AttentionEngine::Wgmma) == nullptr);  // the mma kernel
 }
 
@@ -305,6 +309,26 @@ TEMPLATE_TEST_CASE("attention: the wgmma kernel at odd lengths, causal and not, 
                           .q_lens = {200, 1, 64}, .k_lens = {260, 33, 64}, .kernel = AttentionKernel::Wgmma, .variant = m128});
   run_case<TestType>(Case{.hq = 4, .hkv = 2, .d = 256, .causal = true, .q_lens = {129, 3, 1}, .k_lens = {129, 70, 200},
                           .kernel = AttentionKernel::Wgmma, .variant = m128});
+  // Rows of three consumers (192 rows a block), forced by name (Auto takes them only where
+  // their blocks fill the device): rows that see no key (causal, Sq > Sk), several tiles, a
+  // window, softcap, varlen.
+  for (const kaio::ops::AttentionVariant& row : kaio::ops::attention_variants()) {
+    if (row.engine != kaio::ops::AttentionEngine::Wgmma || row.bm != 192) continue;
+    INFO(row.name);
+    const uint32_t d = row.head_dim;
+    for (uint32_t sq : {7u, 130u})
+      for (bool causal : {false, true})
+        run_case<TestType>(Case{.sq = sq, .sk = 65, .hq = 8, .hkv = 2, .d = d, .causal = causal, .kernel = AttentionKernel::Wgmma,
+                                .variant = row.name});
+    run_case<TestType>(Case{.sq = 300, .sk = 520, .hq = 4, .hkv = 2, .d = d, .causal = true, .kernel = AttentionKernel::Wgmma,
+                            .variant = row.name});
+    run_case<TestType>(Case{.batch = 2, .sq = 330, .sk = 130, .hq = 2, .hkv = 2, .d = d, .wl = 20, .wr = 0, .layout = Layout::Bhsd,
+                            .kernel = AttentionKernel::Wgmma, .variant = row.name});
+    run_case<TestType>(Case{.sq = 130, .sk = 130, .hq = 4, .hkv = 2, .d = d, .causal = true, .softcap = 2.0f,
+                            .kernel = AttentionKernel::Wgmma, .variant = row.name});
+    run_case<TestType>(Case{.hq = 4, .hkv = 2, .d = d, .causal = true, .q_lens = {129, 3, 1}, .k_lens = {129, 70, 200},
+                            .kernel = AttentionKernel::Wgmma, .variant = row.name});
+  }
 }
 
 // Too long for the float64 reference in full: 64 sampled rows against it, every row

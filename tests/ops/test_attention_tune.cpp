@@ -80,7 +80,7 @@ TEST_CASE("attention Tuned: the fastest row is stored per bucket; the next call 
     REQUIRE(ch.variant);
     CHECK(std::string(ch.variant->name) == "fa2_d64");
     CHECK(ch.source == tn::AttentionChoice::Tuned);
-    REQUIRE(ch.record.candidates.size() == (auto_row() == "fa3_d64_n192" ? 4u : 2u));  // + fa3_d64 on sm_90
+    REQUIRE(ch.record.candidates.size() == (auto_row() == "fa3_d64_n192" ? 5u : 2u));  // + fa3_d64_m192, fa3_d64 on sm_90
     CHECK(ch.record.candidates[0].name == auto_row());  // Auto's row first: the reference
     CHECK(tn::stats().tunings == 1);
     CHECK(calls["fa2_d64"] >= 10);
