@@ -117,9 +117,8 @@ class BwdWgmma {
     qs_ = ks_ = u32c(0), tb_ = batch_;
     sq_ = s_.sq.ir, sk_ = s_.sk.ir;
     if (c_.varlen) {
-      Value q0 = s_.cu_q.ir[batch_], q1 = s_.cu_q.ir[batch_ + 1u], k0 = s_.cu_k.ir[batch_], k1 = s_.cu_k.ir[batch_ + 1u];
-      qs_ = ir::cast<uint32_t>(q0), sq_ = ir::cast<uint32_t>(q1 - q0);
-      ks_ = ir::cast<uint32_t>(k0), sk_ = ir::cast<uint32_t>(k1 - k0);
+      const detail::Sequence seq = detail::packed_sequence(s_.cu_q.ir, s_.cu_k.ir, batch_);
+      qs_ = seq.qstart, sq_ = seq.sq, ks_ = seq.kstart, sk_ = seq.sk;
       tb_ = u32c(0);
     }
     const kernel::MbarrierRing ring(b_, bars_, L_.bars / 8, c_.stages, kThreads / 32);  // each warp releases
@@ -250,11 +249,8 @@ class BwdWgmma {
     b_.if_(full, [&] { pass(false); }).else_([&] { pass(true); });
   }
   // The softcap configs: S becomes P and dP becomes dS in one pass, once both products have
-  // landed. With y = scale s / cap, E = e^(2y) and r = 1 / (E + 1): tanh y = 1 - 2r and its
-  // derivative 1 - tanh^2 y = 4 r (1 - r), free of the cancellation of 1 - t^2 near |t| = 1
-  // (E = inf gives r = 0: t = 1, derivative 0). One ex2 and one approximate division (the
-  // kernel is fast-math): errors of a few ulp of cap, where tanh.approx's relative 2^-10.9
-  // would show in 16-bit gradients.
+  // landed. With y = scale s / cap and r = detail::softcap_r: tanh y = 1 - 2r, its derivative
+  // 4 r (1 - r).
   void capped(const AccTile& S, const AccTile& dP, const Index& query, const Index& key, const Index& lse2, const Index& delta,
               Value slope2) {
     Value cap = s_.softcap.ir;
@@ -262,7 +258,7 @@ class BwdWgmma {
     for (uint32_t ni = 0; ni < S.nt(); ++ni)
       for (uint32_t r = 0; r < 4; ++r) {
         ir::Var x = S.at(0, 0, ni, r), dp = dP.at(0, 0, ni, r);
-        Value rr = 1.0f / (ir::exp2_ftz(x.get() * k2) + 1.0f);
+        Value rr = detail::softcap_r(x.get(), k2);
         Value i = query(ni, r), j = key(ni, r);
         // cap tanh y log2 e - lse2 - slope2 |i + offset - j|
         Value l = ir::fma(cap2, 1.0f - 2.0f * rr, -lse2(ni, r)) - slope2 * ir::cast<float>(ir::abs(i + offset() - j));

@@ -8,6 +8,7 @@
 #include <string>
 #include <tuple>
 
+#include "kaio/ir/builder.h"
 #include "kaio/jit/tensor_map.h"
 #include "kaio/ops/attention.h"
 #include "kaio/ops/kernel/signature.h"
@@ -134,6 +135,21 @@ struct Sequence {
   ir::Value qstart, sq, kstart, sk;
 };
 Sequence sequence(ir::KernelBuilder& b, AttentionRowsSignature& s, ir::Value batch);
+
+// The Hopper kernels' varlen bounds (forward and backward): batch entry `batch`'s first q and
+// k token among the packed ones (cu_q, cu_k: s32 prefix sums) and its lengths; u32 values.
+inline Sequence packed_sequence(ir::Value cu_q, ir::Value cu_k, ir::Value batch) {
+  ir::Value q0 = cu_q[batch], q1 = cu_q[batch + 1u], k0 = cu_k[batch], k1 = cu_k[batch + 1u];
+  return {ir::cast<uint32_t>(q0), ir::cast<uint32_t>(q1 - q0), ir::cast<uint32_t>(k0), ir::cast<uint32_t>(k1 - k0)};
+}
+
+// Soft-capping's tanh by one ex2 and one .approx division (the attention kernels are
+// fast-math), for cap tanh(y) with y = x k2 / (2 log2 e) (k2 = 2 log2(e) times y's scale):
+// r = 1 / (2^(x k2) + 1), tanh y = 1 - 2 r and its derivative 1 - tanh^2 y = 4 r (1 - r),
+// free of the cancellation of 1 - t^2 near |t| = 1; the limits hold (2^(x k2) = inf gives
+// r = 0: tanh 1, derivative 0). Errors are absolute, a few ulp of cap, where tanh.approx's
+// relative 2^-10.9 would show in 16-bit outputs and gradients.
+inline ir::Value softcap_r(ir::Value x, ir::Value k2) { return 1.0f / (ir::exp2_ftz(x * k2) + 1.0f); }
 
 // The keys [lo, hi) query token i sees (the bottom-right aligned window, cut to split
 // `split` of split_len keys) and its key position center = i + Sk - Sq; i32 values.
