@@ -1,12 +1,13 @@
 // The Hopper attention kernel (FlashAttention-3 schedule) on wgmma, f16 / bf16 in, f32
 // accumulate, sm_90a.
 //
-// A block takes 128 query rows of one head and runs three warpgroups (kernel::WarpSpecialized):
+// A block takes 128 query rows of one head (192 at D 64: a third consumer) and runs three
+// warpgroups (four) (kernel::WarpSpecialized):
 //   warpgroup 0        the producer: one thread loads the Q tile once, then the K and V tiles
 //                      of BN keys by TMA into two rings of `stages` stages (MbarrierRing: the
 //                      K and V of a step have their own full barriers, so Q K^T starts while V
 //                      is still landing)
-//   warpgroups 1, 2    the consumers, 64 query rows each. Per KV tile:
+//   warpgroups 1, 2(, 3)  the consumers, 64 query rows each. Per KV tile:
 //                        S = Q K^T      wgmma m64nBNk16, Q (A) and K (B) K-major from shared memory
 //                        mods           (the mods configs) scale, softcap, ALiBi, as the mma kernel
 //                        mask           only on tiles that cross a row's first or last key (a
@@ -146,11 +147,16 @@ struct AttentionWgmmaSignature {
 uint32_t overlap_regs(const AttentionWgmmaConfig& c) { return c.bn / 2 + c.bn / 4 + o_width(c) / 2; }
 uint32_t producer_regs(const AttentionWgmmaConfig& c) { return consumers_of(c) == 2 ? 24 : 32; }
 uint32_t consumer_regs(const AttentionWgmmaConfig& c) { return consumers_of(c) == 2 ? 240 : 160; }
+// What a consumer keeps beside S, P and O (descriptors, row bounds, the softmax's state):
+// about 40 registers; three consumers' 160 leave 32, which D 64 at BN 128 needs no more of.
+constexpr uint32_t kOtherRegs = 40, kOtherRegsTight = 32;
 uint32_t plain_regs(const AttentionWgmmaConfig& c) {
   return 65536 / kernel::WarpSpecialized::threads(consumers_of(c)) / 8 * 8;
 }
-bool overlap_fits(const AttentionWgmmaConfig& c) { return overlap_regs(c) + (consumers_of(c) == 2 ? 40 : 32) <= consumer_regs(c); }
-bool reallocates(const AttentionWgmmaConfig& c) { return overlap_fits(c) && overlap_regs(c) + 40 > plain_regs(c); }
+bool overlap_fits(const AttentionWgmmaConfig& c) {
+  return overlap_regs(c) + (consumers_of(c) == 2 ? kOtherRegs : kOtherRegsTight) <= consumer_regs(c);
+}
+bool reallocates(const AttentionWgmmaConfig& c) { return overlap_fits(c) && overlap_regs(c) + kOtherRegs > plain_regs(c); }
 
 class Fa3Kernel {
  public:
@@ -512,11 +518,11 @@ void check_config(const AttentionWgmmaConfig& c) {
     throw UsageError("", "attention", std::string("the wgmma kernel takes f16 or bf16, not ") + ir::scalar_name(c.dtype));
   if ((c.head_dim != 64 && c.head_dim != 128 && c.head_dim != 256) || c.bn % kBlock || c.bn > 256 || c.stages < 2 || c.stages > 4 ||
       (c.bm != 128 && !(c.bm == 192 && c.head_dim == 64) && !(c.bm == 64 && c.head_dim == 256)) ||
-      (!splits_d(c) && !overlap_fits(c) && consumers_of(c) > 2) || (!splits_d(c) && overlap_regs(c) > 200) ||
+      (!splits_d(c) && !overlap_fits(c)) ||
       c.shared_bytes() > jit::device_info_for("sm_90a").smem_per_block_optin)
     throw UsageError("", "attention", "attention_wgmma config " + c.str() +
                                           " is not buildable (head_dim 64, 128 or 256, BM 128 (192 at D 64, 64 at D 256), BN a multiple "
-                                          "of 64 up to 256 whose S, P and O fit 200 registers, 2-4 stages, within an sm_90 "
+                                          "of 64 up to 256 whose S, P and O fit a consumer's registers (200 of two, 128 of three), 2-4 stages, within an sm_90 "
                                           "block's shared memory)");
 }
 
@@ -583,7 +589,8 @@ namespace {
 // The softcap / ALiBi form of a config: windowed, and 64 keys a tile unless the config moves
 // registers to its consumers (D 128). The score modifiers need a few registers beside S, P
 // and O: at 128 keys and the 168 registers a thread of a 384-thread block has, D 64 spills
-// 24-48 bytes; at 64 keys it does not, nor does D 128 at 128 with 240 (no spill).
+// 24-48 bytes; at 64 keys it does not, nor does D 128 at 128 with 240 (no spill). Three
+// consumers' 160 leave no room for them beside a 128-key tile: 64 keys.
 AttentionWgmmaConfig with_mods(AttentionWgmmaConfig c) {
   c.windowed = c.mods = true;
   if (!reallocates(c) || consumers_of(c) > 2) c.bn = std::min(c.bn, 64u);
