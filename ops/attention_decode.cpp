@@ -77,6 +77,15 @@ using kernel::SharedTile;
 
 constexpr float kLog2e = 1.4426950408889634f;
 
+// K and V rows of whole 128-byte lines (head dims 64, 128, 256) are kept 128-byte swizzled:
+// the 16-byte chunk c of row r sits at chunk (c % 8) ^ (r % 8) of its line. A row padded
+// by 16 bytes instead (head dim 96) puts the eight copies of one global line across two
+// shared-memory lines, and the L2 then sees each line in two requests (ncu at B64 L8192:
+// 44 M requests, 2.3 sectors each, 65 % of the sectors L2 hits, where SDPA's kernel sends
+// 17 M of 4 sectors: bench/NOTES.md). Swizzled, the copies of a global line land in one
+// shared line, and the ldmatrix reads of 8 rows stay conflict-free.
+bool swizzled_rows(uint32_t d) { return d % 64 == 0; }
+
 // 16-byte columns of a row as the copies see them: D / 8 rounded up to a power of two
 // (threads of the surplus columns idle), so that a thread's column and key run are shifts.
 uint32_t slots(uint32_t d) {
@@ -99,8 +108,8 @@ class DecodeKernel {
  public:
   DecodeKernel(ir::KernelBuilder& b, const AttentionDecodeConfig& c, detail::AttentionRowsSignature& s)
       : b_(b), c_(c), s_(s), g_(c), q_tile_{ir::SmemLayout::padded(c.head_dim, 8), g_.rows, 0, 1},
-        k_tile_{ir::SmemLayout::padded(c.head_dim, 8), c.bn, q_tile_.end(), c.stages},
-        v_tile_{ir::SmemLayout::padded(c.head_dim, 8), c.bn, k_tile_.end(), c.stages} {}
+        k_tile_{kv_layout(c.head_dim), c.bn, q_tile_.end(), c.stages},
+        v_tile_{kv_layout(c.head_dim), c.bn, k_tile_.end(), c.stages}, swz_(swizzled_rows(c.head_dim)) {}
 
   void build() {
     tid_ = b_.thread_idx_x();
@@ -121,6 +130,14 @@ class DecodeKernel {
   }
 
  private:
+  static ir::SmemLayout kv_layout(uint32_t d) {
+    return swizzled_rows(d) ? ir::SmemLayout::row_major(d) : ir::SmemLayout::padded(d, 8);
+  }
+  // The element of (row r, 16-byte chunk c) in a K or V stage (within one copy of the tile).
+  Value kv_at(Value r, Value c) {
+    if (!swz_) return k_tile_.at(r, c * 8u);
+    return r * g_.D + ((c >> 3u) * 64u + ((c & 7u) ^ (r & 7u)) * 8u);
+  }
   Value u64(Value v) { return ir::cast<uint64_t>(v); }
   Value i32(Value v) { return ir::cast<int32_t>(v); }
   Value u32(Value v) { return ir::cast<uint32_t>(v); }
@@ -181,9 +198,9 @@ class DecodeKernel {
           const SharedTile& tile = side ? v_tile_ : k_tile_;
           Value ss = side ? s_.v_ss.ir : s_.k_ss.ir;
           Value base = (side ? vb.get() : kb.get()) + u64(kvh_) * (side ? s_.v_hs.ir : s_.k_hs.ir) + u64(col);
-          Value dst = tile.base + tile.stage(st) + tile.at(rg_ * g_.count, col);
+          Value dst = tile.base + tile.stage(st);
           for (uint32_t e = 0; e < g_.count; ++e) {
-            Value d = dst + e * tile.lay.row_stride();
+            Value d = dst + kv_at(rg_ * g_.count + e, col_);
             if (!edge) {
               b_.cp_async(smem_, d, side ? s_.v.ir : s_.k.ir, base + u64(b_.constant<uint32_t>(e)) * ss, 16,
                           ir::CacheHint::Global);
@@ -213,7 +230,8 @@ class DecodeKernel {
     for (uint32_t ks = 0; ks < g_.D / 16; ++ks) {
       std::vector<Value> a = b_.ldmatrix(smem_, q_lane + ks * 16, 4, false);
       for (uint32_t ni = 0; ni < g_.kw / 8; ni += 2) {
-        std::vector<Value> k = b_.ldmatrix(smem_, k_lane + (ni * 8 * row + ks * 16), 4, false);
+        Value at = swz_ ? k_lane + (ni * 8 * row + (ks / 4) * 64) + kx_[ks % 4] : k_lane + (ni * 8 * row + ks * 16);
+        std::vector<Value> k = b_.ldmatrix(smem_, at, 4, false);
         b_.mma_sync(kind(), S.tile(0, 0, ni), a, {k[0], k[1]});
         b_.mma_sync(kind(), S.tile(0, 0, ni + 1), a, {k[2], k[3]});
       }
@@ -278,7 +296,8 @@ class DecodeKernel {
     for (uint32_t ks = 0; ks < g_.kw / 16; ++ks) {
       std::vector<Value> a = {pair(2 * ks, 0), pair(2 * ks, 2), pair(2 * ks + 1, 0), pair(2 * ks + 1, 2)};
       for (uint32_t ni = 0; ni < g_.D / 8; ni += 2) {
-        std::vector<Value> v = b_.ldmatrix(smem_, v_lane + (ks * 16 * row + ni * 8), 4, true);
+        Value at = swz_ ? v_lane + (ks * 16 * row + (ni / 8) * 64) + vx_[(ni % 8) / 2] : v_lane + (ks * 16 * row + ni * 8);
+        std::vector<Value> v = b_.ldmatrix(smem_, at, 4, true);
         b_.mma_sync(kind(), O.tile(0, 0, ni), a, {v[0], v[1]});
         b_.mma_sync(kind(), O.tile(0, 0, ni + 1), a, {v[2], v[3]});
       }
@@ -403,8 +422,22 @@ class DecodeKernel {
     // The ldmatrix addresses of this lane in stage 0 (loop invariant: computed once).
     Value l16 = lane_ & 15u, h16 = lane_ >> 4u;
     q_lane_ = b_.constant<uint32_t>(q_tile_.base) + q_tile_.at(mi_ * 16u + l16, h16 * 8u);
-    k_lane_ = k_tile_.base + k_tile_.at(kgi_ * g_.kw + h16 * 8u + (lane_ & 7u), ((lane_ >> 3u) & 1u) * 8u);
-    v_lane_ = v_tile_.base + v_tile_.at(kgi_ * g_.kw + l16, h16 * 8u);
+    if (swz_) {
+      // A lane's ldmatrix rows are r0 + 8 i (+ 16 ks for V): row % 8 is lane % 8. The chunk
+      // of head element c is (c % 64) / 8 = a + x, a even and a constant of the unrolled
+      // loops, x the lane's half (K: its matrix's column half; V: h16); (a + x) ^ r = a ^ (x ^
+      // r), so a lane keeps (a ^ (x ^ r)) * 8 for the four even a.
+      k_lane_ = k_tile_.base + (kgi_ * g_.kw + h16 * 8u + (lane_ & 7u)) * g_.D;
+      v_lane_ = v_tile_.base + (kgi_ * g_.kw + l16) * g_.D;
+      Value ky = ((lane_ >> 3u) & 1u) ^ (lane_ & 7u), vy = h16 ^ (lane_ & 7u);
+      for (uint32_t a = 0; a < 4; ++a) {
+        kx_.push_back(((2u * a) ^ ky) * 8u);
+        vx_.push_back(((2u * a) ^ vy) * 8u);
+      }
+    } else {
+      k_lane_ = k_tile_.base + k_tile_.at(kgi_ * g_.kw + h16 * 8u + (lane_ & 7u), ((lane_ >> 3u) & 1u) * 8u);
+      v_lane_ = v_tile_.base + v_tile_.at(kgi_ * g_.kw + l16, h16 * 8u);
+    }
     const AccTile S(b_, 1, 1, g_.kw / 8), O(b_, 1, 1, g_.D / 8);
     kernel::CpAsyncRing ring(b_, c_.stages, zero);
     ring.pipeline(steps_, [&](Value t) { load_kv(ring, t); }, [&](Value t) {
@@ -422,6 +455,8 @@ class DecodeKernel {
   detail::AttentionRowsSignature& s_;
   const Geometry g_;
   const SharedTile q_tile_, k_tile_, v_tile_;
+  const bool swz_;                     // K and V rows swizzled (swizzled_rows)
+  std::vector<Value> kx_, vx_;         // ... and then the lane's ldmatrix chunk offsets
   Value tid_, lane_, warp_, mi_, kgi_, batch_, split_, kvh_, row0_, smem_, fsm_, nrows_;
   Value t0_, steps_, hi_, inner_lo_, inner_hi_, rg_, col_, q_lane_, k_lane_, v_lane_;
   std::vector<ir::Var> page_;  // this thread's block-table entry for its next chunk (one Var)
@@ -461,8 +496,8 @@ ir::Kernel build_decode(const AttentionDecodeConfig& c) {
 
 uint32_t AttentionDecodeConfig::shared_bytes() const {
   const Geometry g(*this);
-  const uint32_t row = head_dim + 8;
-  const uint32_t ring = (g.rows + 2 * stages * bn) * row * static_cast<uint32_t>(ir::scalar_bytes(dtype));
+  const uint32_t kv_row = swizzled_rows(head_dim) ? head_dim : head_dim + 8;
+  const uint32_t ring = (g.rows * (head_dim + 8) + 2 * stages * bn * kv_row) * static_cast<uint32_t>(ir::scalar_bytes(dtype));
   return std::max(ring, g.epilogue_floats() * 4);
 }
 

@@ -251,6 +251,13 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   // Slot offsets (u32 words) of this thread's parts in stage 0: [stage][part][thread].
   auto at = [&](Value stage, uint32_t part_words, uint32_t width) { return stage * (T * W) + (part_words * T) + tid * width; };
   const uint32_t q_at = 0, x_at = 4, s_at = 4 + 4 * ss.rows, z_at = s_at + 2;
+  // The words' slots in lane order (t, g), not (g, t): the eight lanes that copy one 128-byte
+  // line of W (word row t, the block's 32 columns) then write one 128-byte line of shared
+  // memory, and the L2 sees that line in one request. In lane order the line's pieces went out
+  // with four different groups of lanes, a request of one sector each (the decode kernel's
+  // padded rows measured the same effect: bench/NOTES.md).
+  Value q_slot = (warp * 32u + t * 8u + g) * 4u;
+  auto at_q = [&](Value stage) { return stage * (T * W) + (q_at * T) + q_slot; };
   // This warp's steps: a run of consecutive ones, [first, first + count), so that it meets
   // each of its groups in one piece and scales its sums once a group.
   Value per = (steps + (warps - 1)) / warps;
@@ -275,7 +282,7 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   // scales and zeros only where the step starts a group (or the warp's run).
   auto copy = [&](Value stage) {
     b.if_(Value(issued) < count, [&] {
-      b.cp_async(ring, at(stage, q_at, 4), pv.w, w_off.get(), 16, ir::CacheHint::Global);
+      b.cp_async(ring, at_q(stage), pv.w, w_off.get(), 16, ir::CacheHint::Global);
       for (uint32_t h = 0; h < ss.rows; ++h)
         b.cp_async(ring, at(stage, x_at + 4 * h, 4), X, x_off[h].get(), 16, ir::CacheHint::Global, x_bytes[h]);
       Value step = first + issued;
@@ -308,7 +315,7 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   // steps in flight without holding registers.
   kernel::ThreadRing ring_of_thread(b, S, zero);
   ring_of_thread.pipeline(count, copy, [&](Value st, const std::function<void()>& refill) {
-    std::vector<Value> q = ir::load_vec(ring, at(st, q_at, 4), 4);
+    std::vector<Value> q = ir::load_vec(ring, at_q(st), 4);
     std::vector<std::vector<Value>> xs;
     for (uint32_t h = 0; h < ss.rows; ++h) {
       std::vector<Value> xp;
