@@ -31,6 +31,15 @@ SmemLayout SmemLayout::swizzled(uint32_t cols, Scalar elem, uint32_t swizzle_byt
   return SmemLayout(Kind::Swizzled, cols, cols, es, swizzle_bytes / 16 - 1);
 }
 
+SmemLayout SmemLayout::line_swizzled(uint32_t cols, Scalar elem) {
+  const uint32_t es = static_cast<uint32_t>(scalar_bytes(elem));
+  if (elem == Scalar::Pred || es > 16) bad(std::string("elem: ") + scalar_name(elem) + " cannot be swizzled");
+  if (cols == 0 || (uint64_t(cols) * es) % 128)
+    bad("cols: a line-swizzled row is a whole number of 128-byte lines; " + std::to_string(cols) + " x " +
+        scalar_name(elem) + " is not");
+  return SmemLayout(Kind::LineSwizzled, cols, cols, es, 7);
+}
+
 uint32_t SmemLayout::elements(uint32_t rows) const {
   uint64_t n = uint64_t(rows) * stride_;
   if (kind_ == Kind::Swizzled && (n * esize_) % 128)
@@ -42,6 +51,7 @@ uint32_t SmemLayout::elements(uint32_t rows) const {
 
 uint32_t SmemLayout::index(uint32_t row, uint32_t col) const {
   uint32_t i = row * stride_ + col;
+  if (kind_ == Kind::LineSwizzled) return row * stride_ + ((col * esize_) ^ ((row & mask_) << 4)) / esize_;
   if (kind_ != Kind::Swizzled) return i;
   uint32_t o = i * esize_;
   o ^= ((o >> 7) & mask_) << 4;
@@ -56,9 +66,15 @@ Value SmemLayout::as_u32(KernelBuilder& b, const KernelBuilder::AnyOperand& x) {
 }
 
 Value SmemLayout::index(Value row, Value col) const {
+  const uint32_t shift = static_cast<uint32_t>(std::countr_zero(esize_));  // element size: a power of two
+  if (kind_ == Kind::LineSwizzled) {
+    // (row % 8) moved to the chunk bits of the element index: an XOR of the column alone
+    Value key = row & mask_;
+    if (shift < 4) key = key << (4u - shift);
+    return row * stride_ + (col ^ key);
+  }
   Value i = row * stride_ + col;
   if (kind_ != Kind::Swizzled) return i;
-  const uint32_t shift = static_cast<uint32_t>(std::countr_zero(esize_));  // element size: a power of two
   Value o = shift ? i << shift : i;
   o = o ^ (((o >> 7u) & mask_) << 4u);
   return shift ? o >> shift : o;

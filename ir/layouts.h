@@ -17,6 +17,15 @@
 //                            pattern of TMA's and wgmma's 32/64/128-byte swizzle modes).
 //                            16-byte chunks stay whole and inside their 128-byte line, so the
 //                            tile needs rows * cols * sizeof(elem) to be a multiple of 128.
+//   line_swizzled(cols, elem) rows of whole 128-byte lines: the 16-byte chunk c of row r goes
+//                            to chunk (c % 8) ^ (r % 8) of its own line. For 128-byte rows it
+//                            is swizzled(cols, elem, 128); for longer rows (256 bytes and up)
+//                            it keeps eight consecutive rows' chunk j in eight different bank
+//                            groups, where swizzled's line-number key repeats every 4 (or
+//                            fewer) rows and an 8-row ldmatrix collides two ways. The copies
+//                            of one 128-byte global line land in one 128-byte shared line,
+//                            so the L2 sees the line in one request (cp.async reaches it in
+//                            the groups of lanes the shared side takes together).
 #pragma once
 
 #include <cstdint>
@@ -27,11 +36,12 @@ namespace kaio::ir {
 
 class SmemLayout {
  public:
-  enum class Kind : uint8_t { RowMajor, Padded, Swizzled };
+  enum class Kind : uint8_t { RowMajor, Padded, Swizzled, LineSwizzled };
 
   static SmemLayout row_major(uint32_t cols);
   static SmemLayout padded(uint32_t cols, uint32_t pad);
   static SmemLayout swizzled(uint32_t cols, Scalar elem, uint32_t swizzle_bytes = 128);
+  static SmemLayout line_swizzled(uint32_t cols, Scalar elem);
 
   Kind kind() const { return kind_; }
   uint32_t cols() const { return cols_; }

@@ -77,8 +77,9 @@ using kernel::SharedTile;
 
 constexpr float kLog2e = 1.4426950408889634f;
 
-// K and V rows of whole 128-byte lines (head dims 64, 128, 256) are kept 128-byte swizzled:
-// the 16-byte chunk c of row r sits at chunk (c % 8) ^ (r % 8) of its line. A row padded
+// K and V rows of whole 128-byte lines (head dims 64, 128, 256) are line-swizzled
+// (ir::SmemLayout::line_swizzled): the 16-byte chunk c of row r sits at chunk (c % 8) ^
+// (r % 8) of its line. A row padded
 // by 16 bytes instead (head dim 96) puts the eight copies of one global line across two
 // shared-memory lines, and the L2 then sees each line in two requests (ncu at B64 L8192:
 // 44 M requests, 2.3 sectors each, 65 % of the sectors L2 hits, where SDPA's kernel sends
@@ -108,8 +109,8 @@ class DecodeKernel {
  public:
   DecodeKernel(ir::KernelBuilder& b, const AttentionDecodeConfig& c, detail::AttentionRowsSignature& s)
       : b_(b), c_(c), s_(s), g_(c), q_tile_{ir::SmemLayout::padded(c.head_dim, 8), g_.rows, 0, 1},
-        k_tile_{kv_layout(c.head_dim), c.bn, q_tile_.end(), c.stages},
-        v_tile_{kv_layout(c.head_dim), c.bn, k_tile_.end(), c.stages}, swz_(swizzled_rows(c.head_dim)) {}
+        k_tile_{kv_layout(c.head_dim, c.dtype), c.bn, q_tile_.end(), c.stages},
+        v_tile_{kv_layout(c.head_dim, c.dtype), c.bn, k_tile_.end(), c.stages}, swz_(swizzled_rows(c.head_dim)) {}
 
   void build() {
     tid_ = b_.thread_idx_x();
@@ -130,14 +131,11 @@ class DecodeKernel {
   }
 
  private:
-  static ir::SmemLayout kv_layout(uint32_t d) {
-    return swizzled_rows(d) ? ir::SmemLayout::row_major(d) : ir::SmemLayout::padded(d, 8);
+  static ir::SmemLayout kv_layout(uint32_t d, Scalar dtype) {
+    return swizzled_rows(d) ? ir::SmemLayout::line_swizzled(d, dtype) : ir::SmemLayout::padded(d, 8);
   }
   // The element of (row r, 16-byte chunk c) in a K or V stage (within one copy of the tile).
-  Value kv_at(Value r, Value c) {
-    if (!swz_) return k_tile_.at(r, c * 8u);
-    return r * g_.D + ((c >> 3u) * 64u + ((c & 7u) ^ (r & 7u)) * 8u);
-  }
+  Value kv_at(Value r, Value c) { return k_tile_.at(r, c * 8u); }
   Value u64(Value v) { return ir::cast<uint64_t>(v); }
   Value i32(Value v) { return ir::cast<int32_t>(v); }
   Value u32(Value v) { return ir::cast<uint32_t>(v); }
@@ -423,7 +421,8 @@ class DecodeKernel {
     Value l16 = lane_ & 15u, h16 = lane_ >> 4u;
     q_lane_ = b_.constant<uint32_t>(q_tile_.base) + q_tile_.at(mi_ * 16u + l16, h16 * 8u);
     if (swz_) {
-      // A lane's ldmatrix rows are r0 + 8 i (+ 16 ks for V): row % 8 is lane % 8. The chunk
+      // The tiles' line_swizzled index, taken apart so that the unrolled loops add constants:
+      // a lane's ldmatrix rows are r0 + 8 i (+ 16 ks for V): row % 8 is lane % 8. The chunk
       // of head element c is (c % 64) / 8 = a + x, a even and a constant of the unrolled
       // loops, x the lane's half (K: its matrix's column half; V: h16); (a + x) ^ r = a ^ (x ^
       // r), so a lane keeps (a ^ (x ^ r)) * 8 for the four even a.

@@ -113,6 +113,8 @@ struct MatmulVariant {
   bool cluster_n = false;      // Wgmma: the cluster's CTAs are neighbours along n (they share A)
   bool pingpong = false;       // Wgmma: two consumer warpgroups take alternate tiles (consumer_m == BM),
                                // so that one's epilogue runs under the other's MMAs
+  bool rolled = false;         // SimtDb: one k-step per loop iteration, the shared buffer chosen by a
+                               // register (half the loop's code), not two with fixed buffers
   uint32_t consumer_regs = 0;  // Wgmma: registers a consumer thread takes from the producer (setmaxnreg;
                                // the producer keeps 40); 0: as ptxas assigns. Such a kernel loads from
                                // its PTX, compiled by the driver as a whole program (jit/backend_device.cpp)

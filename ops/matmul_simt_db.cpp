@@ -3,7 +3,8 @@
 // dimension and double buffering: the next k-step's vectors are loaded into registers
 // while the current step's tile is multiplied out of shared memory, then stored into the
 // other shared buffer, one barrier per step. The loop is unrolled twice so that each copy
-// reads and writes fixed buffers (no buffer arithmetic in the loop).
+// reads and writes fixed buffers (no buffer arithmetic in the loop), or, for a `rolled`
+// variant, takes one step an iteration with the buffer in a register (half the code).
 //
 //   prefetch(0); store(buffer 0); barrier
 //   for t in 0 .. steps-1:
@@ -135,10 +136,11 @@ ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c) {
   };
   // Registers -> shared buffer `buf` (k-major): a vector along the outer dimension is one
   // 16-byte store, one along k four scalar stores (to rows padded by 4).
-  auto store_step = [&](uint32_t buf) {
+  // buf: 0 or 1, a constant (two steps a loop iteration) or a register (rolled).
+  auto store_step = [&](ir::Value buf) {
     for (auto [o, tile] : {std::pair{&A, As}, std::pair{&B, Bs}})
       for (uint32_t e = 0; e < o->nvec; ++e) {
-        ir::Value at = o->sidx[e] + buf * v.bk * o->stride;
+        ir::Value at = o->sidx[e] + buf * (v.bk * o->stride);
         if (o->along_k) {
           for (uint32_t i = 0; i < 4; ++i) tile[at + i * o->stride] = o->r[4 * e + i];
         } else {
@@ -153,32 +155,46 @@ ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c) {
   auto col_of = [&](uint32_t j) { return (j / 4) * cols * 4 + j % 4; };
   ir::Value a_th = ty * 4u, b_th = tx * 4u;
   auto acc = b.array<float>(v.thread_m * v.thread_n, 0.0f);
-  auto multiply = [&](uint32_t buf) {
+  // a_at, b_at: the thread's first row and column in the buffer being read.
+  auto multiply_at = [&](ir::Value a_at, ir::Value b_at) {
     for (uint32_t kk = 0; kk < v.bk; ++kk) {
       std::vector<ir::Value> av, bv;
       for (uint32_t i = 0; i < v.thread_m; i += 4)
-        for (ir::Value x : ir::load_vec(As, a_th + ((buf * v.bk + kk) * A.stride + row_of(i)), 4)) av.push_back(x);
+        for (ir::Value x : ir::load_vec(As, a_at + (kk * A.stride + row_of(i)), 4)) av.push_back(x);
       for (uint32_t j = 0; j < v.thread_n; j += 4)
-        for (ir::Value x : ir::load_vec(Bs, b_th + ((buf * v.bk + kk) * B.stride + col_of(j)), 4)) bv.push_back(x);
+        for (ir::Value x : ir::load_vec(Bs, b_at + (kk * B.stride + col_of(j)), 4)) bv.push_back(x);
       for (uint32_t i = 0; i < v.thread_m; ++i)
         for (uint32_t j = 0; j < v.thread_n; ++j) acc[i * v.thread_n + j] = ir::fma(av[i], bv[j], acc[i * v.thread_n + j]);
     }
   };
-  auto step = [&](ir::Value t, uint32_t buf) {
+  auto step = [&](ir::Value t, ir::Value buf, ir::Value next) {
     ir::Value more = t + 1u < steps;
     b.if_(more, [&] { prefetch_step(t + 1u); });
-    multiply(buf);
-    b.if_(more, [&] { store_step(1 - buf); });
+    multiply_at(a_th + buf * (v.bk * A.stride), b_th + buf * (v.bk * B.stride));
+    b.if_(more, [&] { store_step(next); });
     b.barrier();
   };
 
   prefetch_step(zero);
-  store_step(0);
+  store_step(zero);
   b.barrier();
-  b.for_(0u, steps, 2u, [&](ir::Value t) {  // two steps per iteration: buffers 0 and 1
-    step(t, 0);
-    b.if_(t + 1u < steps, [&] { step(t + 1u, 1); });
-  });
+  if (v.rolled) {
+    // One step an iteration: half the loop's code. An 8 x 16 thread tile's step is ~1,100
+    // instructions, so the two-step loop is ~35 KB of code, past what the instruction cache
+    // keeps (ncu: warps stalled for no instruction), for one multiply-add per buffer switch.
+    ir::Var buf = b.var<uint32_t>(0u);
+    b.for_(0u, steps, 1u, [&](ir::Value t) {
+      ir::Value cur = buf, next = cur ^ 1u;
+      step(t, cur, next);
+      buf = next;
+    });
+  } else {
+    ir::Value one = b.constant<uint32_t>(1u);
+    b.for_(0u, steps, 2u, [&](ir::Value t) {  // two steps per iteration: buffers 0 and 1
+      step(t, zero, one);
+      b.if_(t + 1u < steps, [&] { step(t + 1u, one, zero); });
+    });
+  }
   // The epilogue: each group of 4 columns one 16-byte store where C allows.
   ir::Value vectors = detail::c_vectors_ok(a, 4);
   for (uint32_t i = 0; i < v.thread_m; ++i) {

@@ -20,13 +20,16 @@ struct Int4Config {
   bool zeros = false, bias = false;
   uint32_t parts = 1;
   uint32_t bx = 0;  // the Hopper path: activation rows per tile (128 or 256); 0: not it
-  auto fields() const { return std::tie(bm, dtype, zeros, bias, parts, bx); }
+  // The streaming path at m <= 16 with its registers capped at 64, so that two 512-thread
+  // blocks share an SM: taken where the grid has more blocks than SMs (m <= 8 always has it).
+  bool two_per_sm = false;
+  auto fields() const { return std::tie(bm, dtype, zeros, bias, parts, bx, two_per_sm); }
   std::string str() const {
     const std::string path = bx ? "wgmma_" + std::to_string(bx) + "x128"
                              : bm ? "stream_m" + std::to_string(bm)
                                   : std::string("mma_64x128");
     return "matmul_int4_" + path + "_" + ir::scalar_name(dtype) + (zeros ? "_zeros" : "") + (bias ? "_bias" : "") +
-           (parts > 1 ? "_qkv" : "");
+           (parts > 1 ? "_qkv" : "") + (two_per_sm ? "_2sm" : "");
   }
 };
 

@@ -3,6 +3,7 @@
 // the race detector on cp.async, builder and verifier misuse, printer and hash.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -387,16 +388,51 @@ TEST_CASE("shared layouts: padded and swizzled indices, on the host and in a ker
   CHECK(usage_error_of([] { (void)ir::SmemLayout::swizzled(8, Scalar::F16).elements(3); }).op() == "smem_layout");
   // the kernel-side index computes the same as the host's, for every layout
   for (const ir::SmemLayout& lay : {pad, s128, ir::SmemLayout::swizzled(16, Scalar::F32, 64),
-                                    ir::SmemLayout::swizzled(32, Scalar::S8, 32)}) {
+                                    ir::SmemLayout::swizzled(32, Scalar::S8, 32), ir::SmemLayout::line_swizzled(128, Scalar::F16),
+                                    ir::SmemLayout::line_swizzled(64, Scalar::F32), ir::SmemLayout::line_swizzled(512, Scalar::S8)}) {
     ir::KernelBuilder b("layout_index");
     auto out = b.param<uint32_t*>("out");
     auto t = b.thread_idx_x();
     auto r = t / lay.cols(), c = t % lay.cols();
     out[t] = lay.index(r, c);
-    std::vector<uint32_t> got(16 * lay.cols());
+    std::vector<uint32_t> got(std::min(16u, 1024u / lay.cols()) * lay.cols());  // a block of at most 1024 threads
     ir::interpret(b.build(), {.grid = {1}, .block = {static_cast<uint32_t>(got.size())}}, got);
     for (uint32_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == lay.index(i / lay.cols(), i % lay.cols()));
   }
+}
+
+TEST_CASE("shared layouts: line-swizzled rows keep lines whole and 8-row reads conflict-free", "[ir][tensor][layout]") {
+  // 128-byte rows: the same as the 128-byte swizzle
+  const ir::SmemLayout l64 = ir::SmemLayout::line_swizzled(64, Scalar::F16), s128 = ir::SmemLayout::swizzled(64, Scalar::F16);
+  for (uint32_t r = 0; r < 16; ++r)
+    for (uint32_t c = 0; c < 64; ++c) REQUIRE(l64.index(r, c) == s128.index(r, c));
+  for (uint32_t cols : {128u, 256u}) {  // 256- and 512-byte rows of f16
+    const ir::SmemLayout s = ir::SmemLayout::line_swizzled(cols, Scalar::F16);
+    INFO("cols " << cols);
+    std::set<uint32_t> seen;
+    for (uint32_t r = 0; r < 16; ++r)
+      for (uint32_t c = 0; c < cols; ++c) {
+        uint32_t i = s.index(r, c);
+        REQUIRE(i < s.elements(16));
+        CHECK(i / 64 == (r * cols + c) / 64);  // a 128-byte line of the row stays in its own line
+        CHECK(i % 8 == c % 8);                 // 16-byte chunks stay whole
+        seen.insert(i);
+      }
+    CHECK(seen.size() == 16 * cols);  // a permutation
+    // an ldmatrix of 8 rows at one chunk column: the 8 chunks in 8 different 16-byte bank
+    // groups (the 128-byte swizzle of the line number repeats its key every 128 / row bytes)
+    for (uint32_t c = 0; c < cols; c += 8) {
+      std::set<uint32_t> groups;
+      for (uint32_t r = 0; r < 8; ++r) groups.insert((s.index(r, c) * 2 / 16) % 8);
+      CHECK(groups.size() == 8);
+    }
+    std::set<uint32_t> line_keyed;
+    const ir::SmemLayout w = ir::SmemLayout::swizzled(cols, Scalar::F16);
+    for (uint32_t r = 0; r < 8; ++r) line_keyed.insert((w.index(r, 0) * 2 / 16) % 8);
+    CHECK(line_keyed.size() < 8);  // what the line-swizzled kind is for
+  }
+  CHECK(usage_error_of([] { (void)ir::SmemLayout::line_swizzled(96, Scalar::F16); }).op() == "smem_layout");
+  CHECK(usage_error_of([] { (void)ir::SmemLayout::line_swizzled(0, Scalar::F32); }).op() == "smem_layout");
 }
 
 TEST_CASE("tensor ops: the verifier re-checks kernels the builder did not make", "[ir][tensor][verifier]") {

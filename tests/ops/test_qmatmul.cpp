@@ -126,7 +126,7 @@ TEST_CASE("qmatmul: shapes a format cannot take are usage errors naming the op a
   }
 }
 
-// Every declared kernel (64) is linked once, the archs taken in turn, so that each family is
+// Every declared kernel (68) is linked once, the archs taken in turn, so that each family is
 // assembled for sm_80, sm_90 and sm_90a while the test stays near 20 s of nvJitLink.
 TEST_CASE("qmatmul: every declared kernel assembles (sm_80, sm_90, sm_90a in turn) with tensor-core SASS", "[ops][qmatmul][nvjitlink]") {
   const char* archs[] = {"sm_80", "sm_90", "sm_90a"};
