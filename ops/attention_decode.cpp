@@ -49,6 +49,10 @@ const AttentionDecodeVariant kDecodeVariants[] = {
     {.name = "dec_d128_m1", .head_dim = 128, .mt = 1, .bn = 64, .stages = 3, .warps = 4},
     {.name = "dec_d128_m2", .head_dim = 128, .mt = 2, .bn = 64, .stages = 3, .warps = 4},
     {.name = "dec_d128_m4", .head_dim = 128, .mt = 4, .bn = 64, .stages = 3, .warps = 4},
+    // Long caches: 128-key chunks and 8 warps (one 192 KB block an SM) read 1-2.5% faster
+    // from 8192 keys up (B1-B64, contiguous and paged), and 4% slower at B64 L1024, where
+    // two blocks an SM hide each other's start (bench/NOTES.md).
+    {.name = "dec_d128_m1_long", .head_dim = 128, .mt = 1, .bn = 128, .stages = 3, .warps = 8, .min_keys = 4096},
     {.name = "dec_d256_m1", .head_dim = 256, .mt = 1, .bn = 32, .stages = 3, .warps = 2},
     {.name = "dec_d256_m2", .head_dim = 256, .mt = 2, .bn = 32, .stages = 3, .warps = 2},
     {.name = "dec_d256_m4", .head_dim = 256, .mt = 4, .bn = 32, .stages = 3, .warps = 4},
@@ -56,12 +60,14 @@ const AttentionDecodeVariant kDecodeVariants[] = {
 
 std::span<const AttentionDecodeVariant> attention_decode_variants() { return kDecodeVariants; }
 
-// The smallest tile count that holds the rows (rows past 64 take several row blocks).
-const AttentionDecodeVariant* attention_decode_pick(uint32_t head_dim, uint32_t rows) {
+// The smallest tile count that holds the rows (rows past 64 take several row blocks), and of
+// its rows the one for the longest caches that seqlen_k reaches.
+const AttentionDecodeVariant* attention_decode_pick(uint32_t head_dim, uint32_t rows, uint32_t seqlen_k) {
   const uint32_t mt = rows <= 16 ? 1 : rows <= 32 ? 2 : 4;
+  const AttentionDecodeVariant* best = nullptr;
   for (const AttentionDecodeVariant& v : kDecodeVariants)
-    if (v.head_dim == head_dim && v.mt == mt) return &v;
-  return nullptr;
+    if (v.head_dim == head_dim && v.mt == mt && v.min_keys <= seqlen_k && (!best || v.min_keys > best->min_keys)) best = &v;
+  return best;
 }
 
 AttentionDecodeConfig attention_decode_config(ir::Scalar dtype, const AttentionDecodeVariant& v) {

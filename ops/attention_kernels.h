@@ -68,11 +68,13 @@ std::string attention_variant_refusal(const AttentionTensor& q, const AttentionT
 struct AttentionDecodeVariant {
   const char* name;
   uint32_t head_dim, mt, bn, stages, warps;
+  uint32_t min_keys = 0;  // taken only for caches of at least this many keys (seqlen_k)
 };
 std::span<const AttentionDecodeVariant> attention_decode_variants();
-// The row for a head dim and the query rows of one KV head (Hq / Hkv x new tokens); null
+// The row for a head dim, the query rows of one KV head (Hq / Hkv x new tokens) and the
+// longest cache (seqlen_k): of the rows that fit, the one with the largest min_keys; null
 // when none.
-const AttentionDecodeVariant* attention_decode_pick(uint32_t head_dim, uint32_t rows);
+const AttentionDecodeVariant* attention_decode_pick(uint32_t head_dim, uint32_t rows, uint32_t seqlen_k);
 AttentionDecodeConfig attention_decode_config(ir::Scalar dtype, const AttentionDecodeVariant& v);
 
 }  // namespace kaio::ops

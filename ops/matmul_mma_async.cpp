@@ -339,7 +339,7 @@ namespace {
 
 bool valid(const MatmulVariant& v, std::string* why) {
   if (detail::warp_tile_threads(v) > 1024) return detail::refuse(v, why, "(BM / warp_m) x (BN / warp_n) warps must be at most 32");
-  if (v.stages < 2 || v.stages > 4) return detail::refuse(v, why, "2 to 4 stages");
+  if (v.stages < 2 || v.stages > 8) return detail::refuse(v, why, "2 to 8 stages");
   return true;
 }
 

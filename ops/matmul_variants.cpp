@@ -54,6 +54,10 @@ constexpr MatmulVariant kVariants[] = {
     // take 2 of the 8 mma k-steps of a stage
     {.name = "mma_cp_16x32x128_w16x16k4_s4", .engine = E::MmaAsync, .bm = 16, .bn = 32, .bk = 128, .warp_m = 16, .warp_n = 16,
      .warp_k = 4, .stages = 4},
+    // the same with 8 stages (7 k-steps, 84 KB, in flight a block): the skinny rows wait on
+    // memory latency with little in flight (bench/NOTES.md); f16 16x4096x4096 +2-5%
+    {.name = "mma_cp_16x32x128_w16x16k4_s8", .engine = E::MmaAsync, .bm = 16, .bn = 32, .bk = 128, .warp_m = 16, .warp_n = 16,
+     .warp_k = 4, .stages = 8},
     {.name = "mma_cp_16x64x128_w16x16k2_s4", .engine = E::MmaAsync, .bm = 16, .bn = 64, .bk = 128, .warp_m = 16, .warp_n = 16,
      .warp_k = 2, .stages = 4},
     // Hopper: BK is 128 bytes of k (64 for 16-bit elements, 32 for tf32)

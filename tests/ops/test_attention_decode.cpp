@@ -144,6 +144,42 @@ TEST_CASE("attention_decode tensor-core kernel: window, softcap, ALiBi, head dim
   run_decode<kaio::half>({.lens = {40, 9}, .nq = 1, .hq = 4, .hkv = 2, .d = 256, .page = 0, .splits = 2, .kernel = mma});
 }
 
+// The long-cache row (128-key chunks, 8 warps), forced at lengths the interpreter can take:
+// a chunk's edge, several chunks, pages of 16 (eight a chunk) and 256, splits, the modifiers.
+TEST_CASE("attention_decode tensor-core kernel: the long-cache row at odd lengths", "[gpu][ops][attention][decode][decode_mma]") {
+  const auto mma = kaio::ops::AttentionKernel::Mma;
+  const kaio::ops::AttentionDecodeVariant* row = kaio::ops::attention_decode_pick(128, 4, 1u << 20);
+  REQUIRE(row);
+  REQUIRE(row->min_keys > 0);
+  kaio::ops::AttentionDecodeConfig cfg;
+  cfg.bn = row->bn, cfg.stages = row->stages, cfg.warps = row->warps;
+  kaio::ops::detail::set_decode_override(&cfg);
+  struct Reset {
+    ~Reset() { kaio::ops::detail::set_decode_override(nullptr); }
+  } reset;
+  for (uint32_t page : {0u, 16u})
+    run_decode<kaio::bfloat16>({.lens = {1, 129, 300}, .nq = 1, .hq = 8, .hkv = 2, .d = 128, .page = page, .splits = page ? 0u : 2u,
+                                .kernel = mma});
+  run_decode<kaio::half>({.lens = {200, 7}, .nq = 3, .hq = 4, .hkv = 1, .d = 128, .page = 256, .splits = 1, .wl = 50, .softcap = 3.0f,
+                          .kernel = mma, .alibi = true, .spare_pages = 0});
+}
+
+TEST_CASE("attention_decode picks a row by head dim, query rows and cache length", "[ops][attention][decode]") {
+  using kaio::ops::attention_decode_pick;
+  const auto* short_row = attention_decode_pick(128, 4, 1024);
+  const auto* long_row = attention_decode_pick(128, 4, 32768);
+  REQUIRE(short_row);
+  REQUIRE(long_row);
+  CHECK(short_row->min_keys == 0);
+  CHECK(long_row->min_keys > 0);
+  CHECK(long_row->min_keys <= 8192);  // the bench's long rows take it
+  CHECK(attention_decode_pick(128, 4, long_row->min_keys) == long_row);
+  CHECK(attention_decode_pick(128, 4, long_row->min_keys - 1) == short_row);
+  CHECK(attention_decode_pick(128, 40, 32768)->mt == 4);  // more rows: the four-tile row, whatever the length
+  CHECK(attention_decode_pick(64, 4, 32768)->min_keys == 0);
+  CHECK(attention_decode_pick(80, 4, 1024) == nullptr);
+}
+
 TEST_CASE("attention_decode: f32, MQA, window, softcap, head dim 128", "[gpu][ops][attention][decode]") {
   run_decode<float>({.lens = {40, 5}, .nq = 3, .hq = 4, .hkv = 1, .d = 128, .page = 32, .splits = 3, .wl = 20, .softcap = 3.0f});
 }

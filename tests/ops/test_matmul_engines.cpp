@@ -38,7 +38,7 @@ TEST_CASE("matmul engines: a row that breaks its engine's rules is refused, nami
   refused({.name = "w", .engine = MatmulEngine::Wgmma, .bm = 96, .bn = 128, .bk = 64, .consumer_m = 64, .stages = 4}, "multiples of 64");
   refused({.name = "w", .engine = MatmulEngine::Wgmma, .bm = 128, .bn = 128, .bk = 64, .consumer_m = 64, .stages = 4, .pingpong = true},
           "ping-pong");
-  refused({.name = "a", .engine = MatmulEngine::MmaAsync, .bm = 64, .bn = 64, .bk = 32, .warp_m = 32, .warp_n = 32, .stages = 5}, "2 to 4 stages");
+  refused({.name = "a", .engine = MatmulEngine::MmaAsync, .bm = 64, .bn = 64, .bk = 32, .warp_m = 32, .warp_n = 32, .stages = 9}, "2 to 8 stages");
   refused({.name = "g", .engine = MatmulEngine::Gemv, .bm = 1, .bk = 8, .warps = 8, .lanes = 3}, "lanes dividing 32");
   refused({.name = "s", .engine = MatmulEngine::Simt, .bm = 8, .bn = 8, .bk = 8, .thread_m = 4, .thread_n = 4}, "whole warps");
 }
