@@ -248,16 +248,16 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   Value kp = k / 2u, steps = k / 32u;               // k is a multiple of the group (>= 32)
   Value zero = b.constant<uint32_t>(0u);
   Value ring = b.dynamic_shared(Scalar::U32, 16), ring16 = b.dynamic_shared(c.dtype, 16), ring8 = b.dynamic_shared(Scalar::U8, 16);
-  // Slot offsets (u32 words) of this thread's parts in stage 0: [stage][part][thread].
-  auto at = [&](Value stage, uint32_t part_words, uint32_t width) { return stage * (T * W) + (part_words * T) + tid * width; };
+  // A stage is [part][thread slot] (u32 words): the part at part_words * T, and in it this
+  // thread's slot (its words, a multiple of the part's width per thread).
+  auto at = [&](Value stage, uint32_t part_words, Value slot) { return stage * (T * W) + (part_words * T) + slot; };
   const uint32_t q_at = 0, x_at = 4, s_at = 4 + 4 * ss.rows, z_at = s_at + 2;
   // The words' slots in lane order (t, g), not (g, t): the eight lanes that copy one 128-byte
   // line of W (word row t, the block's 32 columns) then write one 128-byte line of shared
   // memory, and the L2 sees that line in one request. In lane order the line's pieces went out
   // with four different groups of lanes, a request of one sector each (the decode kernel's
-  // padded rows measured the same effect: bench/NOTES.md).
-  Value q_slot = (warp * 32u + t * 8u + g) * 4u;
-  auto at_q = [&](Value stage) { return stage * (T * W) + (q_at * T) + q_slot; };
+  // padded rows measured the same effect: bench/NOTES.md). The other parts in thread order.
+  const Value q_slot = (warp * 32u + t * 8u + g) * 4u, x_slot = tid * 4u, s_slot = tid * 2u, z_slot = tid;
   // This warp's steps: a run of consecutive ones, [first, first + count), so that it meets
   // each of its groups in one piece and scales its sums once a group.
   Value per = (steps + (warps - 1)) / warps;
@@ -290,16 +290,16 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
     const Value issued = copies + 1 < S ? b.constant<uint32_t>(copies) : Value(it) + (S - 1);
     ++copies;
     b.if_(issued < count, [&] {
-      b.cp_async(ring, at_q(stage), pv.w, w_off.get(), 16, ir::CacheHint::Global);
+      b.cp_async(ring, at(stage, q_at, q_slot), pv.w, w_off.get(), 16, ir::CacheHint::Global);
       for (uint32_t h = 0; h < ss.rows; ++h)
-        b.cp_async(ring, at(stage, x_at + 4 * h, 4), X, h ? x_off.get() + u64(x_step[h - 1]) : x_off.get(), 16, ir::CacheHint::Global,
+        b.cp_async(ring, at(stage, x_at + 4 * h, x_slot), X, h ? x_off.get() + u64(x_step[h - 1]) : x_off.get(), 16, ir::CacheHint::Global,
                    x_bytes[h]);
       Value step = first + issued;
       b.if_((step & gmask) == 0u || issued == 0u, [&] {
         Value g_off = part.group_index(step * 4u, col_c);
         // (cp.async takes dst and src of one type: the ring's f16 / bf16 and u8 views)
-        b.cp_async(ring16, at(stage, s_at, 2) * 2u, pv.s, g_off, 8);
-        if (c.zeros) b.cp_async(ring8, at(stage, z_at, 1) * 4u, pv.zeros, g_off, 4);
+        b.cp_async(ring16, at(stage, s_at, s_slot) * 2u, pv.s, g_off, 8);
+        if (c.zeros) b.cp_async(ring8, at(stage, z_at, z_slot) * 4u, pv.zeros, g_off, 4);
       });
     });
     b.cp_async_commit_group();
@@ -322,16 +322,16 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   // steps in flight without holding registers.
   kernel::ThreadRing ring_of_thread(b, S, zero);
   ring_of_thread.pipeline(count, copy, [&](Value st, const std::function<void()>& refill) {
-    std::vector<Value> q = ir::load_vec(ring, at_q(st), 4);
+    std::vector<Value> q = ir::load_vec(ring, at(st, q_at, q_slot), 4);
     std::vector<std::vector<Value>> xs;
     for (uint32_t h = 0; h < ss.rows; ++h) {
       std::vector<Value> xp;
-      for (Value v : ir::load_vec(ring, at(st, x_at + 4 * h, 4), 4)) xp.push_back(ir::bitcast(v, pair));
+      for (Value v : ir::load_vec(ring, at(st, x_at + 4 * h, x_slot), 4)) xp.push_back(ir::bitcast(v, pair));
       xs.push_back(xp);
     }
     b.if_(((first + it) & gmask) == 0u || Value(it) == 0u, [&] {
-      std::vector<Value> sw = ir::load_vec(ring, at(st, s_at, 2), 2);
-      Value zw = c.zeros ? Value(ring[at(st, z_at, 1)]) : Value();
+      std::vector<Value> sw = ir::load_vec(ring, at(st, s_at, s_slot), 2);
+      Value zw = c.zeros ? Value(ring[at(st, z_at, z_slot)]) : Value();
       for (uint32_t i = 0; i < 4; ++i) {
         Value half = i % 2 ? sw[i / 2] >> 16u : sw[i / 2] & 0xffffu;  // column i's scale, as f16 / bf16 bits
         s2[i] = half | (half << 16u);
