@@ -265,34 +265,28 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   Value count = ir::min(per, steps - first);
   Value gmask = (b.constant<uint32_t>(1u) << (part.gshift - 5u)) - 1u;  // steps per group, less one
   // The sources of this thread's next copy, advanced by one step (4 word rows) after each.
-  auto u64 = [](Value v) { return ir::cast<uint64_t>(v); };
+  // 32-bit element offsets (one IMAD.WIDE an address, not a 64-bit multiply-add): the launch
+  // takes this path only where every offset fits (run: offsets_fit).
   Value kr0 = first * 4u + t;  // the first step's word row
-  ir::Var w_off = b.var<uint64_t>(u64(kr0) * u64(pv.n) + u64(col_c));
+  ir::Var w_off = b.var<uint32_t>(kr0 * pv.n + col_c);
   // A row g + 8h: its 8 activations of the word row; zeros past m (they add nothing). One
   // running offset, row g's (row 0's past m), and row g + 8's a fixed step on (none past m:
   // those copies read 0 bytes from row g's address): a register less across the loop.
-  ir::Var x_off = b.var<uint64_t>(u64(ir::select(g < m, g, zero)) * u64(kp) + u64(kr0 * 4u));
+  ir::Var x_off = b.var<uint32_t>(ir::select(g < m, g, zero) * kp + kr0 * 4u);
   std::vector<Value> x_bytes, x_step;
   for (uint32_t h = 0; h < ss.rows; ++h) {
     Value ok = g + 8u * h < m;
     x_bytes.push_back(ir::select(ok, b.constant<uint32_t>(16u), zero));
     if (h) x_step.push_back(ir::select(ok, kp * (8u * h), zero));
   }
-  Value w_step = u64(pv.n) * uint64_t(4);
-  // The step index of the next copy: the ring's first S - 1 copies (the prologue) are steps
-  // 0 .. S - 2, each later one is S - 1 steps past the step being computed (`it`), so no
-  // counter of its own is held across the loop.
-  ir::Var it = b.var<uint32_t>(0u);
-  uint32_t copies = 0;
-  // The next step of this warp's into `stage`: nothing past the last (an empty group). The
-  // scales and zeros only where the step starts a group (or the warp's run).
-  auto copy = [&](Value stage) {
-    const Value issued = copies + 1 < S ? b.constant<uint32_t>(copies) : Value(it) + (S - 1);
-    ++copies;
+  Value w_step = pv.n * 4u;
+  // Step `issued` of this warp's run into `stage`: nothing past the last (an empty group).
+  // The scales and zeros only where the step starts a group (or the warp's run).
+  auto copy = [&](Value stage, Value issued) {
     b.if_(issued < count, [&] {
       b.cp_async(ring, at(stage, q_at, q_slot), pv.w, w_off.get(), 16, ir::CacheHint::Global);
       for (uint32_t h = 0; h < ss.rows; ++h)
-        b.cp_async(ring, at(stage, x_at + 4 * h, x_slot), X, h ? x_off.get() + u64(x_step[h - 1]) : x_off.get(), 16, ir::CacheHint::Global,
+        b.cp_async(ring, at(stage, x_at + 4 * h, x_slot), X, h ? x_off.get() + x_step[h - 1] : x_off.get(), 16, ir::CacheHint::Global,
                    x_bytes[h]);
       Value step = first + issued;
       b.if_((step & gmask) == 0u || issued == 0u, [&] {
@@ -304,7 +298,7 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
     });
     b.cp_async_commit_group();
     w_off = w_off.get() + w_step;
-    x_off = x_off.get() + uint64_t(16);
+    x_off = x_off.get() + 16u;
   };
   // W^T . x^T: the weights are the A operand (rows: 16 columns of W, k), the activations B
   // (k x the m rows as the mma's n = 8, twice for m > 8), so that A needs no zero registers.
@@ -321,7 +315,7 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   // Each thread's own ring of S stages (kernel::ThreadRing): no barrier per step, S - 1
   // steps in flight without holding registers.
   kernel::ThreadRing ring_of_thread(b, S, zero);
-  ring_of_thread.pipeline(count, copy, [&](Value st, const std::function<void()>& refill) {
+  ring_of_thread.pipeline(count, copy, [&](Value st, Value it, const std::function<void()>& refill) {
     std::vector<Value> q = ir::load_vec(ring, at(st, q_at, q_slot), 4);
     std::vector<std::vector<Value>> xs;
     for (uint32_t h = 0; h < ss.rows; ++h) {
@@ -329,7 +323,7 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
       for (Value v : ir::load_vec(ring, at(st, x_at + 4 * h, x_slot), 4)) xp.push_back(ir::bitcast(v, pair));
       xs.push_back(xp);
     }
-    b.if_(((first + it) & gmask) == 0u || Value(it) == 0u, [&] {
+    b.if_(((first + it) & gmask) == 0u || it == 0u, [&] {
       std::vector<Value> sw = ir::load_vec(ring, at(st, s_at, s_slot), 2);
       Value zw = c.zeros ? Value(ring[at(st, z_at, z_slot)]) : Value();
       for (uint32_t i = 0; i < 4; ++i) {
@@ -340,7 +334,6 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
       }
     });
     refill();  // this thread has read its stage
-    it = Value(it) + 1u;
     std::vector<std::vector<Value>> w(4);
     for (uint32_t i = 0; i < 4; ++i)
       for (uint32_t j = 0; j < 4; ++j)
@@ -454,8 +447,12 @@ void run(const char* op, uint64_t x, const Int4Part* parts, uint32_t nparts, uin
     }
     return;
   }
+  // The streaming kernel's offsets are 32-bit: the words of every part (k / 8 rows of n, and
+  // the step past the last) and the activations' (16 rows of k / 2 words, and a step more).
+  // Beyond that (weights of 16 GB) the mma path takes the call.
+  const bool offsets_fit = uint64_t(k / 8 + 4) * nmax < (uint64_t(1) << 32) && uint64_t(k) * 8 + 64 < (uint64_t(1) << 32);
   for (uint32_t bm : kStreamRows)
-    if (m <= bm) {
+    if (offsets_fit && m <= bm) {
       c.bm = bm;
       break;
     }

@@ -164,32 +164,31 @@ TEST_CASE("kernel layer: a cp.async ring of 2..4 stages carries every step, read
 // A stage refilled before it was read, or read before its copy landed, is a wrong value (or
 // the interpreter's report of a read of busy bytes).
 TEST_CASE("kernel layer: a per-thread cp.async ring of 3..6 stages carries every step, no barrier", "[kernel_layer][interp]") {
+  // Unrolled (S steps a trip, constant stages) and rolled; 0..9 steps, so trips end at every
+  // step of the unrolled body.
+  for (bool unrolled : {true, false})
+  for (uint32_t most : {9u, 3u})
   for (uint32_t S : {3u, 4u, 6u}) {
-    const uint32_t most = 9;
-    INFO("stages " << S);
-    CopyRingKernel ck("thread_ring_" + std::to_string(S));
+    INFO("stages " << S << " unrolled " << unrolled << " most " << most);
+    CopyRingKernel ck("thread_ring_" + std::to_string(S) + (unrolled ? "_u" : "_r") + std::to_string(most));
     ir::KernelBuilder& b = ck.b;
     ir::Value in = ck.in, out = ck.out, smem = ck.smem;
     ir::Value tid = b.thread_idx_x(), zero = b.constant<uint32_t>(0u);
-    ir::Value count = most - tid % 4u;  // 6..9 steps
-    ir::Var issued = b.var<uint32_t>(0u);
-    kn::ThreadRing ring(b, S, zero);
+    ir::Value count = most - tid % 4u;  // most - 3 .. most steps
+    kn::ThreadRing ring(b, S, zero, unrolled);
     ring.pipeline(
         count,
-        [&](ir::Value stage) {
-          b.if_(ir::Value(issued) < count, [&] {
-            b.cp_async(smem, stage * 128u + tid * 4u, in, ir::cast<uint64_t>((ir::Value(issued) * 32u + tid) * 4u), 16);
-          });
+        [&](ir::Value stage, ir::Value t) {
+          b.if_(t < count, [&] { b.cp_async(smem, stage * 128u + tid * 4u, in, ir::cast<uint64_t>((t * 32u + tid) * 4u), 16); });
           b.cp_async_commit_group();
-          issued = ir::Value(issued) + 1u;
         },
-        [&](ir::Value stage, const std::function<void()>& refill) {
+        [&](ir::Value stage, ir::Value t, const std::function<void()>& refill) {
           std::vector<ir::Value> v;
           for (uint32_t j = 0; j < 4; ++j) v.push_back(smem[stage * 128u + tid * 4u + j]);
           refill();
-          for (uint32_t j = 0; j < 4; ++j) {
+          for (uint32_t j = 0; j < 4; ++j) {  // weighted by t + 1: the step index is checked too
             ir::Value at = tid * 4u + j;
-            out[at] = ir::Value(out[at]) + v[j];
+            out[at] = ir::Value(out[at]) + v[j] * ir::cast<float>(t + 1u);
           }
         });
     const ir::Kernel k = b.build();
@@ -199,7 +198,7 @@ TEST_CASE("kernel layer: a per-thread cp.async ring of 3..6 stages carries every
     for (uint32_t tid = 0; tid < 32; ++tid)
       for (uint32_t j = 0; j < 4; ++j) {
         double want = 0;
-        for (uint32_t t = 0; t < most - tid % 4; ++t) want += x[(t * 32 + tid) * 4 + j];
+        for (uint32_t t = 0; t < most - tid % 4; ++t) want += double(x[(t * 32 + tid) * 4 + j]) * (t + 1);
         REQUIRE(y[tid * 4 + j] == float(want));
       }
     assembles(k, {"sm_80", "sm_90"});
