@@ -309,6 +309,11 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   auto acc = b.array<float>(8 * ss.rows, 0.0f);
   auto s2 = b.array<uint32_t>(4, 0u);  // the group's {s, s} of the thread's 4 columns (bits)
   auto z2 = b.array<uint32_t>(4, 0u);  // and their (magic + zero) pairs
+  // f16: the odd pairs of a word go through int4_pair_high_f16 with -(64 + zero) pairs, so a
+  // word takes one shift instead of three (q >> 8 serves pairs 2 and 3).
+  const bool high = c.dtype == Scalar::F16 && !(ss.rows > 1 && c.two_per_sm);  // m = 16 at 64 registers: no room for zh
+  auto zh = b.array<uint32_t>(high ? 4 : 1, 0u);
+  Value sixteenth = ir::bitcast(b.constant<uint32_t>(0x2c002c00u), pair);
   // The magic pair in a register ptxas cannot fold (gshift is 5..7): the and and the or of
   // a pair are then one LOP3.
   Value magic = (part.gshift >> 8u) | (c.dtype == Scalar::F16 ? 0x64006400u : 0x43004300u);
@@ -331,14 +336,22 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
         s2[i] = half | (half << 16u);
         Value zu = c.zeros ? (zw >> (8u * i)) & 0xffu : b.constant<uint32_t>(8u);
         z2[i] = detail::int4_zero_magic(zu, c.dtype);
+        if (high) zh[i] = detail::int4_zero_high_f16(zu);
       }
     });
     refill();  // this thread has read its stage
     std::vector<std::vector<Value>> w(4);
-    for (uint32_t i = 0; i < 4; ++i)
-      for (uint32_t j = 0; j < 4; ++j)
-        w[i].push_back(detail::int4_pair(j ? q[i] >> (4u * j) : q[i], ir::bitcast(Value(z2[i]), pair), ir::bitcast(Value(s2[i]), pair),
-                                         pair, magic));
+    for (uint32_t i = 0; i < 4; ++i) {
+      Value sc = ir::bitcast(Value(s2[i]), pair), zz = ir::bitcast(Value(z2[i]), pair);
+      if (high) {
+        Value q8 = q[i] >> 8u;
+        Value zhi = ir::bitcast(Value(zh[i]), pair);
+        w[i] = {detail::int4_pair(q[i], zz, sc, pair, magic), detail::int4_pair_high_f16(q[i], zhi, sc, sixteenth, magic),
+                detail::int4_pair(q8, zz, sc, pair, magic), detail::int4_pair_high_f16(q8, zhi, sc, sixteenth, magic)};
+      } else {
+        for (uint32_t j = 0; j < 4; ++j) w[i].push_back(detail::int4_pair(j ? q[i] >> (4u * j) : q[i], zz, sc, pair, magic));
+      }
+    }
     // mma jj takes the words' pairs 2jj and 2jj + 1 as logical k (2t, 2t + 1) and (2t + 8,
     // 2t + 9), and B the activations of the same k: only the k order inside an mma is permuted.
     for (uint32_t i = 0; i < 2; ++i)

@@ -50,6 +50,20 @@ inline ir::Value int4_pair(ir::Value shifted, ir::Value z2, ir::Value s2, ir::Sc
   return (ir::bitcast(bits, pair) - z2) * s2;
 }
 
+// f16 only: the pair of nibbles 1 and 5 of `shifted` (pair j + 1 of a word shifted right by
+// 4j) without a shift of its own. Masked with 0x00f000f0 under the magic, each half is
+// 1024 + 16 v (exact: f16's ulp at 1024 is 1); one fma by sixteenth ({1/16, 1/16}) and zh
+// (the pair -(64 + zero), int4_zero_high_f16) gives 64 + v - 64 - zero = v - zero exactly,
+// and the scale rounds once: the same bits as int4_pair. (bf16's 7-bit mantissa cannot hold
+// 16 v under its magic.)
+inline ir::Value int4_pair_high_f16(ir::Value shifted, ir::Value zh, ir::Value s2, ir::Value sixteenth, ir::Value magic_reg) {
+  ir::Value bits = (shifted & 0x00f000f0u) | magic_reg;
+  return ir::fma(ir::bitcast(bits, ir::Scalar::F16x2), sixteenth, zh) * s2;
+}
+// -(64 + zero) for both halves, as u32 bits: f16 64 is 0x5400 with an ulp of 1/16, so the
+// zero 0..15 goes in at bit 4.
+inline ir::Value int4_zero_high_f16(ir::Value z_u32) { return ((z_u32 << 4u) | 0xd400u) * 0x00010001u; }
+
 // The Hopper path (sm_90a, one launch per part): true where it takes a call of m rows;
 // maps_ok: no zero points, or every part's n a multiple of 16 (their tensor map's rows are
 // n bytes).
