@@ -231,11 +231,10 @@ std::string decode_mma_refusal(const AttentionTensor& q, const KvCache& cache, c
   if (q.dtype != Scalar::F16 && q.dtype != Scalar::BF16) return "it takes f16 or bf16";
   const jit::DeviceInfo& dev = jit::device_info();
   if (dev.sm < 80) return "it needs sm_80 or newer, the device is " + dev.arch;
-  row = attention_decode_pick(s.head_dim, rows, s.seqlen_k);
-  if (row && row->min_keys && attention_decode_config(q.dtype, *row).shared_bytes() > dev.smem_per_block_optin)
-    row = attention_decode_pick(s.head_dim, rows, 0);  // a long-cache row past this device's shared memory (sm_80)
-  if (!row) return "no tile shape for head_dim " + str(s.head_dim);
-  if (attention_decode_config(q.dtype, *row).shared_bytes() > dev.smem_per_block_optin) return "its tiles do not fit shared memory";
+  // A long-cache row past this device's shared memory (sm_80) gives way to a shorter one.
+  row = attention_decode_pick(s.head_dim, rows, s.seqlen_k, dev.smem_per_block_optin);
+  if (!row && !attention_decode_pick(s.head_dim, rows, s.seqlen_k)) return "no tile shape for head_dim " + str(s.head_dim);
+  if (!row) return "its tiles do not fit shared memory";
   for (const AttentionTensor* t : {&q, &cache.k, &cache.v}) {
     if (t->address % 16) return "q, k and v must be 16-byte aligned";
     if (t->seq_stride % 8 || t->head_stride % 8 || t->batch_stride % 8)

@@ -61,12 +61,14 @@ const AttentionDecodeVariant kDecodeVariants[] = {
 std::span<const AttentionDecodeVariant> attention_decode_variants() { return kDecodeVariants; }
 
 // The smallest tile count that holds the rows (rows past 64 take several row blocks), and of
-// its rows the one for the longest caches that seqlen_k reaches.
-const AttentionDecodeVariant* attention_decode_pick(uint32_t head_dim, uint32_t rows, uint32_t seqlen_k) {
+// its rows that fit smem_limit the one for the longest caches that seqlen_k reaches.
+const AttentionDecodeVariant* attention_decode_pick(uint32_t head_dim, uint32_t rows, uint32_t seqlen_k, uint32_t smem_limit) {
   const uint32_t mt = rows <= 16 ? 1 : rows <= 32 ? 2 : 4;
   const AttentionDecodeVariant* best = nullptr;
   for (const AttentionDecodeVariant& v : kDecodeVariants)
-    if (v.head_dim == head_dim && v.mt == mt && v.min_keys <= seqlen_k && (!best || v.min_keys > best->min_keys)) best = &v;
+    if (v.head_dim == head_dim && v.mt == mt && v.min_keys <= seqlen_k && (!best || v.min_keys > best->min_keys) &&
+        attention_decode_config(ir::Scalar::F16, v).shared_bytes() <= smem_limit)  // bf16 tiles take the same bytes
+      best = &v;
   return best;
 }
 

@@ -72,9 +72,10 @@ struct AttentionDecodeVariant {
 };
 std::span<const AttentionDecodeVariant> attention_decode_variants();
 // The row for a head dim, the query rows of one KV head (Hq / Hkv x new tokens) and the
-// longest cache (seqlen_k): of the rows that fit, the one with the largest min_keys; null
-// when none.
-const AttentionDecodeVariant* attention_decode_pick(uint32_t head_dim, uint32_t rows, uint32_t seqlen_k);
+// longest cache (seqlen_k): of the rows whose shared memory fits smem_limit (the device's
+// opt-in bytes a block), the one with the largest min_keys; null when none.
+const AttentionDecodeVariant* attention_decode_pick(uint32_t head_dim, uint32_t rows, uint32_t seqlen_k,
+                                                    uint32_t smem_limit = UINT32_MAX);
 AttentionDecodeConfig attention_decode_config(ir::Scalar dtype, const AttentionDecodeVariant& v);
 
 }  // namespace kaio::ops

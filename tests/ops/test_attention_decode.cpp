@@ -178,6 +178,15 @@ TEST_CASE("attention_decode picks a row by head dim, query rows and cache length
   CHECK(attention_decode_pick(128, 40, 32768)->mt == 4);  // more rows: the four-tile row, whatever the length
   CHECK(attention_decode_pick(64, 4, 32768)->min_keys == 0);
   CHECK(attention_decode_pick(80, 4, 1024) == nullptr);
+  // A device whose shared memory the long row does not fit (sm_80's 163 KB) gets the short row;
+  // one that fits neither, none.
+  const uint32_t long_bytes = kaio::ops::attention_decode_config(kaio::ir::Scalar::BF16, *long_row).shared_bytes();
+  const uint32_t short_bytes = kaio::ops::attention_decode_config(kaio::ir::Scalar::BF16, *short_row).shared_bytes();
+  REQUIRE(short_bytes < long_bytes);
+  CHECK(attention_decode_pick(128, 4, 32768, long_bytes) == long_row);
+  CHECK(attention_decode_pick(128, 4, 32768, long_bytes - 1) == short_row);
+  CHECK(attention_decode_pick(128, 4, 32768, 163 * 1024) == short_row);
+  CHECK(attention_decode_pick(128, 4, 32768, short_bytes - 1) == nullptr);
 }
 
 TEST_CASE("attention_decode: f32, MQA, window, softcap, head dim 128", "[gpu][ops][attention][decode]") {
