@@ -65,14 +65,17 @@ Value SmemLayout::as_u32(KernelBuilder& b, const KernelBuilder::AnyOperand& x) {
   return x.value;
 }
 
+Value SmemLayout::xor_key(Value row) const {
+  if (kind_ != Kind::LineSwizzled) bad("xor_key: only a line_swizzled layout has one");
+  // (row % 8) moved to the chunk bits of the element index: an XOR of the column alone
+  const uint32_t shift = static_cast<uint32_t>(std::countr_zero(esize_));  // element size: a power of two
+  Value key = row & mask_;
+  return shift < 4 ? key << (4u - shift) : key;
+}
+
 Value SmemLayout::index(Value row, Value col) const {
   const uint32_t shift = static_cast<uint32_t>(std::countr_zero(esize_));  // element size: a power of two
-  if (kind_ == Kind::LineSwizzled) {
-    // (row % 8) moved to the chunk bits of the element index: an XOR of the column alone
-    Value key = row & mask_;
-    if (shift < 4) key = key << (4u - shift);
-    return row * stride_ + (col ^ key);
-  }
+  if (kind_ == Kind::LineSwizzled) return row * stride_ + (col ^ xor_key(row));
   Value i = row * stride_ + col;
   if (kind_ != Kind::Swizzled) return i;
   Value o = shift ? i << shift : i;

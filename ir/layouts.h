@@ -59,6 +59,11 @@ class SmemLayout {
     KernelBuilder* b = r.is_value ? r.value.builder() : c.value.builder();
     return index(as_u32(*b, r), as_u32(*b, c));
   }
+  // LineSwizzled only: index(row, col) == row * row_stride() + (col ^ xor_key(row)). The key
+  // is row % 8 in chunk units, so it touches only the chunk bits inside a 128-byte line: a
+  // column taken apart as line * (128 / element bytes) + rest swizzles only `rest`, and an
+  // unrolled walk over lines adds constants to a (rest ^ key) computed once per row class.
+  Value xor_key(Value row) const;
 
  private:
   SmemLayout(Kind k, uint32_t cols, uint32_t stride, uint32_t esize, uint32_t mask)

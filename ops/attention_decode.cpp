@@ -429,17 +429,22 @@ class DecodeKernel {
     Value l16 = lane_ & 15u, h16 = lane_ >> 4u;
     q_lane_ = b_.constant<uint32_t>(q_tile_.base) + q_tile_.at(mi_ * 16u + l16, h16 * 8u);
     if (swz_) {
-      // The tiles' line_swizzled index, taken apart so that the unrolled loops add constants:
-      // a lane's ldmatrix rows are r0 + 8 i (+ 16 ks for V): row % 8 is lane % 8. The chunk
-      // of head element c is (c % 64) / 8 = a + x, a even and a constant of the unrolled
-      // loops, x the lane's half (K: its matrix's column half; V: h16); (a + x) ^ r = a ^ (x ^
-      // r), so a lane keeps (a ^ (x ^ r)) * 8 for the four even a.
-      k_lane_ = k_tile_.base + (kgi_ * g_.kw + h16 * 8u + (lane_ & 7u)) * g_.D;
-      v_lane_ = v_tile_.base + (kgi_ * g_.kw + l16) * g_.D;
-      Value ky = ((lane_ >> 3u) & 1u) ^ (lane_ & 7u), vy = h16 ^ (lane_ & 7u);
+      // The tiles' line_swizzled index taken apart (SmemLayout::xor_key) so that the unrolled
+      // loops add constants: index(row, col) = row * D + (col ^ key(row)), the key touching
+      // only the 64 columns of a 128-byte line. A lane's ldmatrix rows are its row + 8 i (+ 16
+      // ks for V), all with its row's key; its columns are 64 l + 16 a + 8 x, l and a
+      // constants of the unrolled loops and x the lane's half (K: its matrix's column half; V:
+      // h16), so the lane keeps (16 a + 8 x) ^ key for the four a.
+      Value kr = kgi_ * g_.kw + h16 * 8u + (lane_ & 7u), vr = kgi_ * g_.kw + l16;
+      k_lane_ = k_tile_.base + kr * k_tile_.lay.row_stride();
+      v_lane_ = v_tile_.base + vr * v_tile_.lay.row_stride();
+      // (both rows are lane % 8 past a multiple of 8: the key of lane % 8, which ptxas can
+      // rebuild from the lane where registers are short)
+      Value kkey = k_tile_.lay.xor_key(lane_ & 7u), vkey = v_tile_.lay.xor_key(lane_ & 7u);
+      Value ky = (((lane_ >> 3u) & 1u) * 8u) ^ kkey, vy = (h16 * 8u) ^ vkey;  // 16 a + 8 x = 16 a ^ 8 x
       for (uint32_t a = 0; a < 4; ++a) {
-        kx_.push_back(((2u * a) ^ ky) * 8u);
-        vx_.push_back(((2u * a) ^ vy) * 8u);
+        kx_.push_back(ky ^ (16u * a));
+        vx_.push_back(vy ^ (16u * a));
       }
     } else {
       k_lane_ = k_tile_.base + k_tile_.at(kgi_ * g_.kw + h16 * 8u + (lane_ & 7u), ((lane_ >> 3u) & 1u) * 8u);

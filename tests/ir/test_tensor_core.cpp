@@ -433,6 +433,23 @@ TEST_CASE("shared layouts: line-swizzled rows keep lines whole and 8-row reads c
   }
   CHECK(usage_error_of([] { (void)ir::SmemLayout::line_swizzled(96, Scalar::F16); }).op() == "smem_layout");
   CHECK(usage_error_of([] { (void)ir::SmemLayout::line_swizzled(0, Scalar::F32); }).op() == "smem_layout");
+  // xor_key: index(row, col) == row * row_stride + (col ^ xor_key(row)), in a kernel, for every
+  // element size
+  for (const ir::SmemLayout& lay : {ir::SmemLayout::line_swizzled(128, Scalar::F16), ir::SmemLayout::line_swizzled(64, Scalar::F32),
+                                    ir::SmemLayout::line_swizzled(256, Scalar::S8)}) {
+    ir::KernelBuilder b("layout_xor_key");
+    auto out = b.param<uint32_t*>("out");
+    auto t = b.thread_idx_x();
+    auto r = t / lay.cols(), c = t % lay.cols();
+    out[t] = r * lay.row_stride() + (c ^ lay.xor_key(r));
+    std::vector<uint32_t> got(1024 / lay.cols() * lay.cols());
+    ir::interpret(b.build(), {.grid = {1}, .block = {static_cast<uint32_t>(got.size())}}, got);
+    for (uint32_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == lay.index(i / lay.cols(), i % lay.cols()));
+  }
+  CHECK(usage_error_of([] {
+          ir::KernelBuilder b("no_key");
+          (void)ir::SmemLayout::swizzled(64, Scalar::F16).xor_key(b.thread_idx_x());
+        }).op() == "smem_layout");
 }
 
 TEST_CASE("tensor ops: the verifier re-checks kernels the builder did not make", "[ir][tensor][verifier]") {
