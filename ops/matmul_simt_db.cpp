@@ -134,13 +134,23 @@ ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c) {
       o->koff += o->inc;
     }
   };
+  // A shared buffer: 0 or 1 known while building (two steps a loop iteration), or a register
+  // (rolled). at(base, buf, size): base in that buffer, buffers `size` elements apart (no
+  // arithmetic at all for a fixed buffer 0).
+  struct Buf {
+    uint32_t fixed = 0;
+    ir::Value reg;
+  };
+  auto in_buf = [&](ir::Value base, const Buf& buf, uint32_t size) {
+    if (buf.reg.valid()) return base + buf.reg * size;
+    return buf.fixed ? base + buf.fixed * size : base;
+  };
   // Registers -> shared buffer `buf` (k-major): a vector along the outer dimension is one
   // 16-byte store, one along k four scalar stores (to rows padded by 4).
-  // buf: 0 or 1, a constant (two steps a loop iteration) or a register (rolled).
-  auto store_step = [&](ir::Value buf) {
+  auto store_step = [&](const Buf& buf) {
     for (auto [o, tile] : {std::pair{&A, As}, std::pair{&B, Bs}})
       for (uint32_t e = 0; e < o->nvec; ++e) {
-        ir::Value at = o->sidx[e] + buf * (v.bk * o->stride);
+        ir::Value at = in_buf(o->sidx[e], buf, v.bk * o->stride);
         if (o->along_k) {
           for (uint32_t i = 0; i < 4; ++i) tile[at + i * o->stride] = o->r[4 * e + i];
         } else {
@@ -167,16 +177,16 @@ ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c) {
         for (uint32_t j = 0; j < v.thread_n; ++j) acc[i * v.thread_n + j] = ir::fma(av[i], bv[j], acc[i * v.thread_n + j]);
     }
   };
-  auto step = [&](ir::Value t, ir::Value buf, ir::Value next) {
+  auto step = [&](ir::Value t, const Buf& buf, const Buf& next) {
     ir::Value more = t + 1u < steps;
     b.if_(more, [&] { prefetch_step(t + 1u); });
-    multiply_at(a_th + buf * (v.bk * A.stride), b_th + buf * (v.bk * B.stride));
+    multiply_at(in_buf(a_th, buf, v.bk * A.stride), in_buf(b_th, buf, v.bk * B.stride));
     b.if_(more, [&] { store_step(next); });
     b.barrier();
   };
 
   prefetch_step(zero);
-  store_step(zero);
+  store_step(Buf{0});
   b.barrier();
   if (v.rolled) {
     // One step an iteration: half the loop's code. An 8 x 16 thread tile's step is ~1,100
@@ -185,14 +195,13 @@ ir::Kernel build_matmul_simt_db(const MatmulVariant& v, const MatmulConfig& c) {
     ir::Var buf = b.var<uint32_t>(0u);
     b.for_(0u, steps, 1u, [&](ir::Value t) {
       ir::Value cur = buf, next = cur ^ 1u;
-      step(t, cur, next);
+      step(t, Buf{0, cur}, Buf{0, next});
       buf = next;
     });
   } else {
-    ir::Value one = b.constant<uint32_t>(1u);
     b.for_(0u, steps, 2u, [&](ir::Value t) {  // two steps per iteration: buffers 0 and 1
-      step(t, zero, one);
-      b.if_(t + 1u < steps, [&] { step(t + 1u, one, zero); });
+      step(t, Buf{0}, Buf{1});
+      b.if_(t + 1u < steps, [&] { step(t + 1u, Buf{1}, Buf{0}); });
     });
   }
   // The epilogue: each group of 4 columns one 16-byte store where C allows.
