@@ -319,7 +319,7 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   Value magic = (part.gshift >> 8u) | (c.dtype == Scalar::F16 ? 0x64006400u : 0x43004300u);
   // Each thread's own ring of S stages (kernel::ThreadRing): no barrier per step, S - 1
   // steps in flight without holding registers.
-  kernel::ThreadRing ring_of_thread(b, S, zero);
+  kernel::ThreadRing ring_of_thread(b, S);
   ring_of_thread.pipeline(count, copy, [&](Value st, Value it, const std::function<void()>& refill) {
     std::vector<Value> q = ir::load_vec(ring, at(st, q_at, q_slot), 4);
     std::vector<std::vector<Value>> xs;

@@ -154,52 +154,35 @@ class CpAsyncRing {
 //   it has read its stage: the stage read one step earlier is loaded then, with step t + S - 1
 //   wait for every copy (the slots may be reused after a barrier)
 // load(stage, t) issues step t's copies (none for t past the last) and closes its group.
-// Unrolled (the default): the loop takes S steps a trip, the step emitted once per stage, so
-// the stage every callback sees is a constant and a slot's shared address is a register plus
-// an immediate (a running stage index cost a multiply and an add per slot and a select per
-// step); steps past the end of a trip are skipped. Rolled: one step a trip, the stage a
-// register (a third of the code, for long steps).
+// The loop takes S steps a trip, the step emitted once per stage, so the stage every callback
+// sees is a constant and a slot's shared address is a register plus an immediate (a running
+// stage index cost a multiply and an add per slot and a select per step); steps past the end
+// of a trip are skipped.
 class ThreadRing {
  public:
   using Load = std::function<void(ir::Value stage, ir::Value t)>;
   using Step = std::function<void(ir::Value stage, ir::Value t, const std::function<void()>& refill)>;
-  ThreadRing(ir::KernelBuilder& b, uint32_t stages, ir::Value zero, bool unrolled = true)
-      : b_(b), S_(stages), zero_(zero), unrolled_(unrolled) {}
+  ThreadRing(ir::KernelBuilder& b, uint32_t stages) : b_(b), S_(stages) {}
 
   void pipeline(ir::Value steps, const Load& load, const Step& step) {
     for (uint32_t p = 0; p + 1 < S_; ++p) load(b_.constant<uint32_t>(p), b_.constant<uint32_t>(p));
-    if (unrolled_) {
-      // Step j of a trip reads stage j and refills stage j - 1 (mod S); the one after it runs
-      // only where it exists (each is nested in the one before: a skipped step skips the rest).
-      b_.for_(0u, steps, S_, [&](ir::Value first) {
-        std::function<void(uint32_t)> at = [&](uint32_t j) {
-          b_.cp_async_wait_group(S_ - 2);
-          ir::Value t = j ? first + j : first;
-          step(b_.constant<uint32_t>(j), t, [&] { load(b_.constant<uint32_t>((j + S_ - 1) % S_), t + (S_ - 1)); });
-          if (j + 1 < S_) b_.if_(first + (j + 1) < steps, [&] { at(j + 1); });
-        };
-        at(0);
-      });
-    } else {
-      ir::Var stage = b_.var<uint32_t>(0u);
-      b_.for_(0u, steps, [&](ir::Value t) {
+    // Step j of a trip reads stage j and refills stage j - 1 (mod S); the one after it runs
+    // only where it exists (each is nested in the one before: a skipped step skips the rest).
+    b_.for_(0u, steps, S_, [&](ir::Value first) {
+      std::function<void(uint32_t)> at = [&](uint32_t j) {
         b_.cp_async_wait_group(S_ - 2);
-        ir::Value st = stage, next;
-        step(st, t, [&] {
-          next = ir::select(st == S_ - 1, zero_, st + 1u);
-          load(ir::select(st == 0u, b_.constant<uint32_t>(S_ - 1), st - 1u), t + (S_ - 1));
-        });
-        stage = next;
-      });
-    }
+        ir::Value t = j ? first + j : first;
+        step(b_.constant<uint32_t>(j), t, [&] { load(b_.constant<uint32_t>((j + S_ - 1) % S_), t + (S_ - 1)); });
+        if (j + 1 < S_) b_.if_(first + (j + 1) < steps, [&] { at(j + 1); });
+      };
+      at(0);
+    });
     b_.cp_async_wait_group(0);
   }
 
  private:
   ir::KernelBuilder& b_;
   uint32_t S_;
-  ir::Value zero_;
-  bool unrolled_;
 };
 
 }  // namespace kaio::ops::kernel
