@@ -149,12 +149,15 @@ struct Int4Sets {
   std::vector<ops::Int4Weights> w;
   double bytes = 0;  // weight bytes of one set
 };
+uint32_t g_group = 128;         // --group: the W4A16 weights' group size
+Scalar g_dtype = Scalar::F16;   // --bf16: the W4A16 rows at m = 1 and 16 in bf16
+
 Int4Sets make_int4(uint32_t k, uint32_t n, std::mt19937& rng) {
   Int4Sets s;
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<float> wf(size_t(k) * n);
   for (auto& x : wf) x = u(rng);
-  const ops::Int4Host h = ops::quantize_int4(wf, k, n, 128, Scalar::F16, true);
+  const ops::Int4Host h = ops::quantize_int4(wf, k, n, g_group, g_dtype, true);
   s.bytes = double(h.q.size()) * 4 + double(h.scales.size()) * 2 + double(h.zeros.size());
   const int sets = std::clamp(int((256u << 20) / s.bytes) + 1, 1, 8);
   for (int i = 0; i < sets; ++i) {
@@ -162,7 +165,7 @@ Int4Sets make_int4(uint32_t k, uint32_t n, std::mt19937& rng) {
     s.sc.emplace_back(h.scales);
     s.z.emplace_back(h.zeros);
     s.w.push_back({.q = s.q.back().device_address(), .scales = s.sc.back().device_address(), .zeros = s.z.back().device_address(),
-                   .k = k, .n = n, .group = 128});
+                   .k = k, .n = n, .group = g_group});
   }
   s.host.push_back(h);
   return s;
@@ -175,7 +178,7 @@ void bench_int4(const jit::Stream& s, bool quick, bool small_only) {
   if (quick) shapes.resize(2);
   Cublas cublas;
   const bool have_cublas = cublas.load(s.handle());
-  std::printf("\nW4A16 int4, group 128 with zeros, f16 (GB/s = weight bytes / median time per call, 10 calls back to back; copy = cuMemcpyDtoDAsync of the same bytes, timed alike)\n");
+  std::printf("\nW4A16 int4, group %u with zeros, %s (GB/s = weight bytes / median time per call, 10 calls back to back; copy = cuMemcpyDtoDAsync of the same bytes, timed alike)\n", g_group, ir::scalar_name(g_dtype));
   std::printf("%-14s %6s %10s %10s %10s %9s\n", "k x n", "m", "MB", "us", "GB/s", "of copy");
   std::vector<std::string> large;
   for (const Shape& sh : shapes) {
@@ -185,14 +188,15 @@ void bench_int4(const jit::Stream& s, bool quick, bool small_only) {
     char shape[32];
     std::snprintf(shape, sizeof shape, "%ux%u", sh.k, sh.n);
     for (uint32_t m : {1u, 16u}) {
-      DeviceBuffer<half> x(std::vector<half>(size_t(m) * sh.k, half(0.01f)));
-      DeviceBuffer<half> y(size_t(m) * sh.n);
+      const uint16_t one_hundredth = g_dtype == Scalar::F16 ? half(0.01f).bits : bfloat16(0.01f).bits;
+      DeviceBuffer<uint16_t> x(std::vector<uint16_t>(size_t(m) * sh.k, one_hundredth));
+      DeviceBuffer<uint16_t> y(size_t(m) * sh.n);
       const double ms =
-          time_ms(s, sets, [&](int i) { ops::matmul_int4(x.device_address(), w.w[i], y.device_address(), m, Scalar::F16, 0, &s); }, 10);
+          time_ms(s, sets, [&](int i) { ops::matmul_int4(x.device_address(), w.w[i], y.device_address(), m, g_dtype, 0, &s); }, 10);
       const double gbps = w.bytes / (ms * 1e6);
       std::printf("%-14s %6u %10.1f %10.1f %10.0f %8.0f%%\n", shape, m, w.bytes / 1e6, ms * 1e3, gbps, copy > 0 ? 100 * gbps / copy : 0.0);
     }
-    if (small_only || (quick && sh.n != 4096)) continue;
+    if (small_only || g_dtype != Scalar::F16 || (quick && sh.n != 4096)) continue;
     // m = 512 and 4096 beside cuBLAS f16 on the dequantised weights: the path the call takes
     // (on an sm_90 device the wgmma one), and the others forced (ops::detail::set_int4_override).
     std::vector<half> wd;
@@ -232,8 +236,16 @@ int main(int argc, char** argv) {
     else if (a == "--small-m") small_only = true;
     else if (a == "--int8") int4 = false;
     else if (a == "--int4") int8 = false;
+    else if (a == "--bf16") g_dtype = Scalar::BF16;
+    else if (a == "--group" && i + 1 < argc) {
+      g_group = uint32_t(std::atoi(argv[++i]));
+      if (g_group != 32 && g_group != 64 && g_group != 128) {
+        std::fprintf(stderr, "quant: --group takes 32, 64 or 128\n");
+        return 2;
+      }
+    }
     else if (a == "--help" || a == "-h") {
-      std::printf("usage: quant [--quick] [--int8 | --int4] [--small-m]\n  int8 TOPS, int4 GB/s at m = 1 and 16 beside a device copy, int4 at m = 4096 beside cuBLAS f16\n  --int8 / --int4: that part only\n  --small-m: int4 at m = 1 and 16 only\n");
+      std::printf("usage: quant [--quick] [--int8 | --int4] [--small-m] [--group 32|64|128] [--bf16]\n  int8 TOPS, int4 GB/s at m = 1 and 16 beside a device copy, int4 at m = 4096 beside cuBLAS f16\n  --int8 / --int4: that part only\n  --small-m: int4 at m = 1 and 16 only\n  --group: the int4 weights' group size (default 128)\n  --bf16: the int4 rows at m = 1 and 16 in bf16 (f16 otherwise; the large-m rows are f16 only)\n");
       return 0;
     } else {
       std::fprintf(stderr, "quant: unknown argument '%s' (--help)\n", argv[i]);

@@ -121,8 +121,10 @@ std::vector<uint32_t> pack_int4(std::span<const uint8_t> v, uint32_t k, uint32_t
 // The 4-bit value of W(r, j) from the packed words (the inverse of pack_int4).
 uint8_t int4_at(std::span<const uint32_t> q, uint32_t n, uint32_t r, uint32_t j);
 // The dequantised W (k x n) as the kernels compute it: (q - zero) * scale rounded once to
-// the 16-bit type, returned as f32 (exact).
-std::vector<float> dequantize_int4(const Int4Host& w);
+// the 16-bit type, returned as f32 (exact). round = false: (q - zero) * scale unrounded (exact
+// in f32), the weights of the calls that apply the scale to their f32 sums
+// (int4_exact_products in qmatmul_int4_kernels.h; docs/quantized-matmul.md).
+std::vector<float> dequantize_int4(const Int4Host& w, bool round = true);
 
 // The families (declared configs for kaio-precompile and tests): int8 by (tile, out, scale
 // kinds, bias, parts), int4 by (path, dtype, zeros, bias, parts).

@@ -92,7 +92,7 @@ Int4Host quantize_int4(std::span<const float> w, uint32_t k, uint32_t n, uint32_
   return out;
 }
 
-std::vector<float> dequantize_int4(const Int4Host& w) {
+std::vector<float> dequantize_int4(const Int4Host& w, bool round) {
   std::vector<float> out(size_t(w.k) * w.n);
   for (uint32_t r = 0; r < w.k; ++r)
     for (uint32_t j = 0; j < w.n; ++j) {
@@ -101,7 +101,8 @@ std::vector<float> dequantize_int4(const Int4Host& w) {
       const float s = from_bits(w.scales[gi], w.dtype);
       // (v - z) * s: the product of a 5-bit integer and a 16-bit float is exact in f32, so
       // one rounding to the 16-bit type, as the kernels' pair mul does.
-      out[size_t(r) * w.n + j] = from_bits(to_bits(float(int(int4_at(w.q, w.n, r, j)) - z) * s, w.dtype), w.dtype);
+      const float v = float(int(int4_at(w.q, w.n, r, j)) - z) * s;
+      out[size_t(r) * w.n + j] = round ? from_bits(to_bits(v, w.dtype), w.dtype) : v;
     }
   return out;
 }

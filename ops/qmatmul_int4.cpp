@@ -33,6 +33,9 @@
 //           permuted. A thread's copies go through its own cp.async ring in
 //           shared memory (2-3 steps in flight without holding registers, no barrier: each
 //           thread reads only what it copied); shared memory then adds the warps' sums.
+//           Where registers allow, the MMAs take v - zero unscaled into a group's own f32
+//           sums and the scales are applied to those once a group (exact products; no
+//           pair multiply per weight).
 // QKV: blockIdx.z picks the part (its weights, scales, zeros, bias, output and n).
 #include <algorithm>
 #include <functional>
@@ -307,7 +310,26 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   // A group's scales and zeros are unpacked once, at its first step (a warp's steps are
   // consecutive), not with every word.
   auto acc = b.array<float>(8 * ss.rows, 0.0f);
-  auto s2 = b.array<uint32_t>(4, 0u);  // the group's {s, s} of the thread's 4 columns (bits)
+  // Where the registers allow it (all but m = 16 under the 64-register cap), the scale goes on
+  // the f32 sums once a group, not on every weight pair: the MMAs take v - zero (small
+  // integers, exact in 16 bits) into the group's own sums accg, and at the group's end
+  // acc += scale * accg (one FFMA an accumulator). That takes the 16 pair multiplies of a step
+  // out of the loop for 8 FFMAs a group, and the products are exact before the f32 sums (no
+  // rounding of each weight to 16 bits: a unit row of X still gives the decoder's value, since
+  // (v - zero) * scale is exact in f32 and rounds once to the output).
+  const bool fold = !(ss.rows > 1 && c.two_per_sm);
+  auto accg = b.array<float>(fold ? 8 * ss.rows : 1, 0.0f);
+  auto sf = b.array<float>(fold ? 4 : 1, 0.0f);  // the group's scales of the thread's 4 columns
+  auto flush = [&] {  // acc += scale * accg, accg = 0: acc[(i * rows + h) * 4 + e] is column 2i + e / 2
+    for (uint32_t i = 0; i < 2; ++i)
+      for (uint32_t h = 0; h < ss.rows; ++h)
+        for (uint32_t e = 0; e < 4; ++e) {
+          const uint32_t at_ = 4 * (i * ss.rows + h) + e;
+          acc[at_] = ir::fma(Value(sf[2 * i + e / 2]), Value(accg[at_]), Value(acc[at_]));
+          accg[at_] = b.constant<float>(0.0f);
+        }
+  };
+  auto s2 = b.array<uint32_t>(fold ? 1 : 4, 0u);  // else the group's {s, s} of the thread's 4 columns (bits)
   auto z2 = b.array<uint32_t>(4, 0u);  // and their (magic + zero) pairs
   // f16: the odd pairs of a word go through int4_pair_high_f16 with -(64 + zero) pairs, so a
   // word takes one shift instead of three (q >> 8 serves pairs 2 and 3).
@@ -329,11 +351,17 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
       xs.push_back(xp);
     }
     b.if_(((first + it) & gmask) == 0u || it == 0u, [&] {
+      if (fold) flush();  // the group before, at its scales (zeros at the run's first step)
       std::vector<Value> sw = ir::load_vec(ring, at(st, s_at, s_slot), 2);
       Value zw = c.zeros ? Value(ring[at(st, z_at, z_slot)]) : Value();
       for (uint32_t i = 0; i < 4; ++i) {
-        Value half = i % 2 ? sw[i / 2] >> 16u : sw[i / 2] & 0xffffu;  // column i's scale, as f16 / bf16 bits
-        s2[i] = half | (half << 16u);
+        if (fold) {
+          Value sp = ir::bitcast(sw[i / 2], pair);
+          sf[i] = ir::cast<float>(i % 2 ? ir::unpack_hi(sp) : ir::unpack_lo(sp));
+        } else {
+          Value half = i % 2 ? sw[i / 2] >> 16u : sw[i / 2] & 0xffffu;  // column i's scale, as f16 / bf16 bits
+          s2[i] = half | (half << 16u);
+        }
         Value zu = c.zeros ? (zw >> (8u * i)) & 0xffu : b.constant<uint32_t>(8u);
         z2[i] = detail::int4_zero_magic(zu, c.dtype);
         if (high) zh[i] = detail::int4_zero_high_f16(zu);
@@ -342,7 +370,7 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
     refill();  // this thread has read its stage
     std::vector<std::vector<Value>> w(4);
     for (uint32_t i = 0; i < 4; ++i) {
-      Value sc = ir::bitcast(Value(s2[i]), pair), zz = ir::bitcast(Value(z2[i]), pair);
+      Value sc = fold ? Value() : ir::bitcast(Value(s2[i]), pair), zz = ir::bitcast(Value(z2[i]), pair);
       if (high) {
         Value q8 = q[i] >> 8u;
         Value zhi = ir::bitcast(Value(zh[i]), pair);
@@ -357,9 +385,10 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
     for (uint32_t i = 0; i < 2; ++i)
       for (uint32_t jj = 0; jj < 2; ++jj)
         for (uint32_t h = 0; h < ss.rows; ++h)
-          b.mma_sync(kind, acc.slice(4 * (i * ss.rows + h), 4), {w[2 * i][2 * jj], w[2 * i + 1][2 * jj], w[2 * i][2 * jj + 1], w[2 * i + 1][2 * jj + 1]},
+          b.mma_sync(kind, (fold ? accg : acc).slice(4 * (i * ss.rows + h), 4), {w[2 * i][2 * jj], w[2 * i + 1][2 * jj], w[2 * i][2 * jj + 1], w[2 * i + 1][2 * jj + 1]},
                      {xs[h][2 * jj], xs[h][2 * jj + 1]});
   });
+  if (fold) flush();  // the run's last group
   b.barrier();  // every thread is done with the ring: its first words hold the warps' sums
   // The warps' k ranges added in shared memory: sums[warp][activation row][column of the block].
   Value sums = b.dynamic_shared(Scalar::F32, 16);
@@ -460,16 +489,8 @@ void run(const char* op, uint64_t x, const Int4Part* parts, uint32_t nparts, uin
     }
     return;
   }
-  // The streaming kernel's offsets are 32-bit: the words of every part (k / 8 rows of n, and
-  // the step past the last) and the activations' (16 rows of k / 2 words, and a step more).
-  // Beyond that (weights of 16 GB) the mma path takes the call.
-  const bool offsets_fit = uint64_t(k / 8 + 4) * nmax < (uint64_t(1) << 32) && uint64_t(k) * 8 + 64 < (uint64_t(1) << 32);
-  for (uint32_t bm : kStreamRows)
-    if (offsets_fit && m <= bm) {
-      c.bm = bm;
-      break;
-    }
-  c.two_per_sm = c.bm == 16 && (nmax + kStreamCols - 1) / kStreamCols * nparts > jit::device_info().sm_count;
+  c.bm = detail::int4_stream_rows(m, k, nmax);
+  c.two_per_sm = detail::int4_stream_two_per_sm(c.bm, nmax, nparts);
   Int4Signature sig(c);
   sig.x.host = x;
   sig.m.host = m;
@@ -498,6 +519,29 @@ void run(const char* op, uint64_t x, const Int4Part* parts, uint32_t nparts, uin
 }
 
 }  // namespace
+
+namespace detail {
+
+uint32_t int4_stream_rows(uint32_t m, uint32_t k, uint32_t n_max) {
+  // The streaming kernel's offsets are 32-bit: the words of every part (k / 8 rows of n, and
+  // the step past the last) and the activations' (16 rows of k / 2 words, and a step more).
+  // Beyond that (weights of 16 GB) the mma path takes the call.
+  const bool offsets_fit = uint64_t(k / 8 + 4) * n_max < (uint64_t(1) << 32) && uint64_t(k) * 8 + 64 < (uint64_t(1) << 32);
+  for (uint32_t bm : kStreamRows)
+    if (offsets_fit && m <= bm) return bm;
+  return 0;
+}
+
+bool int4_stream_two_per_sm(uint32_t bm, uint32_t n_max, uint32_t parts) {
+  return bm == 16 && (n_max + kStreamCols - 1) / kStreamCols * parts > jit::device_info().sm_count;
+}
+
+bool int4_exact_products(uint32_t m, uint32_t k, uint32_t n_max, uint32_t parts) {
+  const uint32_t bm = int4_stream_rows(m, k, n_max);
+  return bm != 0 && !int4_stream_two_per_sm(bm, n_max, parts);
+}
+
+}  // namespace detail
 
 void matmul_int4(uint64_t x, const Int4Weights& w, uint64_t y, uint32_t m, Scalar dtype, uint64_t bias, const jit::Stream* stream) {
   const Int4Part part{w, y, bias};

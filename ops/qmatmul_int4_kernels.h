@@ -43,11 +43,13 @@ inline ir::Value int4_zero_magic(ir::Value z_u32, ir::Scalar dtype) {
 // Pair j of a word already shifted right by 4j (elements 2j and 2j + 1 in its nibbles 0
 // and 4): (v - zero) * scale, rounded once. z2: the pair (magic + zero); s2: {s, s}.
 // magic_reg: the magic pair in a register ptxas cannot fold to a constant (then the and
-// and the or are one LOP3), or invalid for the immediate (an and and an or).
+// and the or are one LOP3), or invalid for the immediate (an and and an or). s2 invalid:
+// v - zero alone (exact), for a kernel that applies the scale to its f32 sums instead.
 inline ir::Value int4_pair(ir::Value shifted, ir::Value z2, ir::Value s2, ir::Scalar pair, ir::Value magic_reg = {}) {
   const uint32_t magic = pair == ir::Scalar::F16x2 ? 0x64006400u : 0x43004300u;
   ir::Value bits = magic_reg.valid() ? (shifted & 0x000f000fu) | magic_reg : (shifted & 0x000f000fu) | magic;
-  return (ir::bitcast(bits, pair) - z2) * s2;
+  ir::Value d = ir::bitcast(bits, pair) - z2;
+  return s2.valid() ? d * s2 : d;
 }
 
 // f16 only: the pair of nibbles 1 and 5 of `shifted` (pair j + 1 of a word shifted right by
@@ -58,11 +60,22 @@ inline ir::Value int4_pair(ir::Value shifted, ir::Value z2, ir::Value s2, ir::Sc
 // 16 v under its magic.)
 inline ir::Value int4_pair_high_f16(ir::Value shifted, ir::Value zh, ir::Value s2, ir::Value sixteenth, ir::Value magic_reg) {
   ir::Value bits = (shifted & 0x00f000f0u) | magic_reg;
-  return ir::fma(ir::bitcast(bits, ir::Scalar::F16x2), sixteenth, zh) * s2;
+  ir::Value d = ir::fma(ir::bitcast(bits, ir::Scalar::F16x2), sixteenth, zh);
+  return s2.valid() ? d * s2 : d;
 }
 // -(64 + zero) for both halves, as u32 bits: f16 64 is 0x5400 with an ulp of 1/16, so the
 // zero 0..15 goes in at bit 4.
 inline ir::Value int4_zero_high_f16(ir::Value z_u32) { return ((z_u32 << 4u) | 0xd400u) * 0x00010001u; }
+
+// The streaming path (m <= 16): its activation rows per block (1, 4, 8 or 16) for a call of m
+// rows, or 0 where the call goes to another path (m > 16, or offsets past 32 bits).
+uint32_t int4_stream_rows(uint32_t m, uint32_t k, uint32_t n_max);
+// m = 16 on a grid of more blocks than SMs: registers capped at 64, two blocks an SM.
+bool int4_stream_two_per_sm(uint32_t bm, uint32_t n_max, uint32_t parts);
+// The calls whose products are exact before the f32 sums (the streaming path where it applies
+// the scales to its sums: every one but the 64-register m = 16 form); the others round each
+// weight to 16 bits first (dequantize_int4's round argument).
+bool int4_exact_products(uint32_t m, uint32_t k, uint32_t n_max, uint32_t parts);
 
 // The Hopper path (sm_90a, one launch per part): true where it takes a call of m rows;
 // maps_ok: no zero points, or every part's n a multiple of 16 (their tensor map's rows are

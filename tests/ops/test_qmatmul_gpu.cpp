@@ -7,8 +7,9 @@
 //   int4: the dequantisation bit-exact against the host decoder (unit rows of X select
 //         rows of W: one exact product each), both paths, f16 and bf16, with and without
 //         zero points, groups 32 / 64 / 128; the matmul within out unit * |ref| + k * 2^-24
-//         * sum |terms| + 2^-24 of float64 on the dequantised weights; QKV equal to
-//         three separate calls.
+//         * sum |terms| + 2^-24 of float64 on the dequantised weights (rounded to 16 bits, or
+//         exact where the call applies the scales to its f32 sums); QKV equal to three
+//         separate calls.
 // [large] shapes (4096^3, 11008 x 4096, 4096 x 14336, M = 1, 16, 128, 4096) run on a
 // device only.
 #include <catch2/catch.hpp>
@@ -173,7 +174,11 @@ template <class T>
 void check_int4_matmul(const Int4Case& c, bool bias) {
   INFO("int4 " << ir::scalar_name(c.dtype) << " m " << c.m << " n " << c.n << " k " << c.k << " group " << c.group << " zeros " << c.zeros << " bias " << bias);
   const ops::Int4Host h = ops::quantize_int4(random_f32(size_t(c.k) * c.n, -1.0f, 1.0f), c.k, c.n, c.group, c.dtype, c.zeros);
-  const std::vector<float> w = ops::dequantize_int4(h);
+  // The weights as the call's path takes them: rounded to 16 bits, or exact where the scales
+  // go on the f32 sums.
+  const bool exact = ops::detail::int4_exact_products(c.m, c.k, c.n, 1);
+  INFO("exact products " << exact);
+  const std::vector<float> w = ops::dequantize_int4(h, !exact);
   std::vector<T> x;
   for (float v : random_f32(size_t(c.m) * c.k, -1.0f, 1.0f)) x.push_back(T(v));
   std::vector<T> bv;
