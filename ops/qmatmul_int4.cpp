@@ -218,14 +218,17 @@ ir::Kernel build_mma(const Int4Config& c, ir::KernelBuilder& b, Int4Signature& s
 // step (u32 words), and the ring's depth (the dynamic shared memory it takes).
 struct StreamStage {
   uint32_t rows, zeros;  // activation row halves (1: m <= 8, 2: up to 16); 1 with zeros
+  bool deep;             // Int4Config::deep
   uint32_t words() const { return 4 + 4 * rows + 2 + zeros; }
   // 90 KB a block either way: two blocks per SM where 228 KB are (sm_90), which measured
-  // 2-16% faster than one block of 5-6 stages (bench/NOTES.md); more stages were slower, and
-  // so were 1024-thread blocks (one per SM, 3 stages).
-  uint32_t stages() const { return rows > 1 ? 3 : 4; }
+  // 2-16% faster than one block of 5-6 stages on grids of more blocks than SMs
+  // (bench/NOTES.md), and so were 1024-thread blocks (one per SM, 3 stages). Where the grid
+  // is one block an SM anyway, 8 stages (m <= 8) and 5 (m = 16) measured 2-7% faster than 4
+  // and 3; 10 and 7 no faster than those.
+  uint32_t stages() const { return rows > 1 ? (deep ? 5 : 3) : (deep ? 8 : 4); }
   uint32_t bytes() const { return stages() * kStreamThreads * words() * 4; }
 };
-StreamStage stream_stage(const Int4Config& c) { return {c.bm > 8 ? 2u : 1u, c.zeros ? 1u : 0u}; }
+StreamStage stream_stage(const Int4Config& c) { return {c.bm > 8 ? 2u : 1u, c.zeros ? 1u : 0u, c.deep}; }
 
 ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature& sig, const Part& part) {
   const Scalar pair = c.dtype == Scalar::F16 ? Scalar::F16x2 : Scalar::BF16x2;
@@ -433,9 +436,11 @@ std::vector<Int4Config> declared() {
       for (bool z : {false, true}) {
         out.push_back({bm, d, z, false, 1});
         if (bm == 16) out.push_back({bm, d, z, false, 1, 0, true});
+        if (bm) out.push_back({bm, d, z, false, 1, 0, false, true});
       }
   out.push_back({0, Scalar::F16, true, true, 3});
   out.push_back({1, Scalar::F16, true, true, 3});
+  out.push_back({1, Scalar::F16, true, true, 3, 0, false, true});
   for (Scalar d : {Scalar::F16, Scalar::BF16})  // the Hopper path (sm_90a)
     for (uint32_t bx : {128u, 256u})
       for (bool z : {false, true}) out.push_back({0, d, z, false, 1, bx});
@@ -491,6 +496,7 @@ void run(const char* op, uint64_t x, const Int4Part* parts, uint32_t nparts, uin
   }
   c.bm = detail::int4_stream_rows(m, k, nmax);
   c.two_per_sm = detail::int4_stream_two_per_sm(c.bm, nmax, nparts);
+  c.deep = detail::int4_stream_deep(c.bm, nmax, nparts);
   Int4Signature sig(c);
   sig.x.host = x;
   sig.m.host = m;
@@ -534,6 +540,22 @@ uint32_t int4_stream_rows(uint32_t m, uint32_t k, uint32_t n_max) {
 
 bool int4_stream_two_per_sm(uint32_t bm, uint32_t n_max, uint32_t parts) {
   return bm == 16 && (n_max + kStreamCols - 1) / kStreamCols * parts > jit::device_info().sm_count;
+}
+
+namespace {
+thread_local int force_deep = -1;  // set_int4_stream_deep
+}
+
+void set_int4_stream_deep(int deep) { force_deep = deep; }
+
+bool int4_stream_deep(uint32_t bm, uint32_t n_max, uint32_t parts) {
+  if (bm == 0 || force_deep == 0) return false;
+  const jit::DeviceInfo& d = jit::device_info();
+  Int4Config c{bm};
+  c.zeros = true;  // the larger stage
+  c.deep = true;
+  if (stream_stage(c).bytes() > d.smem_per_block_optin) return false;
+  return force_deep == 1 || uint64_t(n_max + kStreamCols - 1) / kStreamCols * parts <= d.sm_count;
 }
 
 bool int4_exact_products(uint32_t m, uint32_t k, uint32_t n_max, uint32_t parts) {

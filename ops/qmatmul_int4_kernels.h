@@ -23,13 +23,16 @@ struct Int4Config {
   // The streaming path at m <= 16 with its registers capped at 64, so that two 512-thread
   // blocks share an SM: taken where the grid has more blocks than SMs (m <= 8 always has it).
   bool two_per_sm = false;
-  auto fields() const { return std::tie(bm, dtype, zeros, bias, parts, bx, two_per_sm); }
+  // The streaming path on a grid of one block an SM or fewer: a deeper ring (8 stages at
+  // m <= 8, 5 at m = 16; 150-180 KB), taken where the device's shared memory allows it.
+  bool deep = false;
+  auto fields() const { return std::tie(bm, dtype, zeros, bias, parts, bx, two_per_sm, deep); }
   std::string str() const {
     const std::string path = bx ? "wgmma_" + std::to_string(bx) + "x128"
                              : bm ? "stream_m" + std::to_string(bm)
                                   : std::string("mma_64x128");
     return "matmul_int4_" + path + "_" + ir::scalar_name(dtype) + (zeros ? "_zeros" : "") + (bias ? "_bias" : "") +
-           (parts > 1 ? "_qkv" : "") + (two_per_sm ? "_2sm" : "");
+           (parts > 1 ? "_qkv" : "") + (two_per_sm ? "_2sm" : "") + (deep ? "_deep" : "");
   }
 };
 
@@ -72,6 +75,11 @@ inline ir::Value int4_zero_high_f16(ir::Value z_u32) { return ((z_u32 << 4u) | 0
 uint32_t int4_stream_rows(uint32_t m, uint32_t k, uint32_t n_max);
 // m = 16 on a grid of more blocks than SMs: registers capped at 64, two blocks an SM.
 bool int4_stream_two_per_sm(uint32_t bm, uint32_t n_max, uint32_t parts);
+// The deep ring (Int4Config::deep): the grid is one block an SM or fewer and the ring fits
+// the device's shared memory per block.
+bool int4_stream_deep(uint32_t bm, uint32_t n_max, uint32_t parts);
+// Tests: -1 the choice above, 0 never the deep ring, 1 always where it fits. Per thread.
+void set_int4_stream_deep(int deep);
 // The calls whose products are exact before the f32 sums (the streaming path where it applies
 // the scales to its sums: every one but the 64-register m = 16 form); the others round each
 // weight to 16 bits first (dequantize_int4's round argument).

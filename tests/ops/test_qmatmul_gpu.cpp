@@ -18,6 +18,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <tuple>
 
 #include "kaio/jit/device.h"
 #include "kaio/kaio.h"
@@ -269,25 +270,49 @@ TEST_CASE("matmul_int8_qkv: three parts in one launch equal three separate calls
   }
 }
 
+// The streaming path's ring at both depths (the deep one is what small grids take; forced
+// off, the 3-4 stage ring of the wide grids), reset at scope exit.
+struct StreamDepth {
+  explicit StreamDepth(int deep) { ops::detail::set_int4_stream_deep(deep); }
+  ~StreamDepth() { ops::detail::set_int4_stream_deep(-1); }
+};
+
 TEST_CASE("matmul_int4: the dequantisation is bit-exact against the host decoder on both paths", "[gpu][ops][qmatmul]") {
-  check_int4_dequant<half>({7, 72, 128, 32, Scalar::F16, true});
   check_int4_dequant<half>({65, 72, 256, 128, Scalar::F16, false});
-  check_int4_dequant<bfloat16>({1, 8, 128, 64, Scalar::BF16, true});
   check_int4_dequant<bfloat16>({65, 8, 128, 32, Scalar::BF16, false});
+  for (int deep : {0, 1}) {
+    INFO("deep ring " << deep);
+    StreamDepth depth(deep);
+    check_int4_dequant<half>({7, 72, 128, 32, Scalar::F16, true});
+    check_int4_dequant<bfloat16>({1, 8, 128, 64, Scalar::BF16, true});
+    check_int4_dequant<half>({16, 40, 512, 64, Scalar::F16, true});
+  }
 }
 
-TEST_CASE("matmul_int4: the matmul within the bound of float64 on the dequantised weights", "[gpu][ops][qmatmul]") {
+// Every streaming-path case (m <= 16).
+static void check_int4_stream_matmuls() {
   check_int4_matmul<half>({1, 72, 256, 128, Scalar::F16, true}, true);
   check_int4_matmul<half>({7, 8, 128, 64, Scalar::F16, false}, false);
   check_int4_matmul<bfloat16>({16, 72, 128, 32, Scalar::BF16, true}, true);
-  check_int4_matmul<half>({65, 72, 128, 32, Scalar::F16, true}, true);
-  check_int4_matmul<bfloat16>({65, 8, 256, 64, Scalar::BF16, false}, false);
   // The streaming tensor-core path: rows past 8 (the m16 tile's second half), m = 4, and k
   // long enough for every warp to take several unrolled rounds (and a last partial one).
   check_int4_matmul<half>({9, 40, 160, 32, Scalar::F16, true}, true);
   check_int4_matmul<bfloat16>({4, 24, 4096 + 96, 32, Scalar::BF16, true}, false);
   check_int4_matmul<half>({16, 8, 2048, 128, Scalar::F16, false}, true);
+  check_int4_matmul<half>({1, 16, 16384 + 160, 32, Scalar::F16, true}, false);  // 4 trips of the 8-stage ring a warp, and a part
 }
+
+TEST_CASE("matmul_int4: the matmul within the bound of float64 on the dequantised weights", "[gpu][ops][qmatmul]") {
+  check_int4_matmul<half>({65, 72, 128, 32, Scalar::F16, true}, true);
+  check_int4_matmul<bfloat16>({65, 8, 256, 64, Scalar::BF16, false}, false);
+  for (int deep : {0, 1}) {
+    INFO("deep ring " << deep);
+    StreamDepth depth(deep);
+    CHECK(ops::detail::int4_stream_deep(16, 72, 1) == (deep == 1));  // m = 16's deep ring fits every sm_80+ block
+    check_int4_stream_matmuls();
+  }
+}
+
 
 // On an sm_90 device m > 16 takes the wgmma path (ops/qmatmul_int4_wgmma.cpp); these shapes
 // cross its edges (m just past 16 and past a 128-row tile, n not a multiple of the 128-column
@@ -314,8 +339,9 @@ TEST_CASE("matmul_int4_qkv: three parts in one launch equal three separate calls
   // On an sm_90 device m > 16 runs each part on the wgmma path (and m = 65 with n = 72
   // and zeros takes the mma path in one launch: n not a multiple of 16).
   // k = 1024 with m = 3: each of the streaming path's warps takes several steps of every part.
-  for (auto [m, k] : {std::pair{3u, 128u}, std::pair{65u, 128u}, std::pair{3u, 1024u}}) {
-    INFO("m " << m << " k " << k);
+  for (auto [m, k, deep] : {std::tuple{3u, 128u, -1}, std::tuple{65u, 128u, -1}, std::tuple{3u, 1024u, 0}, std::tuple{3u, 1024u, 1}}) {
+    INFO("m " << m << " k " << k << " deep ring " << deep);
+    StreamDepth depth(deep);
     const uint32_t ns[3] = {72, 16, 8};
     std::vector<half> x;
     for (float v : random_f32(size_t(m) * k, -1.0f, 1.0f)) x.push_back(half(v));
