@@ -517,10 +517,11 @@ void run(const char* op, uint64_t x, const Int4Part* parts, uint32_t nparts, uin
   lc.grid = c.bm ? jit::Dim3{(nmax + kStreamCols - 1) / kStreamCols, 1, nparts}
                  : jit::Dim3{(nmax + kBN - 1) / kBN, (m + kBM - 1) / kBM, nparts};
   // The streaming blocks overlap the kernel before them where the grid is more than one
-  // block per SM (4096 x 11008: 7% less time per call at m = 1 on the H200). With one block
-  // per SM or fewer, blocks made resident early land two to an SM and the call took longer
-  // (4096 x 4096 m = 1: 11.1 us against 9.1, bench/NOTES.md).
-  lc.overlap_previous = c.bm != 0 && uint64_t(lc.grid.x) * lc.grid.z > jit::device_info().sm_count;
+  // block per SM (4096 x 11008: 7% less time per call at m = 1 on the H200), and with the
+  // deep ring, whose shared memory lets one block an SM only. With one 90 KB block per SM or
+  // fewer, blocks made resident early landed two to an SM and the call took longer (4096 x
+  // 4096 m = 1: 11.1 us against 9.1, bench/NOTES.md).
+  lc.overlap_previous = c.bm != 0 && (c.deep || uint64_t(lc.grid.x) * lc.grid.z > jit::device_info().sm_count);
   family().get(c).launch_packed(lc, args.data(), args.size());
 }
 
