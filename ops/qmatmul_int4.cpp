@@ -420,9 +420,10 @@ ir::Kernel build(const Int4Config& c) {
   ir::KernelBuilder b(c.str());
   // Streaming: two blocks an SM where registers allow it without spills. At m <= 8 that
   // costs no spill (61-64 registers; the deep ring keeps the cap too: uncapped, 72-82, it
-  // measured 1-3% slower); at m = 16 the cap (96-108 -> 64, and the scales back on every
-  // pair) measured 8-10% faster on grids of 344-448 blocks and 3-5% slower on 128 (one
-  // block an SM either way), so it is a config (two_per_sm) the launch picks by the grid.
+  // measured 1-3% slower); at m = 16 the cap (80 -> 64, before the uncapped form took the
+  // scales on its sums at 96-108) measured 8-10% faster on grids of 344-448 blocks and 3-5%
+  // slower on 128 (one block an SM either way), so it is a config (two_per_sm) the launch
+  // picks by the grid.
   b.launch_bounds(c.bm ? kStreamThreads : kThreads, c.bm && (c.bm <= 8 || c.two_per_sm) ? 2u : 0u);
   Int4Signature sig(c);
   kernel::declare(b, sig);
