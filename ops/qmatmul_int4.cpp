@@ -229,6 +229,9 @@ struct StreamStage {
   uint32_t bytes() const { return stages() * kStreamThreads * words() * 4; }
 };
 StreamStage stream_stage(const Int4Config& c) { return {c.bm > 8 ? 2u : 1u, c.zeros ? 1u : 0u, c.deep}; }
+// The streaming kernels with registers to spare for the scales on the f32 sums and f16's
+// -(64 + zero) pairs: all but m = 16 under the 64-register cap (two_per_sm is only ever m = 16).
+bool roomy(const Int4Config& c) { return c.bm != 0 && !c.two_per_sm; }
 
 ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature& sig, const Part& part) {
   const Scalar pair = c.dtype == Scalar::F16 ? Scalar::F16x2 : Scalar::BF16x2;
@@ -320,7 +323,7 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   // out of the loop for 8 FFMAs a group, and the products are exact before the f32 sums (no
   // rounding of each weight to 16 bits: a unit row of X still gives the decoder's value, since
   // (v - zero) * scale is exact in f32 and rounds once to the output).
-  const bool fold = !(ss.rows > 1 && c.two_per_sm);
+  const bool fold = roomy(c);
   auto accg = b.array<float>(fold ? 8 * ss.rows : 1, 0.0f);
   auto sf = b.array<float>(fold ? 4 : 1, 0.0f);  // the group's scales of the thread's 4 columns
   auto flush = [&] {  // acc += scale * accg, accg = 0: acc[(i * rows + h) * 4 + e] is column 2i + e / 2
@@ -336,7 +339,7 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   auto z2 = b.array<uint32_t>(4, 0u);  // and their (magic + zero) pairs
   // f16: the odd pairs of a word go through int4_pair_high_f16 with -(64 + zero) pairs, so a
   // word takes one shift instead of three (q >> 8 serves pairs 2 and 3).
-  const bool high = c.dtype == Scalar::F16 && !(ss.rows > 1 && c.two_per_sm);  // m = 16 at 64 registers: no room for zh
+  const bool high = c.dtype == Scalar::F16 && roomy(c);  // m = 16 at 64 registers: no room for zh
   auto zh = b.array<uint32_t>(high ? 4 : 1, 0u);
   Value sixteenth = ir::bitcast(b.constant<uint32_t>(0x2c002c00u), pair);
   // The magic pair in a register ptxas cannot fold (gshift is 5..7): the and and the or of
@@ -562,8 +565,9 @@ bool int4_stream_deep(uint32_t bm, uint32_t n_max, uint32_t parts) {
 }
 
 bool int4_exact_products(uint32_t m, uint32_t k, uint32_t n_max, uint32_t parts) {
-  const uint32_t bm = int4_stream_rows(m, k, n_max);
-  return bm != 0 && !int4_stream_two_per_sm(bm, n_max, parts);
+  Int4Config c{int4_stream_rows(m, k, n_max)};
+  c.two_per_sm = int4_stream_two_per_sm(c.bm, n_max, parts);
+  return roomy(c);  // the kernel's own rule (build_stream: fold)
 }
 
 }  // namespace detail
