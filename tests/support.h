@@ -4,9 +4,11 @@
 #include <stdlib.h>
 
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <random>
 #include <string>
 #include <utility>
 
@@ -15,6 +17,17 @@
 #include "kaio/ir/error.h"
 
 namespace kaio::test {
+
+// Random inputs. Every generator of the tests is seeded from the run's seed (KAIO_TEST_SEED,
+// or a fresh one each run) and the name of the running test case, reseeded as each case
+// starts: a case draws the same inputs whether it runs alone or in the whole suite, and a
+// failing case prints the seed that draws them again (tests/main.cpp).
+uint64_t run_seed();
+// A new seed on each call inside a case (for a generator of its own, e.g. one a thread).
+uint64_t case_seed();
+// The running case's generators.
+std::mt19937& rng();
+std::mt19937_64& rng64();
 
 class TempDir {
  public:

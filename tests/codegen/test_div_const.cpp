@@ -14,6 +14,7 @@
 #include "kaio/jit/resources.h"
 #include "kaio/kaio.h"
 #include "../link_memo.h"
+#include "../support.h"
 #include "ptx_check.h"
 
 using namespace kaio;
@@ -21,8 +22,7 @@ using namespace kaio;
 namespace {
 
 std::mt19937_64& rng() {
-  static std::mt19937_64 r(std::random_device{}());
-  return r;
+  return ::kaio::test::rng64();
 }
 
 // Divisors: small ones, primes, near powers of two, the widest.

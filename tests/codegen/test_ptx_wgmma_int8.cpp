@@ -73,7 +73,7 @@ TEST_CASE("wgmma int8: one m64n16k32 tile on the device, exact against an intege
     WARN("wgmma runs on sm_90 devices only; skipped here");
     return;
   }
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(::kaio::test::case_seed());
   auto run = [&]<class TA, class TB>(TA, TB) {
     const ir::Scalar ta = ir::ScalarOf<TA>::value, tb = ir::ScalarOf<TB>::value;
     std::uniform_int_distribution<int> ua(std::numeric_limits<TA>::min(), std::numeric_limits<TA>::max()),

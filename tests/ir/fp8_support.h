@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kaio/kaio.h"
+#include "../support.h"
 
 namespace kaio::test::fp8 {
 
@@ -73,7 +74,7 @@ inline std::vector<float> inputs(const Format& f, size_t random = 4000) {
   const float inf = std::numeric_limits<float>::infinity();
   v.insert(v.end(), {inf, -inf, std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
                      std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::min(), 0.0f, -0.0f});
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(::kaio::test::case_seed());
   std::uniform_real_distribution<float> e(-20.0f, 18.0f);
   for (size_t i = 0; i < random; ++i) v.push_back((i % 2 ? -1.0f : 1.0f) * std::exp2(e(rng)));
   return v;

@@ -25,8 +25,7 @@ using ir::MmaKind;
 namespace {
 
 std::mt19937& rng() {
-  static std::mt19937 r(std::random_device{}());
-  return r;
+  return ::kaio::test::rng();
 }
 
 template <class T>

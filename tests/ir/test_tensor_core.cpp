@@ -106,7 +106,7 @@ TEST_CASE("mma layouts: every fragment descriptor covers its matrix exactly once
 }
 
 TEST_CASE("mma_sync in the interpreter: every shape against float64", "[ir][tensor][interp]") {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(::kaio::test::case_seed());
   for (int round = 0; round < 3; ++round) {
     run_direct<half>(MmaKind::F16, rng);
     run_direct<bfloat16>(MmaKind::BF16, rng);
@@ -216,7 +216,7 @@ ir::Kernel cp_kernel(uint32_t bytes, CpMode mode) {
 }  // namespace
 
 TEST_CASE("cp_async in the interpreter: sizes, zero-fill, groups, and the race detector", "[ir][tensor][interp]") {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(::kaio::test::case_seed());
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (uint32_t bytes : {4u, 8u, 16u}) {
     const uint32_t per = bytes / 4;

@@ -18,8 +18,7 @@ using namespace kaio;
 namespace {
 
 std::mt19937& rng() {
-  static std::mt19937 r(std::random_device{}());
-  return r;
+  return ::kaio::test::rng();
 }
 
 std::vector<float> random_floats(size_t n, float lo = -4.f, float hi = 4.f) {

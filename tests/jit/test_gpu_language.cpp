@@ -12,14 +12,14 @@
 
 #include "kaio/kaio.h"
 #include "../kernels.h"
+#include "../support.h"
 
 using namespace kaio;
 
 namespace {
 
 std::mt19937& rng() {
-  static std::mt19937 r(std::random_device{}());
-  return r;
+  return ::kaio::test::rng();
 }
 
 bool interpreted() {

@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "kaio/ops/matmul.h"
+#include "../support.h"
 
 namespace kaio::test::matmul {
 
 inline std::mt19937& rng() {
-  static std::mt19937 r(std::random_device{}());
-  return r;
+  return ::kaio::test::rng();
 }
 
 // n values uniform in [-1, 1), rounded to T.

@@ -14,8 +14,7 @@
 namespace kaio::test::ops {
 
 inline std::mt19937& rng() {
-  static std::mt19937 r(std::random_device{}());
-  return r;
+  return ::kaio::test::rng();
 }
 
 template <class T>

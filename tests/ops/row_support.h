@@ -12,12 +12,12 @@
 
 #include "kaio/kaio.h"
 #include "kaio/ops/rows.h"
+#include "../support.h"
 
 namespace kaio::test::rows {
 
 inline std::mt19937& rng() {
-  static std::mt19937 r(std::random_device{}());
-  return r;
+  return ::kaio::test::rng();
 }
 
 struct Layout {

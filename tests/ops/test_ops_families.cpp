@@ -17,8 +17,7 @@ using Catch::Matchers::Contains;
 namespace {
 
 std::mt19937& rng() {
-  static std::mt19937 r(std::random_device{}());
-  return r;
+  return ::kaio::test::rng();
 }
 
 template <class T>

@@ -24,8 +24,7 @@ using ir::Scalar;
 namespace {
 
 std::mt19937& rng() {
-  static std::mt19937 r(std::random_device{}());
-  return r;
+  return ::kaio::test::rng();
 }
 
 template <class F>

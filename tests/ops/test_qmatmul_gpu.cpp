@@ -32,8 +32,7 @@ using ir::Scalar;
 namespace {
 
 std::mt19937& rng() {
-  static std::mt19937 r(std::random_device{}());
-  return r;
+  return ::kaio::test::rng();
 }
 
 double unit_of(Scalar s) { return s == Scalar::F16 ? 0x1p-11 : s == Scalar::BF16 ? 0x1p-8 : 0x1p-24; }
