@@ -216,13 +216,17 @@ KAIO_API int kaio_quant_matmul(const kaio_tensor* y, const kaio_tensor* w, uint3
  * bits of dtype "float16" / "bfloat16") [k / group][n], zeros uint8 [k / group][n] (written
  * when zero_points). pack_int4: v uint8 k x n (0..15) -> q uint32 [k / 8][n].
  * dequantize_int4: the inverse, as the kernels compute it, into w f32 k x n (zeros NULL:
- * symmetric). */
+ * symmetric): (q - zero) * scale rounded once to dtype. dequantize_int4_exact: the same
+ * unrounded, (q - zero) * scale in f32 (exact): the weights of the calls that apply the
+ * scales to their f32 sums (m <= 16, docs/quantized-matmul.md). */
 KAIO_API int kaio_quantize_int8(const float* x, uint32_t rows, uint32_t cols, int8_t* q, float* scale);
 KAIO_API int kaio_quantize_int4(const float* w, uint32_t k, uint32_t n, uint32_t group, const char* dtype,
                                 int zero_points, uint32_t* q, uint16_t* scales, uint8_t* zeros);
 KAIO_API int kaio_pack_int4(const uint8_t* v, uint32_t k, uint32_t n, uint32_t* q);
 KAIO_API int kaio_dequantize_int4(const uint32_t* q, const uint16_t* scales, const uint8_t* zeros, uint32_t k,
                                   uint32_t n, uint32_t group, const char* dtype, float* w);
+KAIO_API int kaio_dequantize_int4_exact(const uint32_t* q, const uint16_t* scales, const uint8_t* zeros,
+                                        uint32_t k, uint32_t n, uint32_t group, const char* dtype, float* w);
 
 /* ---- the kernel builder (kaio::ir::KernelBuilder) ----
  * Values and variables are numbered per builder (uint32_t ids). An operand is a value or

@@ -284,6 +284,24 @@ int names_into(const std::vector<std::string>& v, char* buf, size_t cap, size_t*
   });
 }
 
+// Both forms of kaio_dequantize_int4: rounded once to dtype (round), or exact in f32.
+void dequantize_int4(const uint32_t* q, const uint16_t* scales, const uint8_t* zeros, uint32_t k, uint32_t n,
+                     uint32_t group, const char* dtype, float* w, bool round) {
+  const char* op = round ? "dequantize_int4" : "dequantize_int4_exact";
+  ops::Int4Host h;
+  h.dtype = capi::sixteen_bit(op, dtype);
+  if (!q || !scales || !w) throw UsageError("", op, "argument 'q'/'scales'/'w': is missing");
+  if (group == 0 || k % group || k % 8)
+    throw UsageError("", op, "argument 'group': k = " + std::to_string(k) + " is not a multiple of the group " +
+                                 std::to_string(group) + " and of 8");
+  h.k = k, h.n = n, h.group = group;
+  h.q.assign(q, q + size_t(k / 8) * n);
+  h.scales.assign(scales, scales + size_t(k / group) * n);
+  if (zeros) h.zeros.assign(zeros, zeros + size_t(k / group) * n);
+  const std::vector<float> r = ops::dequantize_int4(h, round);
+  std::copy(r.begin(), r.end(), w);
+}
+
 }  // namespace
 
 extern "C" {
@@ -464,21 +482,12 @@ int kaio_pack_int4(const uint8_t* v, uint32_t k, uint32_t n, uint32_t* q) {
 
 int kaio_dequantize_int4(const uint32_t* q, const uint16_t* scales, const uint8_t* zeros, uint32_t k, uint32_t n,
                          uint32_t group, const char* dtype, float* w) {
-  return capi::guard([&] {
-    const char* op = "dequantize_int4";
-    ops::Int4Host h;
-    h.dtype = capi::sixteen_bit(op, dtype);
-    if (!q || !scales || !w) throw UsageError("", op, "argument 'q'/'scales'/'w': is missing");
-    if (group == 0 || k % group || k % 8)
-      throw UsageError("", op, "argument 'group': k = " + std::to_string(k) + " is not a multiple of the group " +
-                                   std::to_string(group) + " and of 8");
-    h.k = k, h.n = n, h.group = group;
-    h.q.assign(q, q + size_t(k / 8) * n);
-    h.scales.assign(scales, scales + size_t(k / group) * n);
-    if (zeros) h.zeros.assign(zeros, zeros + size_t(k / group) * n);
-    std::vector<float> r = ops::dequantize_int4(h);
-    std::copy(r.begin(), r.end(), w);
-  });
+  return capi::guard([&] { dequantize_int4(q, scales, zeros, k, n, group, dtype, w, true); });
+}
+
+int kaio_dequantize_int4_exact(const uint32_t* q, const uint16_t* scales, const uint8_t* zeros, uint32_t k,
+                               uint32_t n, uint32_t group, const char* dtype, float* w) {
+  return capi::guard([&] { dequantize_int4(q, scales, zeros, k, n, group, dtype, w, false); });
 }
 
 }  // extern "C"

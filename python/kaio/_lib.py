@@ -242,6 +242,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "kaio_quantize_int4": (_I, [_P, _U32, _U32, _U32, _S, _I, _P, _P, _P]),
     "kaio_pack_int4": (_I, [_P, _U32, _U32, _P]),
     "kaio_dequantize_int4": (_I, [_P, _P, _P, _U32, _U32, _U32, _S, _P]),
+    "kaio_dequantize_int4_exact": (_I, [_P, _P, _P, _U32, _U32, _U32, _S, _P]),
     "kaio_plan_launch": (_I, [_P, ctypes.POINTER(ctypes.c_uint64), _SZ, ctypes.POINTER(ctypes.c_double), _SZ, _P]),
     "kaio_plan_launch_packed": (_I, [ctypes.c_char_p]),
     "kaio_plan_arrays": (_SZ, [_P]),

@@ -298,10 +298,13 @@ def pack_int4(v: Any) -> Any:
     return q
 
 
-def dequantize_int4(q: Any, scales: Any, zeros: Any = None, dtype: Optional[str] = None) -> Any:
+def dequantize_int4(q: Any, scales: Any, zeros: Any = None, dtype: Optional[str] = None,
+                    round: bool = True) -> Any:
     """W (k, n) float32 from packed 4-bit weights, as the kernels compute it: (q - zero) *
-    scale rounded once to the 16-bit dtype. dtype: "float16" (default for float16 scales) or
-    "bfloat16" (scales then as uint16 bits)."""
+    scale rounded once to the 16-bit dtype, or with round=False unrounded (exact in float32),
+    the weights of the calls that apply the scales to their float32 sums (m <= 16, see
+    docs/quantized-matmul.md). dtype: "float16" (default for float16 scales) or "bfloat16"
+    (scales then as uint16 bits)."""
     np = _np()
     qa = _host("dequantize_int4", "q", q, np.uint32)
     sc = np.asarray(scales)
@@ -318,6 +321,7 @@ def dequantize_int4(q: Any, scales: Any, zeros: Any = None, dtype: Optional[str]
     if za is not None and za.shape != sa.shape:
         raise UsageError.make("dequantize_int4", f"argument 'zeros': has shape {list(za.shape)}; scales have {list(sa.shape)}")
     out = np.empty((k, n), np.float32)
-    _lib.check(_lib.lib.kaio_dequantize_int4(_ptr(qa), _ptr(sa), _ptr(za) if za is not None else None, k, n,
-                                             k // sa.shape[0], dtype.encode(), _ptr(out)))
+    fn = _lib.lib.kaio_dequantize_int4 if round else _lib.lib.kaio_dequantize_int4_exact
+    _lib.check(fn(_ptr(qa), _ptr(sa), _ptr(za) if za is not None else None, k, n, k // sa.shape[0],
+                  dtype.encode(), _ptr(out)))
     return out

@@ -79,9 +79,11 @@ def test_matmul_int4_within_bound_of_float64() -> None:
     W = f32(k, n, seed=11)
     q, s, z = kaio.ops.quantize_int4(W, group=32, zero_points=True)
     # m <= 16 applies the scales to the f32 sums, so its products are exact: (v - zero) * scale
-    # unrounded (the values v from a decode at scale 1, zero 0).
+    # unrounded. The exact decode against one made here from the values v (scale 1, zero 0).
+    deq = kaio.ops.dequantize_int4(q, s, z, round=False).astype(np.float64)
     v = kaio.ops.dequantize_int4(q, np.ones(s.shape, np.float16), np.zeros(z.shape, np.uint8)).astype(np.float64)
-    deq = (v - np.repeat(z.astype(np.float64), 32, axis=0)) * np.repeat(s.astype(np.float64), 32, axis=0)
+    assert np.array_equal(deq, (v - np.repeat(z.astype(np.float64), 32, axis=0)) * np.repeat(s.astype(np.float64), 32, axis=0))
+    assert not np.array_equal(deq, kaio.ops.dequantize_int4(q, s, z))  # the rounded form differs somewhere
     x = f32(m, k, seed=12).astype(np.float16)
     bias = f32(n, seed=13).astype(np.float16)
     y = kaio.ops.matmul_int4(x, q, s, z, bias=bias)
@@ -93,8 +95,7 @@ def test_matmul_int4_within_bound_of_float64() -> None:
     # Symmetric weights as int32 words (a GPTQ checkpoint's type), and the fused QKV form.
     q2, s2, _ = kaio.ops.quantize_int4(W, group=64, zero_points=False)
     y2 = kaio.ops.matmul_int4(x, q2.view(np.int32), s2)
-    v2 = kaio.ops.dequantize_int4(q2, np.ones(s2.shape, np.float16), np.zeros(s2.shape, np.uint8)).astype(np.float64)
-    ref2 = x.astype(np.float64) @ ((v2 - 8.0) * np.repeat(s2.astype(np.float64), 64, axis=0))
+    ref2 = x.astype(np.float64) @ kaio.ops.dequantize_int4(q2, s2, round=False).astype(np.float64)
     assert np.all(np.abs(y2.astype(np.float64) - ref2) <= 2.0**-11 * np.abs(ref2) + k * 2.0**-24 * terms + 2.0**-24)
     outs = kaio.ops.matmul_int4_qkv(x, [q, q, q], [s, s, s], [z, z, z])
     assert all(np.array_equal(o.view(np.uint16), kaio.ops.matmul_int4(x, q, s, z).view(np.uint16)) for o in outs)
