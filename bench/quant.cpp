@@ -12,7 +12,7 @@
 // rows and their copy: around 10 back-to-back calls); weight sets rotate so that L2 (50 MB)
 // does not hold them.
 //
-//   build/bench/quant [--quick] [--int8 | --int4] [--small-m]
+//   build/bench/quant [--quick] [--int8 | --int4] [--small-m] [--group N] [--bf16] [--persistent]
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -151,6 +151,7 @@ struct Int4Sets {
 };
 uint32_t g_group = 128;         // --group: the W4A16 weights' group size
 Scalar g_dtype = Scalar::F16;   // --bf16: the W4A16 rows at m = 1 and 16 in bf16
+bool g_persistent = false;      // --persistent: the m = 1, 16 rows also on the persistent form, alternated
 
 Int4Sets make_int4(uint32_t k, uint32_t n, std::mt19937& rng) {
   Int4Sets s;
@@ -179,7 +180,10 @@ void bench_int4(const jit::Stream& s, bool quick, bool small_only) {
   Cublas cublas;
   const bool have_cublas = cublas.load(s.handle());
   std::printf("\nW4A16 int4, group %u with zeros, %s (GB/s = weight bytes / median time per call, 10 calls back to back; copy = cuMemcpyDtoDAsync of the same bytes, timed alike)\n", g_group, ir::scalar_name(g_dtype));
-  std::printf("%-14s %6s %10s %10s %10s %9s\n", "k x n", "m", "MB", "us", "GB/s", "of copy");
+  if (g_persistent)
+    std::printf("%-14s %6s %10s %15s %9s %15s %9s\n", "k x n", "m", "MB", "us (2 rounds)", "of copy", "persistent us", "of copy");
+  else
+    std::printf("%-14s %6s %10s %10s %10s %9s\n", "k x n", "m", "MB", "us", "GB/s", "of copy");
   std::vector<std::string> large;
   for (const Shape& sh : shapes) {
     Int4Sets w = make_int4(sh.k, sh.n, rng);
@@ -191,8 +195,23 @@ void bench_int4(const jit::Stream& s, bool quick, bool small_only) {
       const uint16_t one_hundredth = g_dtype == Scalar::F16 ? half(0.01f).bits : bfloat16(0.01f).bits;
       DeviceBuffer<uint16_t> x(std::vector<uint16_t>(size_t(m) * sh.k, one_hundredth));
       DeviceBuffer<uint16_t> y(size_t(m) * sh.n);
-      const double ms =
-          time_ms(s, sets, [&](int i) { ops::matmul_int4(x.device_address(), w.w[i], y.device_address(), m, g_dtype, 0, &s); }, 10);
+      auto timed = [&] {
+        return time_ms(s, sets, [&](int i) { ops::matmul_int4(x.device_address(), w.w[i], y.device_address(), m, g_dtype, 0, &s); }, 10);
+      };
+      if (g_persistent) {  // the grid of strips and the persistent form, alternated twice
+        double t[2][2];
+        for (int r = 0; r < 2; ++r)
+          for (int p = 0; p < 2; ++p) {
+            ops::detail::set_int4_stream_persistent(p ? int(jit::device_info().sm_count) : -1);
+            t[p][r] = timed();
+          }
+        ops::detail::set_int4_stream_persistent(-1);
+        auto pct = [&](double ms) { return copy > 0 ? 100 * w.bytes / (ms * 1e6) / copy : 0.0; };
+        std::printf("%-14s %6u %10.1f %7.1f / %5.1f %8.0f%% %7.1f / %5.1f %8.0f%%\n", shape, m, w.bytes / 1e6, t[0][0] * 1e3, t[0][1] * 1e3,
+                    pct(std::min(t[0][0], t[0][1])), t[1][0] * 1e3, t[1][1] * 1e3, pct(std::min(t[1][0], t[1][1])));
+        continue;
+      }
+      const double ms = timed();
       const double gbps = w.bytes / (ms * 1e6);
       std::printf("%-14s %6u %10.1f %10.1f %10.0f %8.0f%%\n", shape, m, w.bytes / 1e6, ms * 1e3, gbps, copy > 0 ? 100 * gbps / copy : 0.0);
     }
@@ -237,6 +256,7 @@ int main(int argc, char** argv) {
     else if (a == "--int8") int4 = false;
     else if (a == "--int4") int8 = false;
     else if (a == "--bf16") g_dtype = Scalar::BF16;
+    else if (a == "--persistent") g_persistent = small_only = true;
     else if (a == "--group" && i + 1 < argc) {
       g_group = uint32_t(std::atoi(argv[++i]));
       if (g_group != 32 && g_group != 64 && g_group != 128) {
@@ -245,7 +265,7 @@ int main(int argc, char** argv) {
       }
     }
     else if (a == "--help" || a == "-h") {
-      std::printf("usage: quant [--quick] [--int8 | --int4] [--small-m] [--group 32|64|128] [--bf16]\n  int8 TOPS, int4 GB/s at m = 1 and 16 beside a device copy, int4 at m = 4096 beside cuBLAS f16\n  --int8 / --int4: that part only\n  --small-m: int4 at m = 1 and 16 only\n  --group: the int4 weights' group size (default 128)\n  --bf16: the int4 rows at m = 1 and 16 in bf16 (f16 otherwise; the large-m rows are f16 only)\n");
+      std::printf("usage: quant [--quick] [--int8 | --int4] [--small-m] [--group 32|64|128] [--bf16] [--persistent]\n  int8 TOPS, int4 GB/s at m = 1 and 16 beside a device copy, int4 at m = 4096 beside cuBLAS f16\n  --int8 / --int4: that part only\n  --small-m: int4 at m = 1 and 16 only\n  --group: the int4 weights' group size (default 128)\n  --bf16: the int4 rows at m = 1 and 16 in bf16 (f16 otherwise; the large-m rows are f16 only)\n  --persistent: the m = 1 and 16 rows (only) on the call's form and on the persistent one (one block an SM,\n    strips in turn), alternated twice (where the persistent form cannot serve, both are the call's form)\n");
       return 0;
     } else {
       std::fprintf(stderr, "quant: unknown argument '%s' (--help)\n", argv[i]);

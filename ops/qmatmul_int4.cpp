@@ -39,6 +39,7 @@
 // QKV: blockIdx.z picks the part (its weights, scales, zeros, bias, output and n).
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "kaio/ir/builder.h"
@@ -219,6 +220,7 @@ ir::Kernel build_mma(const Int4Config& c, ir::KernelBuilder& b, Int4Signature& s
 struct StreamStage {
   uint32_t rows, zeros;  // activation row halves (1: m <= 8, 2: up to 16); 1 with zeros
   bool deep;             // Int4Config::deep
+  uint32_t bm = 0, persistent = 0;  // Int4Config's: the persistent form's strips' sums follow the ring
   uint32_t words() const { return 4 + 4 * rows + 2 + zeros; }
   // 90 KB a block either way: two blocks per SM where 228 KB are (sm_90), which measured
   // 2-16% faster than one block of 5-6 stages on grids of more blocks than SMs
@@ -226,9 +228,15 @@ struct StreamStage {
   // is one block an SM anyway, 8 stages (m <= 8) and 5 (m = 16) measured 2-7% faster than 4
   // and 3; 10 and 7 no faster than those.
   uint32_t stages() const { return rows > 1 ? (deep ? 5 : 3) : (deep ? 8 : 4); }
-  uint32_t bytes() const { return stages() * kStreamThreads * words() * 4; }
+  uint32_t ring_words() const { return stages() * kStreamThreads * words(); }
+  // The persistent form's sums of a strip, [parity][warp][row < bm][column], two strips' worth
+  // (a strip's are added while the next strip's steps run).
+  uint32_t sums_words() const { return persistent ? 2 * (kStreamThreads / 32) * bm * kStreamCols : 0; }
+  uint32_t bytes() const { return (ring_words() + sums_words()) * 4; }
 };
-StreamStage stream_stage(const Int4Config& c) { return {c.bm > 8 ? 2u : 1u, c.zeros ? 1u : 0u, c.deep}; }
+StreamStage stream_stage(const Int4Config& c) {
+  return {c.bm > 8 ? 2u : 1u, c.zeros ? 1u : 0u, c.deep, c.bm, c.persistent ? 1u : 0u};
+}
 // The streaming kernels with registers to spare for the scales on the f32 sums and f16's
 // -(64 + zero) pairs: all but m = 16 under the 64-register cap (two_per_sm is only ever m = 16).
 bool roomy(const Int4Config& c) { return c.bm != 0 && !c.two_per_sm; }
@@ -243,6 +251,7 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   Value X = sig.x.ir, m = sig.m.ir, k = sig.k.ir;
   Value tid = b.thread_idx_x(), lane = b.lane_id(), warp = b.warp_id();
   Value n0 = b.block_idx_x() * kStreamCols;
+  const bool persist = c.persistent;
   // Launched to overlap the kernel before it (programmatic dependent launch): the blocks
   // become resident while that kernel's last blocks run, and wait for it before touching
   // memory; the next kernel may do the same with this one.
@@ -252,8 +261,12 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   // Fragment coordinates: t picks the word row of a step, g the 4 columns (and the A rows g
   // and g + 8).
   Value t = lane % 4u, g = lane / 4u;
-  Value col0 = n0 + g * 4u;
-  Value col_c = ir::select(col0 < pv.n, col0, n0);  // n and col0 are multiples of 4: all 4 columns exist, or none
+  // n and col0 are multiples of 4: all 4 columns exist, or none (then the strip's first 4 are read)
+  auto col_of = [&](Value strip0) {
+    Value col0 = strip0 + g * 4u;
+    return ir::select(col0 < pv.n, col0, strip0);
+  };
+  Value col_c = col_of(n0);
   Value kp = k / 2u, steps = k / 32u;               // k is a multiple of the group (>= 32)
   Value zero = b.constant<uint32_t>(0u);
   Value ring = b.dynamic_shared(Scalar::U32, 16), ring16 = b.dynamic_shared(c.dtype, 16), ring8 = b.dynamic_shared(Scalar::U8, 16);
@@ -269,15 +282,34 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   const Value q_slot = (warp * 32u + t * 8u + g) * 4u, x_slot = tid * 4u, s_slot = tid * 2u, z_slot = tid;
   // This warp's steps: a run of consecutive ones, [first, first + count), so that it meets
   // each of its groups in one piece and scales its sums once a group.
-  Value per = (steps + (warps - 1)) / warps;
-  Value first = ir::min(warp * per, steps);
-  Value count = ir::min(per, steps - first);
+  Value first, count;
+  if (persist) {  // every warp a run (the call has k >= 16 steps): each one meets every strip's barrier
+    first = (warp * steps) / warps;
+    count = ((warp + 1u) * steps) / warps - first;
+  } else {
+    Value per = (steps + (warps - 1)) / warps;
+    first = ir::min(warp * per, steps);
+    count = ir::min(per, steps - first);
+  }
+  // The persistent form: this block's strips (blockIdx.x, + gridDim.x, ...; the launch gives
+  // every block one at least), the strip stride in columns, and the steps of all of them.
+  Value total = count, stride;
+  if (persist) {
+    Value grid = b.grid_dim_x();
+    Value strips = (pv.n + (kStreamCols - 1)) / kStreamCols;
+    total = (strips - b.block_idx_x() + grid - 1u) / grid * count;
+    stride = grid * kStreamCols;
+  }
   Value gmask = (b.constant<uint32_t>(1u) << (part.gshift - 5u)) - 1u;  // steps per group, less one
   // The sources of this thread's next copy, advanced by one step (4 word rows) after each.
   // 32-bit element offsets (one IMAD.WIDE an address, not a 64-bit multiply-add): the launch
   // takes this path only where every offset fits (run: offsets_fit).
   Value kr0 = first * 4u + t;  // the first step's word row
   ir::Var w_off = b.var<uint32_t>(kr0 * pv.n + col_c);
+  // The persistent form's copy side: the step of the run the next copy takes, and its strip
+  // (first column and this thread's columns).
+  std::optional<ir::Var> c_step, c_n0, c_col;
+  if (persist) c_step.emplace(b.var<uint32_t>(0u)), c_n0.emplace(b.var<uint32_t>(n0)), c_col.emplace(b.var<uint32_t>(col_c));
   // A row g + 8h: its 8 activations of the word row; zeros past m (they add nothing). One
   // running offset, row g's (row 0's past m), and row g + 8's a fixed step on (none past m:
   // those copies read 0 bytes from row g's address): a register less across the loop.
@@ -292,14 +324,15 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   // Step `issued` of this warp's run into `stage`: nothing past the last (an empty group).
   // The scales and zeros only where the step starts a group (or the warp's run).
   auto copy = [&](Value stage, Value issued) {
-    b.if_(issued < count, [&] {
+    b.if_(issued < total, [&] {
       b.cp_async(ring, at(stage, q_at, q_slot), pv.w, w_off.get(), 16, ir::CacheHint::Global);
       for (uint32_t h = 0; h < ss.rows; ++h)
         b.cp_async(ring, at(stage, x_at + 4 * h, x_slot), X, h ? x_off.get() + x_step[h - 1] : x_off.get(), 16, ir::CacheHint::Global,
                    x_bytes[h]);
-      Value step = first + issued;
-      b.if_((step & gmask) == 0u || issued == 0u, [&] {
-        Value g_off = part.group_index(step * 4u, col_c);
+      Value run_step = persist ? c_step->get() : issued;
+      Value step = first + run_step;
+      b.if_((step & gmask) == 0u || run_step == 0u, [&] {
+        Value g_off = part.group_index(step * 4u, persist ? c_col->get() : col_c);
         // (cp.async takes dst and src of one type: the ring's f16 / bf16 and u8 views)
         b.cp_async(ring16, at(stage, s_at, s_slot) * 2u, pv.s, g_off, 8);
         if (c.zeros) b.cp_async(ring8, at(stage, z_at, z_slot) * 4u, pv.zeros, g_off, 4);
@@ -308,6 +341,16 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
     b.cp_async_commit_group();
     w_off = w_off.get() + w_step;
     x_off = x_off.get() + 16u;
+    if (persist) {  // past the run's last step: the same run of the next strip
+      *c_step = c_step->get() + 1u;
+      b.if_(c_step->get() == count, [&] {
+        *c_step = b.constant<uint32_t>(0u);
+        *c_n0 = c_n0->get() + stride;
+        *c_col = col_of(c_n0->get());
+        w_off = kr0 * pv.n + c_col->get();
+        x_off = x_off.get() - count * 16u;
+      });
+    }
   };
   // W^T . x^T: the weights are the A operand (rows: 16 columns of W, k), the activations B
   // (k x the m rows as the mma's n = 8, twice for m > 8), so that A needs no zero registers.
@@ -347,8 +390,53 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   Value magic = (part.gshift >> 8u) | (c.dtype == Scalar::F16 ? 0x64006400u : 0x43004300u);
   // Each thread's own ring of S stages (kernel::ThreadRing): no barrier per step, S - 1
   // steps in flight without holding registers.
+  // The persistent form's consumer side: the step of the run this thread computes, and its
+  // strip's first column and sums' parity.
+  std::optional<ir::Var> b_step, b_n0, parity;
+  if (persist) b_step.emplace(b.var<uint32_t>(0u)), b_n0.emplace(b.var<uint32_t>(n0)), parity.emplace(b.var<uint32_t>(0u));
+  Value sums;
+  if (persist) sums = b.dynamic_shared(Scalar::F32, 16);
+  // The sums of the block's warps for its strip at column n0s, added (in warp order), plus
+  // the bias, to the outputs; rows: the rows of sums a warp holds (16, or bm in the
+  // persistent form's compact layout); base: where its [warp][row][column] begins.
+  auto reduce_out = [&](Value n0s, uint32_t rows, Value base) {
+    for (uint32_t e = 0; e < (BM * kStreamCols + T - 1) / T; ++e) {
+      Value id = tid + e * T, r = id / kStreamCols, cl = id % kStreamCols, col = n0s + cl;
+      b.if_(r < ir::min(m, BM) && col < pv.n, [&] {
+        ir::Var sum = b.var<float>(0.0f);
+        for (uint32_t w = 0; w < warps; ++w) sum = Value(sum) + Value(sums[base + (w * rows + r) * kStreamCols + cl]);
+        Value f = sum;
+        if (c.bias) f = f + ir::cast<float>(Value(pv.bias[col]));
+        pv.c[ir::cast<uint64_t>(r) * ir::cast<uint64_t>(pv.n) + ir::cast<uint64_t>(col)] = ir::cast(f, ir::Type::scalar(c.dtype));
+      });
+    }
+  };
+  // The persistent form at the end of a strip's run: the warp's sums into the strip's parity
+  // of the sums (rows < bm only), the block's barrier, then the strip's outputs; the sums
+  // start again from zero. The parity alternates so that a strip's sums are not overwritten
+  // before every thread has added them: the next strip's barrier comes after that.
+  const uint32_t sums_at = ss.ring_words();
+  auto strip_end = [&] {
+    if (fold) flush();
+    Value base = sums_at + parity->get() * (warps * BM * kStreamCols);
+    for (uint32_t i = 0; i < 2; ++i)
+      for (uint32_t h = 0; h < ss.rows; ++h)
+        for (uint32_t e = 0; e < 4; ++e) {
+          Value row = t * 2u + (8 * h + e % 2), col = g * 4u + (2 * i + e / 2);
+          const uint32_t a = 4 * (i * ss.rows + h) + e;
+          b.if_(row < BM, [&] { sums[base + (warp * BM + row) * kStreamCols + col] = Value(acc[a]); });
+          acc[a] = b.constant<float>(0.0f);
+        }
+    // Each warp arrives from its own trip of the ring (a run's last step falls on any of its
+    // unrolled stages): a named barrier counting the block's threads, not bar.sync 0.
+    b.barrier(1, T);
+    reduce_out(b_n0->get(), BM, base);
+    *parity = parity->get() ^ 1u;
+    *b_n0 = b_n0->get() + stride;
+  };
   kernel::ThreadRing ring_of_thread(b, S);
-  ring_of_thread.pipeline(count, copy, [&](Value st, Value it, const std::function<void()>& refill) {
+  ring_of_thread.pipeline(total, copy, [&](Value st, Value it_flat, const std::function<void()>& refill) {
+    Value it = persist ? b_step->get() : it_flat;  // the step of the run
     std::vector<Value> q = ir::load_vec(ring, at(st, q_at, q_slot), 4);
     std::vector<std::vector<Value>> xs;
     for (uint32_t h = 0; h < ss.rows; ++h) {
@@ -393,11 +481,19 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
         for (uint32_t h = 0; h < ss.rows; ++h)
           b.mma_sync(kind, (fold ? accg : acc).slice(4 * (i * ss.rows + h), 4), {w[2 * i][2 * jj], w[2 * i + 1][2 * jj], w[2 * i][2 * jj + 1], w[2 * i + 1][2 * jj + 1]},
                      {xs[h][2 * jj], xs[h][2 * jj + 1]});
+    if (persist) {
+      *b_step = b_step->get() + 1u;
+      b.if_(b_step->get() == count, [&] {
+        strip_end();
+        *b_step = b.constant<uint32_t>(0u);
+      });
+    }
   });
+  if (persist) return b.build();  // every strip's outputs are written
   if (fold) flush();  // the run's last group
   b.barrier();  // every thread is done with the ring: its first words hold the warps' sums
   // The warps' k ranges added in shared memory: sums[warp][activation row][column of the block].
-  Value sums = b.dynamic_shared(Scalar::F32, 16);
+  sums = b.dynamic_shared(Scalar::F32, 16);
   for (uint32_t i = 0; i < 2; ++i)
     for (uint32_t h = 0; h < ss.rows; ++h)
       for (uint32_t e = 0; e < 4; ++e) {
@@ -427,7 +523,9 @@ ir::Kernel build(const Int4Config& c) {
   // scales on its sums at 96-108) measured 8-10% faster on grids of 344-448 blocks and 3-5%
   // slower on 128 (one block an SM either way), so it is a config (two_per_sm) the launch
   // picks by the grid.
-  b.launch_bounds(c.bm ? kStreamThreads : kThreads, c.bm && (c.bm <= 8 || c.two_per_sm) ? 2u : 0u);
+  // The persistent form is one block an SM by its shared memory, and under the cap its f16
+  // kernels spilled (8 bytes): uncapped.
+  b.launch_bounds(c.bm ? kStreamThreads : kThreads, c.bm && (c.bm <= 8 || c.two_per_sm) && !c.persistent ? 2u : 0u);
   Int4Signature sig(c);
   kernel::declare(b, sig);
   const Part part{detail::select_part(b, c.parts, sig.p0, sig.p1, sig.p2), sig.gshift.ir, c.dtype, c.zeros};
@@ -442,6 +540,7 @@ std::vector<Int4Config> declared() {
         out.push_back({bm, d, z, false, 1});
         if (bm == 16) out.push_back({bm, d, z, false, 1, 0, true});
         if (bm) out.push_back({bm, d, z, false, 1, 0, false, true});
+        if (bm) out.push_back({bm, d, z, false, 1, 0, false, true, true});
       }
   out.push_back({0, Scalar::F16, true, true, 3});
   out.push_back({1, Scalar::F16, true, true, 3});
@@ -502,6 +601,8 @@ void run(const char* op, uint64_t x, const Int4Part* parts, uint32_t nparts, uin
   c.bm = detail::int4_stream_rows(m, k, nmax);
   c.two_per_sm = detail::int4_stream_two_per_sm(c.bm, nmax, nparts);
   c.deep = detail::int4_stream_deep(c.bm, nmax, nparts);
+  const uint32_t persistent_blocks = detail::int4_stream_persistent(c.bm, k, nmax, nparts);
+  if (persistent_blocks) c.deep = c.persistent = true, c.two_per_sm = false;  // one block an SM
   Int4Signature sig(c);
   sig.x.host = x;
   sig.m.host = m;
@@ -519,7 +620,7 @@ void run(const char* op, uint64_t x, const Int4Part* parts, uint32_t nparts, uin
   const kernel::PackedArgs args = kernel::pack(sig);
   jit::LaunchConfig lc{.block = {c.bm ? kStreamThreads : kThreads}, .shared_bytes = c.bm ? stream_stage(c).bytes() : 0u,
                        .stream = stream};
-  lc.grid = c.bm ? jit::Dim3{(nmax + kStreamCols - 1) / kStreamCols, 1, nparts}
+  lc.grid = c.bm ? jit::Dim3{persistent_blocks ? persistent_blocks : (nmax + kStreamCols - 1) / kStreamCols, 1, nparts}
                  : jit::Dim3{(nmax + kBN - 1) / kBN, (m + kBM - 1) / kBM, nparts};
   // The streaming blocks overlap the kernel before them where the grid is more than one
   // block per SM (4096 x 11008: 7% less time per call at m = 1 on the H200), and with the
@@ -564,9 +665,26 @@ bool int4_stream_deep(uint32_t bm, uint32_t n_max, uint32_t parts) {
   return force_deep == 1 || uint64_t(n_max + kStreamCols - 1) / kStreamCols * parts <= d.sm_count;
 }
 
+namespace {
+thread_local int force_persistent = -1;  // set_int4_stream_persistent
+}
+
+void set_int4_stream_persistent(int blocks) { force_persistent = blocks; }
+
+uint32_t int4_stream_persistent(uint32_t bm, uint32_t k, uint32_t n_max, uint32_t parts) {
+  if (bm == 0 || force_persistent <= 0 || parts != 1 || k / 32 < kStreamThreads / 32) return 0;
+  const jit::DeviceInfo& d = jit::device_info();
+  Int4Config c{bm};
+  c.zeros = true;  // the larger stage
+  c.deep = c.persistent = true;
+  if (stream_stage(c).bytes() > d.smem_per_block_optin) return 0;
+  const uint32_t strips = (n_max + kStreamCols - 1) / kStreamCols;
+  return std::min({strips, d.sm_count, uint32_t(force_persistent)});
+}
+
 bool int4_exact_products(uint32_t m, uint32_t k, uint32_t n_max, uint32_t parts) {
   Int4Config c{int4_stream_rows(m, k, n_max)};
-  c.two_per_sm = int4_stream_two_per_sm(c.bm, n_max, parts);
+  c.two_per_sm = int4_stream_two_per_sm(c.bm, n_max, parts) && !int4_stream_persistent(c.bm, k, n_max, parts);
   return roomy(c);  // the kernel's own rule (build_stream: fold)
 }
 

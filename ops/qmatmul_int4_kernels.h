@@ -26,13 +26,18 @@ struct Int4Config {
   // The streaming path on a grid of one block an SM or fewer: a deeper ring (8 stages at
   // m <= 8, 5 at m = 16; 150-180 KB), taken where the device's shared memory allows it.
   bool deep = false;
-  auto fields() const { return std::tie(bm, dtype, zeros, bias, parts, bx, two_per_sm, deep); }
+  // The streaming path with the deep ring on a grid of at most one block an SM where there
+  // are more 32-column strips than that: each block takes strips blockIdx.x, + gridDim.x, ...
+  // and its threads' rings run on from one strip into the next (no ramp between strips); the
+  // warps' sums of a strip are added at its end (one block barrier a strip).
+  bool persistent = false;
+  auto fields() const { return std::tie(bm, dtype, zeros, bias, parts, bx, two_per_sm, deep, persistent); }
   std::string str() const {
     const std::string path = bx ? "wgmma_" + std::to_string(bx) + "x128"
                              : bm ? "stream_m" + std::to_string(bm)
                                   : std::string("mma_64x128");
     return "matmul_int4_" + path + "_" + ir::scalar_name(dtype) + (zeros ? "_zeros" : "") + (bias ? "_bias" : "") +
-           (parts > 1 ? "_qkv" : "") + (two_per_sm ? "_2sm" : "") + (deep ? "_deep" : "");
+           (parts > 1 ? "_qkv" : "") + (two_per_sm ? "_2sm" : "") + (deep ? "_deep" : "") + (persistent ? "_persist" : "");
   }
 };
 
@@ -80,6 +85,13 @@ bool int4_stream_two_per_sm(uint32_t bm, uint32_t n_max, uint32_t parts);
 bool int4_stream_deep(uint32_t bm, uint32_t n_max, uint32_t parts);
 // Tests: -1 the choice above, 0 never the deep ring, 1 always where it fits. Per thread.
 void set_int4_stream_deep(int deep);
+// The persistent form (Int4Config::persistent): its grid's blocks for a call, or 0 where the
+// call does not take it. Not taken by default (not yet measured ahead of the grid of strips);
+// set_int4_stream_persistent(blocks) forces it, per thread, where it can serve (one part, k of
+// at least 16 steps of 32, the ring and the strips' sums in the device's shared memory) with
+// at most `blocks` blocks (and at most one an SM); 0 or -1: not taken.
+uint32_t int4_stream_persistent(uint32_t bm, uint32_t k, uint32_t n_max, uint32_t parts);
+void set_int4_stream_persistent(int blocks);
 // The calls whose products are exact before the f32 sums (the streaming path where it applies
 // the scales to its sums: every one but the 64-register m = 16 form); the others round each
 // weight to 16 bits first (dequantize_int4's round argument).

@@ -312,6 +312,35 @@ TEST_CASE("matmul_int4: the matmul within the bound of float64 on the dequantise
   }
 }
 
+// The persistent form (Int4Config::persistent), forced with 2 or 3 blocks so that a block
+// takes several strips (the last one part of 32 columns): each thread's ring runs on from a
+// strip into the next, and each strip's sums are added at its end.
+struct StreamPersistent {
+  explicit StreamPersistent(int blocks) { ops::detail::set_int4_stream_persistent(blocks); }
+  ~StreamPersistent() { ops::detail::set_int4_stream_persistent(-1); }
+};
+
+TEST_CASE("matmul_int4: the persistent streaming form, several strips a block", "[gpu][ops][qmatmul]") {
+  CHECK(ops::detail::int4_stream_persistent(1, 4096, 4096, 1) == 0);  // not taken unless forced
+  for (int blocks : {2, 3}) {
+    INFO("persistent blocks " << blocks);
+    StreamPersistent persistent(blocks);
+    // taken where it can serve: one part, k of 16 steps or more
+    CHECK(ops::detail::int4_stream_persistent(4, 512, 136, 1) == uint32_t(blocks));
+    CHECK(ops::detail::int4_stream_persistent(4, 480, 136, 1) == 0);
+    CHECK(ops::detail::int4_stream_persistent(4, 512, 136, 3) == 0);
+    CHECK(ops::detail::int4_stream_persistent(16, 512, 40, 1) == 2);  // no more blocks than strips
+    // k = 512: one step a warp (a strip's end every step); 1056: runs of 2 and 3 steps, ending
+    // inside groups; 4192: runs of 8-9 steps, several trips of the ring.
+    check_int4_matmul<half>({1, 136, 512, 32, Scalar::F16, true}, true);
+    check_int4_matmul<bfloat16>({4, 72, 1056, 32, Scalar::BF16, false}, false);
+    check_int4_matmul<half>({9, 200, 1056, 32, Scalar::F16, true}, false);
+    check_int4_matmul<bfloat16>({16, 136, 4096 + 96, 32, Scalar::BF16, true}, true);
+    check_int4_matmul<half>({8, 72, 4096 + 128, 64, Scalar::F16, false}, true);
+    check_int4_dequant<half>({3, 136, 1024, 128, Scalar::F16, true});
+    check_int4_dequant<bfloat16>({16, 72, 512, 32, Scalar::BF16, false});
+  }
+}
 
 // On an sm_90 device m > 16 takes the wgmma path (ops/qmatmul_int4_wgmma.cpp); these shapes
 // cross its edges (m just past 16 and past a 128-row tile, n not a multiple of the 128-column
