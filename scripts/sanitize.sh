@@ -57,7 +57,11 @@ if [ "$kind" = asan ]; then
   wait "$host_pid" || host_rc=$?
   echo "sanitize.sh asan: host tests (exit $host_rc):"; cat "$dir/host-tests.log"
   echo "sanitize.sh asan: interpreted [gpu] tests (exit $gpu_rc):"; cat "$dir/gpu-tests.log"
-  if [ "$host_rc" != 0 ] || [ "$gpu_rc" != 0 ]; then exit 1; fi
+  if [ "$host_rc" != 0 ] || [ "$gpu_rc" != 0 ]; then
+    # The failures again, last, where a log's tail shows them.
+    ./scripts/test-failures.sh "$dir/host-tests.log" "$dir/gpu-tests.log"
+    exit 1
+  fi
 else
   KAIO_INTERPRET=1 "$tests" "[concurrency]"
   # Multi-threaded tests of the LMDB store (selected by name: they live with the cache).

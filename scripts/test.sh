@@ -17,7 +17,11 @@ if python3 -m venv "$BUILD/gguf-venv" &&
 else
   echo "test.sh: no gguf package: the GGUF interop test will skip"
 fi
-(cd "$BUILD" && ctest --output-on-failure -j "$(nproc)")
+if ! (cd "$BUILD" && ctest --output-on-failure -j "$(nproc)"); then
+  # The failures again, last, where a log's tail shows them.
+  ./scripts/test-failures.sh "$BUILD/Testing/Temporary/LastTest.log"
+  exit 1
+fi
 
 PREFIX="$(mktemp -d /tmp/kaio-install-XXXXXX)"
 cmake --install "$BUILD" --prefix "$PREFIX"
