@@ -388,8 +388,6 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   // The magic pair in a register ptxas cannot fold (gshift is 5..7): the and and the or of
   // a pair are then one LOP3.
   Value magic = (part.gshift >> 8u) | (c.dtype == Scalar::F16 ? 0x64006400u : 0x43004300u);
-  // Each thread's own ring of S stages (kernel::ThreadRing): no barrier per step, S - 1
-  // steps in flight without holding registers.
   // The persistent form's consumer side: the step of the run this thread computes, and its
   // strip's first column and sums' parity.
   std::optional<ir::Var> b_step, b_n0, parity;
@@ -434,6 +432,8 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
     *parity = parity->get() ^ 1u;
     *b_n0 = b_n0->get() + stride;
   };
+  // Each thread's own ring of S stages (kernel::ThreadRing): no barrier per step, S - 1
+  // steps in flight without holding registers.
   kernel::ThreadRing ring_of_thread(b, S);
   ring_of_thread.pipeline(total, copy, [&](Value st, Value it_flat, const std::function<void()>& refill) {
     Value it = persist ? b_step->get() : it_flat;  // the step of the run
