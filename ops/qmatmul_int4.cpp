@@ -35,7 +35,9 @@
 //           thread reads only what it copied); shared memory then adds the warps' sums.
 //           Where registers allow, the MMAs take v - zero unscaled into a group's own f32
 //           sums and the scales are applied to those once a group (exact products; no
-//           pair multiply per weight).
+//           pair multiply per weight). A persistent form (Int4Config::persistent, forced
+//           only until measured) runs one block an SM over strips in turn, each thread's
+//           ring running on from a strip into the next.
 // QKV: blockIdx.z picks the part (its weights, scales, zeros, bias, output and n).
 #include <algorithm>
 #include <functional>
