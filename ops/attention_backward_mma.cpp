@@ -27,6 +27,7 @@
 #include "kaio/ops/attention_backward.h"
 #include "kaio/ops/attention_backward_kernels.h"
 #include "kaio/ops/attention_kernels.h"
+#include "kaio/ops/kernel/online_softmax.h"
 #include "kaio/ops/kernel/reg_tile.h"
 #include "kaio/ops/kernel/shared_tile.h"
 #include "kaio/ops/kernel/stage_ring.h"
@@ -50,7 +51,7 @@ using ir::Value;
 using kernel::AccTile;
 using kernel::SharedTile;
 
-constexpr float kLog2e = 1.4426950408889634f;
+using kernel::kLog2e;
 
 class BwdKernel {
  public:
@@ -93,20 +94,7 @@ class BwdKernel {
   // zero-filled from the clamped address `base`.
   void copy_rows(const SharedTile& t, Value dst, Value src, Value base, Value first_row, Value rows,
                  const std::function<Value(Value)>& row_offset) {
-    const uint32_t per_row = D_ / 8, chunks = t.rows * per_row, threads = 32 * warps_;
-    for (uint32_t e = 0; e < (chunks + threads - 1) / threads; ++e) {
-      Value id = tid_ + e * threads;
-      auto one = [&] {
-        Value r = id / per_row, col = (id - r * per_row) * 8u;
-        Value row = first_row + r;
-        Value ok = row < rows;
-        Value off = ir::select(ok, row_offset(row), base);
-        b_.cp_async(smem_, dst + t.at(r, col), src, off + u64(col), 16, ir::CacheHint::Global,
-                    ir::select(ok, b_.constant<uint32_t>(16u), b_.constant<uint32_t>(0u)));
-      };
-      if ((e + 1) * threads <= chunks) one();
-      else b_.if_(id < chunks, one);
-    }
+    kernel::copy_rows(b_, smem_, t, dst, src, base, first_row, rows, D_, tid_, 32 * warps_, row_offset);
   }
 
   // Rows first.. of the q-side (q and do of head h) or the k-side (k and v of the KV head)

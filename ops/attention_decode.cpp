@@ -30,6 +30,7 @@
 #include "kaio/ir/layouts.h"
 #include "kaio/ops/attention.h"
 #include "kaio/ops/attention_kernels.h"
+#include "kaio/ops/kernel/online_softmax.h"
 #include "kaio/ops/kernel/reg_tile.h"
 #include "kaio/ops/kernel/shared_tile.h"
 #include "kaio/ops/kernel/stage_ring.h"
@@ -83,7 +84,7 @@ using ir::Value;
 using kernel::AccTile;
 using kernel::SharedTile;
 
-constexpr float kLog2e = 1.4426950408889634f;
+using kernel::kLog2e;
 
 // K and V rows of whole 128-byte lines (head dims 64, 128, 256) are line-swizzled
 // (ir::SmemLayout::line_swizzled): the 16-byte chunk c of row r sits at chunk (c % 8) ^
@@ -270,37 +271,15 @@ class DecodeKernel {
   }
 
   // Folds the tile into the rows' running max and sum; S becomes P; O is rescaled.
-  void online_softmax(const AccTile& S, const AccTile& O) {
-    std::vector<Value> mx = S.row_reduce(0, AccTile::Reduce::Max), corr(2), ms(2);
-    for (uint32_t h = 0; h < 2; ++h) {
-      Value m_new = ir::max(m_[h].get(), mx[h]);
-      ms[h] = ir::select(m_new == -INFINITY, 0.0f, m_new);  // no key yet: exp(-inf) = 0, not NaN
-      corr[h] = ir::exp2_ftz((m_[h].get() - ms[h]) * kLog2e);
-      m_[h] = m_new;
-    }
-    for (uint32_t ni = 0; ni < g_.kw / 8; ++ni)
-      for (uint32_t r = 0; r < 4; ++r) {
-        ir::Var x = S.at(0, 0, ni, r);
-        x = ir::exp2_ftz((x.get() - ms[r / 2]) * kLog2e);
-      }
-    std::vector<Value> sum = S.row_reduce(0, AccTile::Reduce::Sum);
-    for (uint32_t h = 0; h < 2; ++h) l_[h] = l_[h].get() * corr[h] + sum[h];
-    O.scale_rows(0, corr);
-  }
+  void online_softmax(const AccTile& S, const AccTile& O) { kernel::online_softmax(S, O, m_, l_, g_.kw / 8); }
 
   // O += P V over this warp's KW keys: P's C fragments of key tiles 2 ks and 2 ks + 1 are
   // the A fragment of k-step ks.
   void accumulate_pv(const AccTile& S, const AccTile& O, Value stage) {
     const uint32_t row = v_tile_.lay.row_stride();
-    const ir::Type t16 = ir::Type::scalar(c_.dtype);
-    auto pair = [&](uint32_t ni, uint32_t r) {
-      Value lo = ir::cast(S.at(0, 0, ni, r).get(), t16, ir::Rounding::Rn);
-      Value hi = ir::cast(S.at(0, 0, ni, r + 1).get(), t16, ir::Rounding::Rn);
-      return ir::pack2(lo, hi);
-    };
     Value v_lane = v_tile_.stage(stage) + v_lane_;
     for (uint32_t ks = 0; ks < g_.kw / 16; ++ks) {
-      std::vector<Value> a = {pair(2 * ks, 0), pair(2 * ks, 2), pair(2 * ks + 1, 0), pair(2 * ks + 1, 2)};
+      std::vector<Value> a = kernel::p_fragment(S, ks, c_.dtype);
       for (uint32_t ni = 0; ni < g_.D / 8; ni += 2) {
         Value at = swz_ ? v_lane + (ks * 16 * row + (ni / 8) * 64) + vx_[(ni % 8) / 2] : v_lane + (ks * 16 * row + ni * 8);
         std::vector<Value> v = b_.ldmatrix(smem_, at, 4, true);

@@ -21,6 +21,7 @@
 #include "kaio/ir/layouts.h"
 #include "kaio/ops/attention.h"
 #include "kaio/ops/attention_kernels.h"
+#include "kaio/ops/kernel/online_softmax.h"
 #include "kaio/ops/kernel/reg_tile.h"
 #include "kaio/ops/kernel/shared_tile.h"
 #include "kaio/ops/kernel/stage_ring.h"
@@ -77,7 +78,7 @@ using ir::Value;
 using kernel::AccTile;
 using kernel::SharedTile;
 
-constexpr float kLog2e = 1.4426950408889634f;
+using kernel::kLog2e;
 
 class Fa2Kernel {
  public:
@@ -112,20 +113,7 @@ class Fa2Kernel {
   // zero-filled from a clamped address.
   void copy_rows(const SharedTile& t, Value dst, Value src, Value base, Value first_row, Value rows,
                  const std::function<Value(Value)>& row_offset) {
-    const uint32_t per_row = D_ / 8, chunks = t.rows * per_row, threads = 32 * warps_;
-    for (uint32_t e = 0; e < (chunks + threads - 1) / threads; ++e) {
-      Value id = tid_ + e * threads;
-      auto one = [&] {
-        Value r = id / per_row, col = (id - r * per_row) * 8u;
-        Value row = first_row + r;
-        Value ok = row < rows;
-        Value off = ir::select(ok, row_offset(row), base);
-        b_.cp_async(smem_, dst + t.at(r, col), src, off + u64(col), 16, ir::CacheHint::Global,
-                    ir::select(ok, b_.constant<uint32_t>(16u), b_.constant<uint32_t>(0u)));
-      };
-      if ((e + 1) * threads <= chunks) one();
-      else b_.if_(id < chunks, one);
-    }
+    kernel::copy_rows(b_, smem_, t, dst, src, base, first_row, rows, D_, tid_, 32 * warps_, row_offset);
   }
 
   void load_q() {
@@ -222,36 +210,14 @@ class Fa2Kernel {
   }
 
   // Folds the tile into the rows' running max and sum; S becomes P; O is rescaled.
-  void online_softmax(const AccTile& S, const AccTile& O) {
-    std::vector<Value> mx = S.row_reduce(0, AccTile::Reduce::Max), corr(2), ms(2);
-    for (uint32_t h = 0; h < 2; ++h) {
-      Value m_new = ir::max(m_[h].get(), mx[h]);
-      ms[h] = ir::select(m_new == -INFINITY, 0.0f, m_new);  // no key yet: exp(-inf) = 0, not NaN
-      corr[h] = ir::exp2_ftz((m_[h].get() - ms[h]) * kLog2e);
-      m_[h] = m_new;
-    }
-    for (uint32_t ni = 0; ni < c_.bn / 8; ++ni)
-      for (uint32_t r = 0; r < 4; ++r) {
-        ir::Var x = S.at(0, 0, ni, r);
-        x = ir::exp2_ftz((x.get() - ms[r / 2]) * kLog2e);
-      }
-    std::vector<Value> sum = S.row_reduce(0, AccTile::Reduce::Sum);
-    for (uint32_t h = 0; h < 2; ++h) l_[h] = l_[h].get() * corr[h] + sum[h];
-    O.scale_rows(0, corr);
-  }
+  void online_softmax(const AccTile& S, const AccTile& O) { kernel::online_softmax(S, O, m_, l_, c_.bn / 8); }
 
   // O += P V: P's C fragments of key tiles 2 ks and 2 ks + 1 are the A fragment of k-step ks.
   void accumulate_pv(const AccTile& S, const AccTile& O, Value stage) {
     const uint32_t row = v_tile_.lay.row_stride();
-    const ir::Type t16 = ir::Type::scalar(c_.dtype);
-    auto pair = [&](uint32_t ni, uint32_t r) {
-      Value lo = ir::cast(S.at(0, 0, ni, r).get(), t16, ir::Rounding::Rn);
-      Value hi = ir::cast(S.at(0, 0, ni, r + 1).get(), t16, ir::Rounding::Rn);
-      return ir::pack2(lo, hi);
-    };
     Value v_lane = v_tile_.base + v_tile_.stage(stage) + v_tile_.at(lane_ % 16u, (lane_ / 16u) * 8u);
     for (uint32_t ks = 0; ks < c_.bn / 16; ++ks) {
-      std::vector<Value> a = {pair(2 * ks, 0), pair(2 * ks, 2), pair(2 * ks + 1, 0), pair(2 * ks + 1, 2)};
+      std::vector<Value> a = kernel::p_fragment(S, ks, c_.dtype);
       for (uint32_t ni = 0; ni < D_ / 8; ni += 2) {
         std::vector<Value> v = b_.ldmatrix(smem_, v_lane + (ks * 16 * row + ni * 8), 4, true);
         b_.mma_sync(kind(), O.tile(0, 0, ni), a, {v[0], v[1]});

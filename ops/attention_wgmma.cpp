@@ -46,6 +46,7 @@
 #include "kaio/jit/tensor_map.h"
 #include "kaio/ops/attention.h"
 #include "kaio/ops/attention_kernels.h"
+#include "kaio/ops/kernel/online_softmax.h"
 #include "kaio/ops/kernel/reg_tile.h"
 #include "kaio/ops/kernel/shared_tile.h"
 #include "kaio/ops/kernel/signature.h"
@@ -63,7 +64,7 @@ using kernel::AccTile;
 using kernel::kSwizzleBytes;
 using kernel::TmaTile;
 
-constexpr float kLog2e = 1.4426950408889634f;
+using kernel::kLog2e;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr uint32_t kConsumerRows = 64, kElem = 2;
 constexpr uint32_t kWgmmaK = 16;  // k of one 16-bit wgmma

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "kaio/ir/builder.h"
@@ -42,6 +43,30 @@ struct SharedTile {
   template <class R, class C>
   auto at(const R& r, const C& c) const { return lay.index(r, c); }  // within one copy
 };
+
+// Rows of `d` 16-bit elements from global memory into tile `t` (its t.rows rows) at element
+// `dst` of the shared array `smem`, in 16-byte cp.async chunks spread over `threads` threads
+// (this one `tid`): tile row r comes from global row first_row + r, at element
+// row_offset(row) of `src`; rows at or past `rows` are zero-filled (a 0-byte copy from the
+// in-bounds offset `base`).
+inline void copy_rows(ir::KernelBuilder& b, ir::Value smem, const SharedTile& t, ir::Value dst, ir::Value src, ir::Value base,
+                      ir::Value first_row, ir::Value rows, uint32_t d, ir::Value tid, uint32_t threads,
+                      const std::function<ir::Value(ir::Value)>& row_offset) {
+  const uint32_t per_row = d / 8, chunks = t.rows * per_row;
+  for (uint32_t e = 0; e < (chunks + threads - 1) / threads; ++e) {
+    ir::Value id = tid + e * threads;
+    auto one = [&] {
+      ir::Value r = id / per_row, col = (id - r * per_row) * 8u;
+      ir::Value row = first_row + r;
+      ir::Value ok = row < rows;
+      ir::Value off = ir::select(ok, row_offset(row), base);
+      b.cp_async(smem, dst + t.at(r, col), src, off + ir::cast<uint64_t>(col), 16, ir::CacheHint::Global,
+                 ir::select(ok, b.constant<uint32_t>(16u), b.constant<uint32_t>(0u)));
+    };
+    if ((e + 1) * threads <= chunks) one();
+    else b.if_(id < chunks, one);
+  }
+}
 
 struct TmaTile {
   uint32_t rows = 0;     // m or n extent of the tile
