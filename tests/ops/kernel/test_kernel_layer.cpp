@@ -21,6 +21,7 @@
 #include "kaio/ir/interp/interp.h"
 #include "kaio/ir/layouts.h"
 #include "kaio/jit/compile.h"
+#include "kaio/ops/kernel/online_softmax.h"
 #include "kaio/ops/kernel/reg_tile.h"
 #include "kaio/ops/kernel/shared_tile.h"
 #include "kaio/ops/kernel/signature.h"
@@ -253,6 +254,80 @@ TEST_CASE("kernel layer: AccTile row max and row sum across a warp's fragments a
     }
     assembles(k, {"sm_80", "sm_90a"});
   }
+}
+
+TEST_CASE("kernel layer: online_softmax over two score tiles against float64; p_fragment rounds P", "[kernel_layer][interp]") {
+  // One warp, one m16 tile of 4 n8 tiles (32 keys) folded twice: the running max and sum end
+  // as those of all 64 keys, P as exp(s - max) of the second tile, and O (set to 1 before the
+  // second fold) as the correction exp(m1 - m12). Row 0's first tile is fully masked (-inf):
+  // the fold must give 0, never NaN.
+  const uint32_t nt = 4, cols = 8 * nt;
+  ir::KernelBuilder b("online_softmax_tiles");
+  auto x = b.param<const float*>("x");  // [2][16][cols]
+  auto om = b.param<float*>("m"), ol = b.param<float*>("l"), op = b.param<float*>("p"), oo = b.param<float*>("o");
+  auto of = b.param<uint32_t*>("frag");  // [nt / 2][32 lanes][4]
+  ir::Value lane = b.lane_id();
+  const kn::AccTile S(b, 1, 1, nt), O(b, 1, 1, 1);
+  std::vector<ir::Var> m{b.var<float>(-INFINITY), b.var<float>(-INFINITY)}, l{b.var<float>(0.0f), b.var<float>(0.0f)};
+  for (uint32_t tile = 0; tile < 2; ++tile) {
+    for (uint32_t ni = 0; ni < nt; ++ni)
+      for (uint32_t r = 0; r < 4; ++r) S.at(0, 0, ni, r) = x[(tile * 16u + S.row(lane, 0, r)) * cols + S.col(lane, ni, r)];
+    if (tile == 1)
+      for (uint32_t r = 0; r < 4; ++r) O.at(0, 0, 0, r) = b.constant<float>(1.0f);
+    kn::online_softmax(S, O, m, l, nt);
+  }
+  for (uint32_t h = 0; h < 2; ++h)
+    b.if_(lane % 4u == 0u, [&] {
+      om[S.row(lane, 0, 2 * h)] = m[h].get();
+      ol[S.row(lane, 0, 2 * h)] = l[h].get();
+    });
+  for (uint32_t ni = 0; ni < nt; ++ni)
+    for (uint32_t r = 0; r < 4; ++r) op[S.row(lane, 0, r) * cols + S.col(lane, ni, r)] = S.at(0, 0, ni, r).get();
+  for (uint32_t r = 0; r < 4; ++r) oo[O.row(lane, 0, r) * 8u + O.col(lane, 0, r)] = O.at(0, 0, 0, r).get();
+  for (uint32_t ks = 0; ks < nt / 2; ++ks) {
+    const std::vector<ir::Value> a = kn::p_fragment(S, ks, ir::Scalar::F16);
+    for (uint32_t i = 0; i < 4; ++i) of[(ks * 32u + lane) * 4u + i] = ir::bitcast(a[i], ir::Scalar::U32);
+  }
+  const ir::Kernel k = b.build();
+
+  std::mt19937 rng(20261129);
+  std::uniform_real_distribution<float> d(-6.0f, 6.0f);
+  std::vector<float> in(2 * 16 * cols);
+  for (float& v : in) v = d(rng);
+  for (uint32_t c = 0; c < cols; ++c) in[c] = -INFINITY;  // row 0 of the first tile: no key
+  std::vector<float> gm(16, NAN), gl(16, NAN), gp(16 * cols, NAN), go(16 * 8, NAN);
+  std::vector<uint32_t> gf(nt / 2 * 32 * 4, 0xffffffffu);
+  ir::interpret(k, {.grid = {1}, .block = {32}}, in, gm, gl, gp, go, gf);
+  const double tol = 0x1p-18;  // ex2.approx (2^-22) of an argument rounded at |x log2 e| <= 18
+  for (uint32_t r = 0; r < 16; ++r) {
+    INFO("row " << r);
+    double m1 = -INFINITY, m12 = -INFINITY;
+    for (uint32_t c = 0; c < cols; ++c) m1 = std::max(m1, double(in[r * cols + c]));
+    for (uint32_t t = 0; t < 2; ++t)
+      for (uint32_t c = 0; c < cols; ++c) m12 = std::max(m12, double(in[(t * 16 + r) * cols + c]));
+    double sum = 0;
+    for (uint32_t t = 0; t < 2; ++t)
+      for (uint32_t c = 0; c < cols; ++c) sum += std::exp(double(in[(t * 16 + r) * cols + c]) - m12);
+    REQUIRE(gm[r] == float(m12));  // max is exact
+    REQUIRE(std::fabs(gl[r] - sum) <= sum * (tol + 2 * cols * 0x1p-24));
+    const double corr = std::exp(m1 - m12);  // 0 for row 0
+    for (uint32_t c = 0; c < 8; ++c) REQUIRE(std::fabs(go[r * 8 + c] - corr) <= corr * tol);
+    for (uint32_t c = 0; c < cols; ++c) {
+      const double p = std::exp(double(in[(16 + r) * cols + c]) - m12);
+      REQUIRE(std::fabs(gp[r * cols + c] - p) <= p * tol);
+    }
+  }
+  // p_fragment: register i of k-step ks holds the pair of key tile 2 ks + i / 2 at C registers
+  // 2 (i % 2) and 2 (i % 2) + 1 (row lane / 4 + 8 (i % 2), columns 2 (lane % 4) and + 1),
+  // each P rounded to f16 (the m16n8 C layout, ir/mma_layout.h).
+  for (uint32_t ks = 0; ks < nt / 2; ++ks)
+    for (uint32_t ln = 0; ln < 32; ++ln)
+      for (uint32_t i = 0; i < 4; ++i) {
+        const uint32_t row = ln / 4 + 8 * (i % 2), col = 8 * (2 * ks + i / 2) + 2 * (ln % 4);
+        const uint32_t want = uint32_t(half(gp[row * cols + col]).bits) | uint32_t(half(gp[row * cols + col + 1]).bits) << 16;
+        REQUIRE(gf[(ks * 32 + ln) * 4 + i] == want);
+      }
+  assembles(k, {"sm_80", "sm_90a"});
 }
 
 TEST_CASE("kernel layer: shared tiles round-trip through every layout and swizzle", "[kernel_layer][interp]") {
