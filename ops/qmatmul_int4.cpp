@@ -398,13 +398,16 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   if (persist) sums = b.dynamic_shared(Scalar::F32, 16);
   // The sums of the block's warps for its strip at column n0s, added (in warp order), plus
   // the bias, to the outputs; rows: the rows of sums a warp holds (16, or bm in the
-  // persistent form's compact layout); base: where its [warp][row][column] begins.
+  // persistent form's compact layout); base: where its [warp][row][column] begins (invalid: at 0).
   auto reduce_out = [&](Value n0s, uint32_t rows, Value base) {
     for (uint32_t e = 0; e < (BM * kStreamCols + T - 1) / T; ++e) {
       Value id = tid + e * T, r = id / kStreamCols, cl = id % kStreamCols, col = n0s + cl;
       b.if_(r < ir::min(m, BM) && col < pv.n, [&] {
         ir::Var sum = b.var<float>(0.0f);
-        for (uint32_t w = 0; w < warps; ++w) sum = Value(sum) + Value(sums[base + (w * rows + r) * kStreamCols + cl]);
+        for (uint32_t w = 0; w < warps; ++w) {
+          Value at = (w * rows + r) * kStreamCols + cl;
+          sum = Value(sum) + Value(sums[base.valid() ? base + at : at]);
+        }
         Value f = sum;
         if (c.bias) f = f + ir::cast<float>(Value(pv.bias[col]));
         pv.c[ir::cast<uint64_t>(r) * ir::cast<uint64_t>(pv.n) + ir::cast<uint64_t>(col)] = ir::cast(f, ir::Type::scalar(c.dtype));
@@ -503,16 +506,7 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
         sums[(warp * 16u + row) * kStreamCols + col] = Value(acc[4 * (i * ss.rows + h) + e]);
       }
   b.barrier();
-  for (uint32_t e = 0; e < (BM * kStreamCols + T - 1) / T; ++e) {
-    Value id = tid + e * T, r = id / kStreamCols, cl = id % kStreamCols, col = n0 + cl;
-    b.if_(r < ir::min(m, BM) && col < pv.n, [&] {
-      ir::Var sum = b.var<float>(0.0f);
-      for (uint32_t w = 0; w < warps; ++w) sum = Value(sum) + Value(sums[(w * 16u + r) * kStreamCols + cl]);
-      Value f = sum;
-      if (c.bias) f = f + ir::cast<float>(Value(pv.bias[col]));
-      pv.c[ir::cast<uint64_t>(r) * ir::cast<uint64_t>(pv.n) + ir::cast<uint64_t>(col)] = ir::cast(f, ir::Type::scalar(c.dtype));
-    });
-  }
+  reduce_out(n0, 16, Value());
   return b.build();
 }
 
