@@ -32,20 +32,8 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 constexpr const char* kDb = "tuning";
 
-double env_seconds(const char* name, double fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  const double s = std::strtod(v, &end);
-  if (end == v || *end || !(s > 0)) {
-    jit::warn_once(name, std::string(name) + "='" + v + "' is not a positive number of seconds; using " +
-                             std::to_string(fallback));
-    return fallback;
-  }
-  return s;
-}
-double claim_seconds() { return env_seconds("KAIO_TUNE_CLAIM_SECONDS", 300); }
-double wait_seconds() { return env_seconds("KAIO_TUNE_WAIT_SECONDS", claim_seconds() + 30); }
+double claim_seconds() { return detail::env_seconds("KAIO_TUNE_CLAIM_SECONDS", 300); }
+double wait_seconds() { return detail::env_seconds("KAIO_TUNE_WAIT_SECONDS", claim_seconds() + 30); }
 
 // KAIO_TUNE_WAIT: on (default) waits for a tuning in progress; off runs the default meanwhile.
 bool wait_for_tunings() {

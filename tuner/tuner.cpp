@@ -34,7 +34,7 @@ constexpr char kMagic[8] = {'K', 'A', 'I', 'O', 'T', 'U', 'N', '\0'};
 constexpr const char* kDb = "tuning";
 
 struct Counters {
-  std::atomic<uint64_t> tunings{0}, timed_runs{0}, stored_hits{0}, memory_hits{0}, failed{0}, untuned{0};
+  std::atomic<uint64_t> tunings{0}, timed_runs{0}, stored_hits{0}, memory_hits{0}, failed{0}, over_budget{0}, untuned{0};
   std::atomic<uint64_t> waits{0}, taken_over{0}, meanwhile{0}, fallbacks{0}, retimed{0}, noisy{0}, noisy_retunes{0};
   std::mutex by_key_m;
   std::map<std::string, uint64_t> by_key;
@@ -250,8 +250,25 @@ void set_timer(Timer t) {
   injected_timer() = std::move(t);
 }
 
+namespace detail {
+double env_seconds(const char* name, double fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const double s = std::strtod(v, &end);
+  if (end == v || *end || !(s > 0)) {
+    jit::warn_once(name, std::string(name) + "='" + v + "' is not a positive number of seconds; using " +
+                             std::to_string(fallback));
+    return fallback;
+  }
+  return s;
+}
+}  // namespace detail
+
 Record tune(const std::string& key, const std::string& op, uint64_t table_hash, std::vector<Candidate> cands,
-            const Options& o) {
+            const Options& options) {
+  Options o = options;
+  if (o.budget_seconds < 0) o.budget_seconds = detail::env_seconds("KAIO_TUNE_BUDGET_SECONDS", 2.0);
   const auto t0 = Clock::now();
   Timer timer;
   {
@@ -320,7 +337,9 @@ Record tune(const std::string& key, const std::string& op, uint64_t table_hash, 
     if (!ready[i]) continue;
     const double left = o.budget_seconds - std::chrono::duration<double>(Clock::now() - t_budget).count();
     if (left <= 0 && !r.winner.empty()) {  // at least one candidate is timed, so there is a winner
-      skip(i, "budget: the bucket's " + std::to_string(o.budget_seconds).substr(0, 4) + " s ran out");
+      // Not a failure: the candidate works, the bucket had no time left to time it.
+      r.candidates[i].status = "budget: the bucket's " + std::to_string(o.budget_seconds).substr(0, 4) + " s ran out";
+      counters().over_budget.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     try {
@@ -435,6 +454,7 @@ Stats stats() {
   s.stored_hits = c.stored_hits.load();
   s.memory_hits = c.memory_hits.load();
   s.failed_candidates = c.failed.load();
+  s.over_budget = c.over_budget.load();
   s.untuned = c.untuned.load();
   s.waits = c.waits.load();
   s.claims_taken_over = c.taken_over.load();
@@ -448,7 +468,7 @@ Stats stats() {
 
 void reset_stats() {
   Counters& c = counters();
-  for (auto* a : {&c.tunings, &c.timed_runs, &c.stored_hits, &c.memory_hits, &c.failed, &c.untuned, &c.waits,
+  for (auto* a : {&c.tunings, &c.timed_runs, &c.stored_hits, &c.memory_hits, &c.failed, &c.over_budget, &c.untuned, &c.waits,
                   &c.taken_over, &c.meanwhile, &c.fallbacks, &c.retimed, &c.noisy, &c.noisy_retunes})
     a->store(0);
   std::lock_guard<std::mutex> g(c.by_key_m);

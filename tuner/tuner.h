@@ -106,7 +106,8 @@ void set_timer(Timer t);  // null: the default
 struct Options {
   // Per bucket, for checking and timing (compiles are not counted: the kernel cache keeps
   // them): candidates not yet timed when it runs out are skipped, but one is always timed.
-  double budget_seconds = 2.0;
+  // Below 0: $KAIO_TUNE_BUDGET_SECONDS, else 2.
+  double budget_seconds = -1;
   uint32_t warmup = 2;
   uint32_t min_runs = 10;
   uint32_t max_runs = 50;
@@ -139,7 +140,8 @@ struct Stats {
   uint64_t timed_runs = 0;    // runs timed (warm-ups not counted)
   uint64_t stored_hits = 0;   // buckets answered by a persisted record
   uint64_t memory_hits = 0;   // calls answered by an op's in-process bucket map
-  uint64_t failed_candidates = 0;
+  uint64_t failed_candidates = 0;  // compile, check or launch failed: never timed
+  uint64_t over_budget = 0;        // working candidates left untimed: the bucket's budget ran out
   uint64_t untuned = 0;       // buckets decided without timing (KAIO_TUNE=off)
   // Tune once (tuner/once.h):
   uint64_t waits = 0;              // calls that waited for another thread's or process's tuning
@@ -155,6 +157,9 @@ void reset_stats();
 // How many times this process tuned each key (since start or reset_stats()).
 std::vector<std::pair<std::string, uint64_t>> tunings_by_key();
 namespace detail {
+// The positive number of seconds in environment variable `name`; unset: `fallback`; not a
+// positive number: a warning (once) and `fallback`.
+double env_seconds(const char* name, double fallback);
 void count_memory_hit();
 void count_stored_hit();
 void count_untuned();

@@ -165,11 +165,15 @@ TEST_CASE("the budget skips candidates it has no time for, but times one", "[tun
   ft.times = {{"x", 1.0}, {"y", 1.0}};
   TimerGuard g([ft](auto&&... a) mutable { return ft(a...); });
   std::vector<tn::Candidate> c{ok("x"), ok("y")};
+  tn::reset_stats();
   const tn::Record r = tn::tune("k", "test", 1, std::move(c), {.budget_seconds = 0});
   CHECK(r.winner == "x");  // one candidate is always timed
   CHECK(r.candidates[0].status == "ok");
   CHECK(r.candidates[0].runs == 10);  // no time left: the minimum number of runs
   CHECK_THAT(r.candidates[1].status, StartsWith("budget"));
+  // A candidate left untimed is not a failed one.
+  CHECK(tn::stats().failed_candidates == 0);
+  CHECK(tn::stats().over_budget == 1);
 }
 
 TEST_CASE("records persist in the cache; another table hash is a miss", "[tuner]") {
