@@ -31,6 +31,7 @@
 #include "kaio/ops/kernel/reg_tile.h"
 #include "kaio/ops/kernel/shared_tile.h"
 #include "kaio/ops/kernel/stage_ring.h"
+#include "kaio/ops/kernel/warp_mma.h"
 
 namespace kaio::ops {
 
@@ -115,34 +116,16 @@ class BwdKernel {
     const uint32_t row = tb.lay.row_stride();
     Value a_lane = a0 + ta.at(lane_ % 16u, (lane_ / 16u) * 8u);
     Value b_lane = b0 + tb.at((lane_ / 16u) * 8u + lane_ % 8u, ((lane_ / 8u) % 2u) * 8u);
-    for (uint32_t ks = 0; ks < D_ / 16; ++ks) {
-      std::vector<Value> a = b_.ldmatrix(smem_, a_lane + ks * 16, 4, false);
-      for (uint32_t ni = 0; ni < n / 8; ni += 2) {
-        std::vector<Value> k = b_.ldmatrix(smem_, b_lane + (ni * 8 * row + ks * 16), 4, false);
-        b_.mma_sync(kind(), C.tile(0, 0, ni), a, {k[0], k[1]});
-        b_.mma_sync(kind(), C.tile(0, 0, ni + 1), a, {k[2], k[3]});
-      }
-    }
+    kernel::mma_abt(b_, kind(), smem_, C, D_, n, [&](uint32_t ks) { return a_lane + ks * 16; },
+                    [&](uint32_t ni, uint32_t ks) { return b_lane + (ni * 8 * row + ks * 16); });
   }
 
   // C (16 x D) += X (16 x n, f32 C fragments rounded to the dtype) . B (n rows at b0, D).
   void cb(const AccTile& C, const AccTile& X, const SharedTile& tb, Value b0, uint32_t n) {
     const uint32_t row = tb.lay.row_stride();
-    const ir::Type t16 = ir::Type::scalar(c_.dtype);
-    auto pair = [&](uint32_t ni, uint32_t r) {
-      Value lo = ir::cast(X.at(0, 0, ni, r).get(), t16, ir::Rounding::Rn);
-      Value hi = ir::cast(X.at(0, 0, ni, r + 1).get(), t16, ir::Rounding::Rn);
-      return ir::pack2(lo, hi);
-    };
     Value b_lane = b0 + tb.at(lane_ % 16u, (lane_ / 16u) * 8u);
-    for (uint32_t ks = 0; ks < n / 16; ++ks) {
-      std::vector<Value> a = {pair(2 * ks, 0), pair(2 * ks, 2), pair(2 * ks + 1, 0), pair(2 * ks + 1, 2)};
-      for (uint32_t ni = 0; ni < D_ / 8; ni += 2) {
-        std::vector<Value> v = b_.ldmatrix(smem_, b_lane + (ks * 16 * row + ni * 8), 4, true);
-        b_.mma_sync(kind(), C.tile(0, 0, ni), a, {v[0], v[1]});
-        b_.mma_sync(kind(), C.tile(0, 0, ni + 1), a, {v[2], v[3]});
-      }
-    }
+    kernel::mma_ab(b_, kind(), smem_, C, n, D_, [&](uint32_t ks) { return kernel::p_fragment(X, ks, c_.dtype); },
+                   [&](uint32_t ks, uint32_t ni) { return b_lane + (ks * 16 * row + ni * 8); });
   }
 
   // This batch entry's window (detail::BwdWindow: visible, queries_of, keys_of).

@@ -33,6 +33,7 @@
 #include "kaio/ops/kernel/online_softmax.h"
 #include "kaio/ops/kernel/reg_tile.h"
 #include "kaio/ops/kernel/shared_tile.h"
+#include "kaio/ops/kernel/warp_mma.h"
 #include "kaio/ops/kernel/stage_ring.h"
 
 namespace kaio::ops {
@@ -234,15 +235,10 @@ class DecodeKernel {
     const uint32_t row = k_tile_.lay.row_stride();
     Value q_lane = q_lane_;
     Value k_lane = k_tile_.stage(stage) + k_lane_;
-    for (uint32_t ks = 0; ks < g_.D / 16; ++ks) {
-      std::vector<Value> a = b_.ldmatrix(smem_, q_lane + ks * 16, 4, false);
-      for (uint32_t ni = 0; ni < g_.kw / 8; ni += 2) {
-        Value at = swz_ ? k_lane + (ni * 8 * row + (ks / 4) * 64) + kx_[ks % 4] : k_lane + (ni * 8 * row + ks * 16);
-        std::vector<Value> k = b_.ldmatrix(smem_, at, 4, false);
-        b_.mma_sync(kind(), S.tile(0, 0, ni), a, {k[0], k[1]});
-        b_.mma_sync(kind(), S.tile(0, 0, ni + 1), a, {k[2], k[3]});
-      }
-    }
+    kernel::mma_abt(b_, kind(), smem_, S, g_.D, g_.kw, [&](uint32_t ks) { return q_lane + ks * 16; },
+                    [&](uint32_t ni, uint32_t ks) {
+                      return swz_ ? k_lane + (ni * 8 * row + (ks / 4) * 64) + kx_[ks % 4] : k_lane + (ni * 8 * row + ks * 16);
+                    });
   }
 
   // scale, softcap, ALiBi, then -inf outside each row's keys; only the scale where every
@@ -278,15 +274,10 @@ class DecodeKernel {
   void accumulate_pv(const AccTile& S, const AccTile& O, Value stage) {
     const uint32_t row = v_tile_.lay.row_stride();
     Value v_lane = v_tile_.stage(stage) + v_lane_;
-    for (uint32_t ks = 0; ks < g_.kw / 16; ++ks) {
-      std::vector<Value> a = kernel::p_fragment(S, ks, c_.dtype);
-      for (uint32_t ni = 0; ni < g_.D / 8; ni += 2) {
-        Value at = swz_ ? v_lane + (ks * 16 * row + (ni / 8) * 64) + vx_[(ni % 8) / 2] : v_lane + (ks * 16 * row + ni * 8);
-        std::vector<Value> v = b_.ldmatrix(smem_, at, 4, true);
-        b_.mma_sync(kind(), O.tile(0, 0, ni), a, {v[0], v[1]});
-        b_.mma_sync(kind(), O.tile(0, 0, ni + 1), a, {v[2], v[3]});
-      }
-    }
+    kernel::mma_ab(b_, kind(), smem_, O, g_.kw, g_.D, [&](uint32_t ks) { return kernel::p_fragment(S, ks, c_.dtype); },
+                   [&](uint32_t ks, uint32_t ni) {
+                     return swz_ ? v_lane + (ks * 16 * row + (ni / 8) * 64) + vx_[(ni % 8) / 2] : v_lane + (ks * 16 * row + ni * 8);
+                   });
   }
 
   // The warps of a tile merge their (max, sum, O) through shared memory (the ring's, now

@@ -24,6 +24,7 @@
 #include "kaio/ops/kernel/online_softmax.h"
 #include "kaio/ops/kernel/reg_tile.h"
 #include "kaio/ops/kernel/shared_tile.h"
+#include "kaio/ops/kernel/warp_mma.h"
 #include "kaio/ops/kernel/stage_ring.h"
 
 namespace kaio::ops {
@@ -168,14 +169,8 @@ class Fa2Kernel {
     const uint32_t row = q_tile_.lay.row_stride();
     Value q_lane = b_.constant<uint32_t>(q_tile_.base) + q_tile_.at(warp_ * 16u + lane_ % 16u, (lane_ / 16u) * 8u);
     Value k_lane = k_tile_.base + k_tile_.stage(stage) + k_tile_.at((lane_ / 16u) * 8u + lane_ % 8u, ((lane_ / 8u) % 2u) * 8u);
-    for (uint32_t ks = 0; ks < D_ / 16; ++ks) {
-      std::vector<Value> a = b_.ldmatrix(smem_, q_lane + ks * 16, 4, false);
-      for (uint32_t ni = 0; ni < c_.bn / 8; ni += 2) {
-        std::vector<Value> k = b_.ldmatrix(smem_, k_lane + (ni * 8 * row + ks * 16), 4, false);
-        b_.mma_sync(kind(), S.tile(0, 0, ni), a, {k[0], k[1]});
-        b_.mma_sync(kind(), S.tile(0, 0, ni + 1), a, {k[2], k[3]});
-      }
-    }
+    kernel::mma_abt(b_, kind(), smem_, S, D_, c_.bn, [&](uint32_t ks) { return q_lane + ks * 16; },
+                    [&](uint32_t ni, uint32_t ks) { return k_lane + (ni * 8 * row + ks * 16); });
   }
 
   // scale, softcap, ALiBi, then -inf outside each row's key range; only the scale on a
@@ -216,14 +211,8 @@ class Fa2Kernel {
   void accumulate_pv(const AccTile& S, const AccTile& O, Value stage) {
     const uint32_t row = v_tile_.lay.row_stride();
     Value v_lane = v_tile_.base + v_tile_.stage(stage) + v_tile_.at(lane_ % 16u, (lane_ / 16u) * 8u);
-    for (uint32_t ks = 0; ks < c_.bn / 16; ++ks) {
-      std::vector<Value> a = kernel::p_fragment(S, ks, c_.dtype);
-      for (uint32_t ni = 0; ni < D_ / 8; ni += 2) {
-        std::vector<Value> v = b_.ldmatrix(smem_, v_lane + (ks * 16 * row + ni * 8), 4, true);
-        b_.mma_sync(kind(), O.tile(0, 0, ni), a, {v[0], v[1]});
-        b_.mma_sync(kind(), O.tile(0, 0, ni + 1), a, {v[2], v[3]});
-      }
-    }
+    kernel::mma_ab(b_, kind(), smem_, O, c_.bn, D_, [&](uint32_t ks) { return kernel::p_fragment(S, ks, c_.dtype); },
+                   [&](uint32_t ks, uint32_t ni) { return v_lane + (ks * 16 * row + ni * 8); });
   }
 
   // o = O / l and lse = m + log l per row (0 and -inf for a row that saw no key).
