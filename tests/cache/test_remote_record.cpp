@@ -116,7 +116,9 @@ TEST_CASE("redis URLs: host, port, user, password, db; bad ones say why", "[cach
 }
 
 TEST_CASE("the circuit breaker opens after repeated failures and lets one probe through later", "[cache][remote]") {
-  Breaker b({.failures = 3, .open_ms = 100});
+  // Open for 2 s: the checks between a failure and the next wait must not outlast it on a
+  // loaded machine.
+  Breaker b({.failures = 3, .open_ms = 2000});
   CHECK(b.allow());
   CHECK(b.failure());        // begins the outage: the one warning
   CHECK_FALSE(b.failure());  // same outage
@@ -125,12 +127,12 @@ TEST_CASE("the circuit breaker opens after repeated failures and lets one probe 
   CHECK(b.is_open());
   CHECK_FALSE(b.allow());
   CHECK(b.opened_count() == 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
   CHECK(b.allow());        // the probe
   CHECK_FALSE(b.allow());  // only one at a time
   CHECK_FALSE(b.failure());
   CHECK_FALSE(b.allow());  // open again
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
   CHECK(b.allow());
   CHECK(b.success());  // ends the outage
   CHECK(b.allow());

@@ -128,14 +128,16 @@ TEST_CASE("a writer stuck at exit does not hold the process", "[jit][cache][faul
   TempDir dir;
   SECTION("exit without flush: bounded by the exit wait (2 s)") {
     const ChildResult r = run_app(dir.path(), 6, {{"KAIO_CACHE_FAIL_WRITES", "1:HANG"}}, false, 60);
-    REQUIRE_EXIT(r, 0);
-    CHECK(r.seconds < 10);
+    REQUIRE_EXIT(r, 0);  // a held process would be killed at 60 s
+    // Loose: the child's own work (compiles, launches) is slow under a sanitizer on a loaded
+    // machine; what matters is that it ends well before the kill, not how fast.
+    CHECK(r.seconds < 30);
     CHECK_THAT(r.err, Contains("left unfinished"));
   }
   SECTION("flush_cache_writes() gives up when writers stop progressing (10 s), then exit (2 s)") {
     const ChildResult r = run_app(dir.path(), 6, {{"KAIO_CACHE_FAIL_WRITES", "1:HANG"}}, true, 120);
     REQUIRE_EXIT(r, 0);
-    CHECK(r.seconds < 40);
+    CHECK(r.seconds < 80);  // 12 s of waits and the child's work, well before the kill at 120 s
     CHECK_THAT(r.err, Contains("made no progress"));
   }
   const ChildResult v = run_tool(dir.path(), {"verify"});

@@ -173,7 +173,10 @@ TEST_CASE("a writer killed with SIGKILL in a loop: the cache opens, verifies, se
   std::atomic<bool> stop{false};
   std::atomic<int> served{0}, wrong{0}, undecodable{0}, reads{0};
   std::thread reader([&] {
-    for (int i = 0; !stop; i = (i + 1) % kVictims) {
+    // Past the kill loop, it reads on until a record has served it (bounded): on a slow
+    // machine the loop can end before its own first writes landed.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    for (int i = 0; !stop || (served == 0 && std::chrono::steady_clock::now() < give_up); i = (i + 1) % kVictims) {
       jit::CompiledKernel ck = compile_from_disk(dir, numbered_kernel("victim", i));
       if (ck.from_cache()) {
         ++served;
@@ -461,9 +464,16 @@ TEST_CASE("disk hits do not write: last use and hits are batched", "[jit][cache]
     for (int i = 0; i < kKernels; ++i) REQUIRE(compile_from_disk(dir, numbered_kernel("batched", i)).from_cache());
   // 50 hits, no write transaction for them yet (a background flush runs at most every
   // kUsageFlushSeconds; flush_cache_writes() above just reset that clock).
-  CHECK(jit::disk::usage_write_count() == writes);
+  // Where the 50 hits took longer than that (a loaded machine), a background flush may have
+  // run: at most one a period.
+  const uint64_t took_s = (cache::now_unix_us() - t0) / 1000000;
+  const uint64_t flushes = took_s < jit::disk::kUsageFlushSeconds ? 0 : took_s / jit::disk::kUsageFlushSeconds + 1;
+  const uint64_t during = jit::disk::usage_write_count() - writes;
+  INFO("the hits took " << took_s << " s");
+  CHECK(during <= flushes);
   jit::flush_cache_writes();
-  CHECK(jit::disk::usage_write_count() == writes + 1);
+  if (during == 0) CHECK(jit::disk::usage_write_count() == writes + 1);
+  else CHECK(jit::disk::usage_write_count() <= writes + during + 1);  // nothing may be left after a background flush
 
   store->view([&](cache::Txn& t) {
     const cache::Counters c = cache::read_counters(t);

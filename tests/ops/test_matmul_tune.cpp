@@ -277,7 +277,9 @@ TEST_CASE("a process killed in the middle of a tuning: another takes its claim o
   }
   SECTION("seen from another pid namespace, only its deadline frees it") {
     claim->pid_ns = "pid:[1]";  // as a process of another container would have written it
-    claim->deadline_ms = tn::now_ms() + 1500;
+    // Far enough ahead that the child (an ASan build on a loaded machine starts slowly) finds
+    // the claim alive and waits for it.
+    claim->deadline_ms = tn::now_ms() + 8000;
     kaio::cache::Store::open(dir.path())->put("tuning", tn::claim_key(claim->key), tn::encode_claim(*claim));
     auto r = child(dir, {"--fastest", "simt_64x64x8_4x4"});
     CHECK(r["waits"] == "1");

@@ -136,6 +136,10 @@ TEST_CASE("kaio-precompile --push: a build box publishes a manifest, a node comp
   // A node with the remote tier: every kernel of the manifest comes from Redis.
   Env node_env = env;
   node_env["KAIO_REMOTE_CACHE"] = redis.url();
+  // Generous timeouts: a Redis reply delayed past the default (50 ms) on a loaded machine
+  // would be a local compile, which this test counts.
+  node_env["KAIO_REMOTE_CACHE_TIMEOUT_MS"] = "5000";
+  node_env["KAIO_REMOTE_CACHE_CONNECT_TIMEOUT_MS"] = "5000";
   const ChildResult warm = run_child({exe, "-m", manifest, "--arch", "sm_80,sm_90", "--cache-dir", node.str()}, node_env, 300);
   INFO(warm.describe());
   REQUIRE(warm.code == 0);

@@ -71,6 +71,7 @@ TEST_CASE("tune once: 16 threads on 4 keys tune each key once and agree", "[tune
   TempDir dir;
   ScopedEnv cache("KAIO_CACHE_DIR", dir.str());
   ScopedEnv tune("KAIO_TUNE", "on");
+  ScopedEnv budget("KAIO_TUNE_BUDGET_SECONDS", "600");  // fake timers: the wall clock must not skip a candidate
   ScopedEnv wait("KAIO_TUNE_WAIT", std::nullopt);
   auto timing = std::make_shared<Timing>();
   TimerGuard g([timing](const std::string& n, const std::function<void()>&, uint32_t r, const kaio::jit::Stream*) {
@@ -116,6 +117,7 @@ TEST_CASE("tune once: a tuning that throws gives every waiter the fallback", "[t
   TempDir dir;
   ScopedEnv cache("KAIO_CACHE_DIR", dir.str());
   ScopedEnv tune("KAIO_TUNE", "on");
+  ScopedEnv budget("KAIO_TUNE_BUDGET_SECONDS", "600");  // fake timers: the wall clock must not skip a candidate
   ScopedEnv wait("KAIO_TUNE_WAIT", std::nullopt);
   tn::forget_outcomes();
   tn::reset_stats();
@@ -151,6 +153,7 @@ TEST_CASE("tune once: KAIO_TUNE_WAIT=off serves the default while the tuning run
   TempDir dir;
   ScopedEnv cache("KAIO_CACHE_DIR", dir.str());
   ScopedEnv tune("KAIO_TUNE", "on");
+  ScopedEnv budget("KAIO_TUNE_BUDGET_SECONDS", "600");  // fake timers: the wall clock must not skip a candidate
   ScopedEnv wait("KAIO_TUNE_WAIT", "off");
   tn::forget_outcomes();
   tn::reset_stats();
@@ -231,6 +234,7 @@ TEST_CASE("a noisy record is tuned again when the GPU is idle, kept when it is b
   TempDir dir;
   ScopedEnv cache("KAIO_CACHE_DIR", dir.str());
   ScopedEnv tune("KAIO_TUNE", "on");
+  ScopedEnv budget("KAIO_TUNE_BUDGET_SECONDS", "600");  // fake timers: the wall clock must not skip a candidate
   tn::forget_outcomes();
   tn::reset_stats();
   TimerGuard g([](const std::string& n, const std::function<void()>&, uint32_t r, const kaio::jit::Stream*) {
@@ -300,6 +304,7 @@ TEST_CASE("tune once: a live claim is waited for, an overdue one taken over", "[
   TempDir dir;
   ScopedEnv cache("KAIO_CACHE_DIR", dir.str());
   ScopedEnv tune("KAIO_TUNE", "on");
+  ScopedEnv budget("KAIO_TUNE_BUDGET_SECONDS", "600");  // fake timers: the wall clock must not skip a candidate
   ScopedEnv wait("KAIO_TUNE_WAIT", std::nullopt);
   tn::forget_outcomes();
   tn::reset_stats();
@@ -318,7 +323,9 @@ TEST_CASE("tune once: a live claim is waited for, an overdue one taken over", "[
   SECTION("its record appears: taken, no tuning") {
     claim(20000);
     std::thread owner([&] {
-      std::this_thread::sleep_for(100ms);
+      // The record lands once the caller is waiting for it (not after a fixed sleep, which a
+      // loaded machine can outlast before the caller's first look).
+      for (int i = 0; i < 6000 && tn::stats().waits == 0; ++i) std::this_thread::sleep_for(10ms);
       tn::Record r;
       r.key = "claimed";
       r.op = "test";
@@ -339,7 +346,7 @@ TEST_CASE("tune once: a live claim is waited for, an overdue one taken over", "[
     CHECK(tn::stats().waits == 1);
   }
   SECTION("its owner never finishes: taken over after the deadline") {
-    claim(1000);
+    claim(3000);
     const tn::Outcome o = tn::tune_once(job_for("claimed"));
     CHECK(o.source == tn::Outcome::Tuned);
     CHECK(o.waited);
