@@ -92,6 +92,8 @@ void emit_parallel(Emitter& e, const ir::Inst& i) {
       return e.ins("bar.sync " + std::to_string(i.attr.id));
     case Op::BarrierArrive:
       return e.ins("bar.arrive " + std::to_string(i.attr.id) + ", " + std::to_string(i.attr.threads));
+    case Op::BarrierUnaligned:
+      return e.ins("barrier.sync " + std::to_string(i.attr.id) + ", " + std::to_string(i.attr.threads));
     case Op::Fence: {
       static const char* scopes[] = {"membar.cta", "membar.gl", "membar.sys"};
       return e.ins(scopes[static_cast<int>(i.attr.scope)]);

@@ -247,6 +247,10 @@ class KernelBuilder {
   // bar.sync id, threads. It may sit under a warp-role branch (a condition on warp_id()).
   void barrier(uint32_t id, uint32_t threads);
   void barrier_arrive(uint32_t id, uint32_t threads);  // bar.arrive: count this warp, do not wait
+  // As barrier(id, threads), for warps that reach it from different instructions (copies of
+  // it in an unrolled loop, warps at different steps): barrier.sync id, threads, without
+  // .aligned (bar.sync promises that every thread runs the same instruction).
+  void barrier_unaligned(uint32_t id, uint32_t threads);
   // Orders this thread's generic-proxy shared-memory writes before later async-proxy
   // accesses (TMA, wgmma): fence.proxy.async.shared::cta (sm_90).
   void fence_proxy_async();

@@ -83,6 +83,7 @@ void KernelBuilder::named_barrier(Op op, uint32_t id, uint32_t threads) {
 
 void KernelBuilder::barrier(uint32_t id, uint32_t threads) { named_barrier(Op::Barrier, id, threads); }
 void KernelBuilder::barrier_arrive(uint32_t id, uint32_t threads) { named_barrier(Op::BarrierArrive, id, threads); }
+void KernelBuilder::barrier_unaligned(uint32_t id, uint32_t threads) { named_barrier(Op::BarrierUnaligned, id, threads); }
 
 void KernelBuilder::fence_proxy_async() {
   ensure_open("fence_proxy_async");

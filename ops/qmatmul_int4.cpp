@@ -420,7 +420,12 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
   // before every thread has added them: the next strip's barrier comes after that.
   const uint32_t sums_at = ss.ring_words();
   auto strip_end = [&] {
-    if (fold) flush();
+    if (fold) {
+      flush();
+      // The next strip's first step flushes its empty sums at these scales: zeros, so that
+      // a non-finite scale of this strip's last group cannot reach another column (inf * 0).
+      for (uint32_t i = 0; i < 4; ++i) sf[i] = b.constant<float>(0.0f);
+    }
     Value base = sums_at + parity->get() * (warps * BM * kStreamCols);
     for (uint32_t i = 0; i < 2; ++i)
       for (uint32_t h = 0; h < ss.rows; ++h)
@@ -431,8 +436,10 @@ ir::Kernel build_stream(const Int4Config& c, ir::KernelBuilder& b, Int4Signature
           acc[a] = b.constant<float>(0.0f);
         }
     // Each warp arrives from its own trip of the ring (a run's last step falls on any of its
-    // unrolled stages): a named barrier counting the block's threads, not bar.sync 0.
-    b.barrier(1, T);
+    // unrolled stages, so the warps reach different copies of this barrier): a named barrier
+    // counting the block's threads, in its unaligned form (bar.sync, aligned, promises that
+    // every thread runs the same instruction).
+    b.barrier_unaligned(1, T);
     reduce_out(b_n0->get(), BM, base);
     *parity = parity->get() ^ 1u;
     *b_n0 = b_n0->get() + stride;

@@ -102,7 +102,7 @@ struct Compiler {
       case Op::GridDepWait:      // launches run one after another here
       case Op::LaunchDependents:
         return;
-      case Op::Barrier: case Op::BarrierArrive: {
+      case Op::Barrier: case Op::BarrierArrive: case Op::BarrierUnaligned: {
         PInst b = control(Kind::Barrier, i);
         b.a = i.attr.id;
         b.b = i.attr.threads;

@@ -109,6 +109,67 @@ TEST_CASE("core: 128-register accumulator, named barrier, by-value parameter, wa
   }
 }
 
+// barrier_unaligned: 4 warps run `rounds` rounds of a loop unrolled twice; warp w runs w
+// steps before its first round, so warps 0 and 2 reach the barrier in the first copy of the
+// body and warps 1 and 3 in the second. Each round every thread writes its value into a
+// per-round buffer, meets the others at the barrier, then adds the value of the thread
+// 32 places along the block (another warp): out[t] = sum over rounds of x[(t + 32) % 128] * (r + 1).
+ir::Kernel unaligned_barrier_kernel() {
+  ir::KernelBuilder b("unaligned_barrier");
+  auto x = b.param<const float*>("x");
+  auto out = b.param<float*>("out");
+  auto rounds = b.param<uint32_t>("rounds");
+  auto buf = b.shared<float>(2 * 128, 16);
+  auto tid = b.thread_idx_x();
+  auto w = b.warp_id();
+  ir::Var sum = b.var<float>(0.0f);
+  ir::Var r = b.var<uint32_t>(0u);
+  ir::Value xv = x[tid];
+  ir::Value total = rounds + w;  // warp w: w idle steps, then its rounds
+  b.for_(0u, (total + 1u) / 2u, [&](ir::Value pair) {
+    for (uint32_t copy = 0; copy < 2; ++copy) {  // the loop body, unrolled twice
+      ir::Value step = pair * 2u + copy;
+      b.if_(step >= w && step < total, [&] {
+        ir::Value round = r.get();
+        ir::Value slot = (round % 2u) * 128u;
+        buf[slot + tid] = xv * ir::cast<float>(round + 1u);
+        b.barrier_unaligned(1, 128);
+        sum = sum.get() + buf[slot + (tid + 32u) % 128u];
+        r = round + 1u;
+      });
+    }
+  });
+  out[tid] = sum.get();
+  return b.build();
+}
+
+TEST_CASE("core: warps reach an unaligned named barrier from different instructions", "[ir][core]") {
+  ir::Kernel k = unaligned_barrier_kernel();
+  std::vector<float> x(128), out(128, std::numeric_limits<float>::quiet_NaN());
+  std::mt19937 rng(::kaio::test::case_seed());
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (float& v : x) v = u(rng);
+  const uint32_t rounds = 5;
+  ir::interpret(k, {.grid = {1}, .block = {128}}, x, out, rounds);
+  for (uint32_t t = 0; t < 128; ++t) {
+    float ref = 0;
+    for (uint32_t i = 0; i < rounds; ++i) ref = ref + x[(t + 32) % 128] * float(i + 1);
+    INFO("thread " << t);
+    CHECK(out[t] == ref);
+  }
+  // PTX: barrier.sync without .aligned (bar.sync is the aligned form); it assembles.
+  const std::string ptx = codegen::emit_ptx(k, {"sm_90", 9, 0});
+  CHECK_THAT(ptx, Contains("barrier.sync 1, 128;"));
+  CHECK(ptx.find("bar.sync") == std::string::npos);
+  for (const char* arch : {"sm_80", "sm_90"})
+    CHECK(test::link_ptx(codegen::emit_ptx(k, {arch, 9, 0}), arch, k.name()).cubin.size() > 4);
+  // Under a condition on the lane it is a divergent barrier, as the aligned one.
+  ir::KernelBuilder bad("unaligned_lane_cond");
+  bad.if_(bad.lane_id() < 16u, [&] { bad.barrier_unaligned(1, 64); });
+  CHECK(usage_error_of([&] { bad.build(); }).op() == "barrier_unaligned");
+  CHECK(usage_error_of([&] { bad.barrier_unaligned(1, 40); }).op() == "barrier_unaligned");
+}
+
 TEST_CASE("core: the interpreter rejects a by-value argument of the wrong size", "[ir][core]") {
   ir::Kernel k = warp_role_kernel();
   std::array<float, 8> small{};
