@@ -9,6 +9,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -338,8 +339,11 @@ Record tune(const std::string& key, const std::string& op, uint64_t table_hash, 
     const double left = o.budget_seconds - std::chrono::duration<double>(Clock::now() - t_budget).count();
     if (left <= 0 && !r.winner.empty()) {  // at least one candidate is timed, so there is a winner
       // Not a failure: the candidate works, the bucket had no time left to time it.
-      r.candidates[i].status = "budget: the bucket's " + std::to_string(o.budget_seconds).substr(0, 4) + " s ran out";
+      std::ostringstream why;
+      why << "budget: the bucket's " << o.budget_seconds << " s ran out";
+      r.candidates[i].status = why.str();
       counters().over_budget.fetch_add(1, std::memory_order_relaxed);
+      jit::log().debug("tuner: {} leaves {} untimed: {}", key, cands[i].name, why.str());
       continue;
     }
     try {

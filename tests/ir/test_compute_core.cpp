@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -109,6 +110,8 @@ TEST_CASE("core: 128-register accumulator, named barrier, by-value parameter, wa
   }
 }
 
+namespace {
+
 // barrier_unaligned: 4 warps run `rounds` rounds of a loop unrolled twice; warp w runs w
 // steps before its first round, so warps 0 and 2 reach the barrier in the first copy of the
 // body and warps 1 and 3 in the second. Each round every thread writes its value into a
@@ -142,6 +145,8 @@ ir::Kernel unaligned_barrier_kernel() {
   out[tid] = sum.get();
   return b.build();
 }
+
+}  // namespace
 
 TEST_CASE("core: warps reach an unaligned named barrier from different instructions", "[ir][core]") {
   ir::Kernel k = unaligned_barrier_kernel();

@@ -26,8 +26,9 @@ namespace ops = kaio::ops;
 namespace {
 
 struct FakeTimerScope {
-  // The ranking is the fake timer's: the wall-clock budget (which counts the checks, slow in
-  // the interpreter under a sanitizer) must not leave a candidate untimed.
+  // In the interpreter the ranking is the fake timer's: the wall-clock budget (which counts the
+  // checks, slow there under a sanitizer) must not leave a candidate untimed. (On a device
+  // each candidate then takes its max_runs: these shapes are small.)
   ScopedEnv budget{"KAIO_TUNE_BUDGET_SECONDS", "600"};
   FakeTimerScope() {
     if (!kaio::jit::interpret_mode()) return;

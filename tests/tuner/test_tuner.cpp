@@ -176,6 +176,23 @@ TEST_CASE("the budget skips candidates it has no time for, but times one", "[tun
   CHECK(tn::stats().over_budget == 1);
 }
 
+TEST_CASE("KAIO_TUNE_BUDGET_SECONDS sets the default budget; a bad value is the default's 2 s", "[tuner]") {
+  FakeTimer ft;
+  ft.times = {{"x", 1.0}, {"y", 2.0}};
+  TimerGuard g([ft](auto&&... a) mutable { return ft(a...); });
+  auto untimed = [](const char* budget) {
+    ScopedEnv e("KAIO_TUNE_BUDGET_SECONDS", budget);
+    tn::reset_stats();
+    const tn::Record r = tn::tune("k", "test", 1, {ok("x"), ok("y")});  // Options{}: the variable's budget
+    CHECK(r.winner == "x");
+    return tn::stats().over_budget;
+  };
+  CHECK(untimed("1e-9") == 1);  // no time after the first
+  CHECK(untimed("600") == 0);
+  CHECK(untimed("soon") == 0);  // not a number: 2 s, plenty for two fake timings
+  CHECK(untimed("0") == 0);     // not positive: likewise
+}
+
 TEST_CASE("records persist in the cache; another table hash is a miss", "[tuner]") {
   TempDir dir;
   ScopedEnv e("KAIO_CACHE_DIR", dir.str());
