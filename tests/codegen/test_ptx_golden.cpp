@@ -62,6 +62,18 @@ TEST_CASE("ptx: half types use native instructions, else f32 rounded once", "[co
   CHECK(test::has_line(ptx, "fma.rn.bf16 %h3, %h0, %h4, %h1"));
 }
 
+TEST_CASE("ptx: named barriers: aligned, arrive, unaligned", "[codegen][golden]") {
+  ir::KernelBuilder b("named");
+  b.barrier(1, 64);
+  b.barrier_arrive(2, 128);
+  b.barrier_unaligned(3, 96);
+  std::string ptx = codegen::emit_ptx(b.build(), {"sm_80", 8, 0});
+  INFO(ptx);
+  CHECK(test::has_line(ptx, "bar.sync 1, 64"));
+  CHECK(test::has_line(ptx, "bar.arrive 2, 128"));
+  CHECK(test::has_line(ptx, "barrier.sync 3, 96"));  // no .aligned: warps may come from different instructions
+}
+
 TEST_CASE("ptx: shared memory, barriers, fences, warp ops, atomics, vectors", "[codegen][golden]") {
   ir::KernelBuilder b("par");
   auto g = b.param<uint32_t*>("g");

@@ -166,7 +166,7 @@ TEST_CASE("core: warps reach an unaligned named barrier from different instructi
   const std::string ptx = codegen::emit_ptx(k, {"sm_90", 9, 0});
   CHECK_THAT(ptx, Contains("barrier.sync 1, 128;"));
   CHECK(ptx.find("bar.sync") == std::string::npos);
-  for (const char* arch : {"sm_80", "sm_90"})
+  for (const char* arch : {"sm_80", "sm_90", "sm_90a"})
     CHECK(test::link_ptx(codegen::emit_ptx(k, {arch, 9, 0}), arch, k.name()).cubin.size() > 4);
   // Under a condition on the lane it is a divergent barrier, as the aligned one.
   ir::KernelBuilder bad("unaligned_lane_cond");
