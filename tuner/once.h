@@ -95,4 +95,10 @@ uint64_t now_ms();
 bool gpu_idle();
 void set_idle_probe(std::function<bool()> probe);
 
+namespace detail {
+// The positive number of seconds in environment variable `name`; unset: `fallback`; not a
+// positive number: a warning (once) and `fallback` (tuner.cpp: the budget; once.cpp: claims).
+double env_seconds(const char* name, double fallback);
+}  // namespace detail
+
 }  // namespace kaio::tuner

@@ -1,4 +1,5 @@
 #include "kaio/tuner/tuner.h"
+#include "kaio/tuner/once.h"
 
 #include <algorithm>
 #include <atomic>

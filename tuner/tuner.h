@@ -157,9 +157,6 @@ void reset_stats();
 // How many times this process tuned each key (since start or reset_stats()).
 std::vector<std::pair<std::string, uint64_t>> tunings_by_key();
 namespace detail {
-// The positive number of seconds in environment variable `name`; unset: `fallback`; not a
-// positive number: a warning (once) and `fallback`.
-double env_seconds(const char* name, double fallback);
 void count_memory_hit();
 void count_stored_hit();
 void count_untuned();
