@@ -181,7 +181,7 @@ void bench_int4(const jit::Stream& s, bool quick, bool small_only) {
   const bool have_cublas = cublas.load(s.handle());
   std::printf("\nW4A16 int4, group %u with zeros, %s (GB/s = weight bytes / median time per call, 10 calls back to back; copy = cuMemcpyDtoDAsync of the same bytes, timed alike)\n", g_group, ir::scalar_name(g_dtype));
   if (g_persistent)
-    std::printf("%-14s %6s %10s %15s %9s %15s %9s\n", "k x n", "m", "MB", "us (2 rounds)", "of copy", "persistent us", "of copy");
+    std::printf("%-14s %6s %10s %15s %9s %15s %9s\n", "k x n", "m", "MB", "strips us", "of copy", "persistent us", "of copy");
   else
     std::printf("%-14s %6s %10s %10s %10s %9s\n", "k x n", "m", "MB", "us", "GB/s", "of copy");
   std::vector<std::string> large;
@@ -202,7 +202,7 @@ void bench_int4(const jit::Stream& s, bool quick, bool small_only) {
         double t[2][2];
         for (int r = 0; r < 2; ++r)
           for (int p = 0; p < 2; ++p) {
-            ops::detail::set_int4_stream_persistent(p ? int(jit::device_info().sm_count) : -1);
+            ops::detail::set_int4_stream_persistent(p ? int(jit::device_info().sm_count) : 0);
             t[p][r] = timed();
           }
         ops::detail::set_int4_stream_persistent(-1);
@@ -265,7 +265,7 @@ int main(int argc, char** argv) {
       }
     }
     else if (a == "--help" || a == "-h") {
-      std::printf("usage: quant [--quick] [--int8 | --int4] [--small-m] [--group 32|64|128] [--bf16] [--persistent]\n  int8 TOPS, int4 GB/s at m = 1 and 16 beside a device copy, int4 at m = 4096 beside cuBLAS f16\n  --int8 / --int4: that part only\n  --small-m: int4 at m = 1 and 16 only\n  --group: the int4 weights' group size (default 128)\n  --bf16: the int4 rows at m = 1 and 16 in bf16 (f16 otherwise; the large-m rows are f16 only)\n  --persistent: the m = 1 and 16 rows (only) on the call's form and on the persistent one (one block an SM,\n    strips in turn), alternated twice (where the persistent form cannot serve, both are the call's form)\n");
+      std::printf("usage: quant [--quick] [--int8 | --int4] [--small-m] [--group 32|64|128] [--bf16] [--persistent]\n  int8 TOPS, int4 GB/s at m = 1 and 16 beside a device copy, int4 at m = 4096 beside cuBLAS f16\n  --int8 / --int4: that part only\n  --small-m: int4 at m = 1 and 16 only\n  --group: the int4 weights' group size (default 128)\n  --bf16: the int4 rows at m = 1 and 16 in bf16 (f16 otherwise; the large-m rows are f16 only)\n  --persistent: the m = 1 and 16 rows (only) on the grid of strips and on the persistent form (one block an SM,\n    strips in turn), alternated twice (where the persistent form cannot serve, both are the grid of strips)\n");
       return 0;
     } else {
       std::fprintf(stderr, "quant: unknown argument '%s' (--help)\n", argv[i]);

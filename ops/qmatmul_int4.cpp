@@ -35,9 +35,9 @@
 //           thread reads only what it copied); shared memory then adds the warps' sums.
 //           Where registers allow, the MMAs take v - zero unscaled into a group's own f32
 //           sums and the scales are applied to those once a group (exact products; no
-//           pair multiply per weight). A persistent form (Int4Config::persistent, forced
-//           only until measured) runs one block an SM over strips in turn, each thread's
-//           ring running on from a strip into the next.
+//           pair multiply per weight). A persistent form (Int4Config::persistent, by
+//           default at m 9-16 where the strips outnumber the SMs) runs one block an SM
+//           over strips in turn, each thread's ring running on from a strip into the next.
 // QKV: blockIdx.z picks the part (its weights, scales, zeros, bias, output and n).
 #include <algorithm>
 #include <functional>
@@ -675,14 +675,18 @@ thread_local int force_persistent = -1;  // set_int4_stream_persistent
 void set_int4_stream_persistent(int blocks) { force_persistent = blocks; }
 
 uint32_t int4_stream_persistent(uint32_t bm, uint32_t k, uint32_t n_max, uint32_t parts) {
-  if (bm == 0 || force_persistent <= 0 || parts != 1 || k / 32 < kStreamThreads / 32) return 0;
+  if (bm == 0 || force_persistent == 0 || parts != 1 || k / 32 < kStreamThreads / 32) return 0;
+  // By default only at m 9-16 where the strips outnumber the SMs: measured 3-5% ahead of the
+  // grid of strips there (4096 x 11008 and 4096 x 14336, H200, bench/NOTES.md), behind it at
+  // m <= 8 and where the strips fit one wave.
+  if (force_persistent < 0 && !int4_stream_two_per_sm(bm, n_max, parts)) return 0;
   const jit::DeviceInfo& d = jit::device_info();
   Int4Config c{bm};
   c.zeros = true;  // the larger stage
   c.deep = c.persistent = true;
   if (stream_stage(c).bytes() > d.smem_per_block_optin) return 0;
   const uint32_t strips = (n_max + kStreamCols - 1) / kStreamCols;
-  return std::min({strips, d.sm_count, uint32_t(force_persistent)});
+  return std::min({strips, d.sm_count, force_persistent < 0 ? d.sm_count : uint32_t(force_persistent)});
 }
 
 bool int4_exact_products(uint32_t m, uint32_t k, uint32_t n_max, uint32_t parts) {

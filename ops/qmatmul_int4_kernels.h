@@ -86,10 +86,11 @@ bool int4_stream_deep(uint32_t bm, uint32_t n_max, uint32_t parts);
 // Tests: -1 the choice above, 0 never the deep ring, 1 always where it fits. Per thread.
 void set_int4_stream_deep(int deep);
 // The persistent form (Int4Config::persistent): its grid's blocks for a call, or 0 where the
-// call does not take it. Not taken by default (not yet measured ahead of the grid of strips);
-// set_int4_stream_persistent(blocks) forces it, per thread, where it can serve (one part, k of
-// at least 16 steps of 32, the ring and the strips' sums in the device's shared memory) with
-// at most `blocks` blocks (and at most one an SM); 0 or -1: not taken.
+// call does not take it. It can serve one part, k of at least 16 steps of 32, the ring and the
+// strips' sums in the device's shared memory. By default (-1) it takes the m = 16 row count
+// where the strips outnumber the SMs (one block an SM); set_int4_stream_persistent(blocks),
+// per thread: 0 never, blocks > 0 wherever it can serve, with at most `blocks` blocks (and at
+// most one an SM).
 uint32_t int4_stream_persistent(uint32_t bm, uint32_t k, uint32_t n_max, uint32_t parts);
 void set_int4_stream_persistent(int blocks);
 // The calls whose products are exact before the f32 sums (the streaming path where it applies

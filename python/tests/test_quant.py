@@ -196,12 +196,15 @@ def test_quantized_matmuls_on_device() -> None:
     assert torch.equal(kaio.ops.matmul_int8(a, b), torch._int_mm(a, b.t()))
     W = f32(4096, 1024, seed=18)
     q, s, z = kaio.ops.quantize_int4(W, group=128)
-    deq = torch.from_numpy(kaio.ops.dequantize_int4(q, s, z)).cuda()
+    # m <= 16 applies the scales to float32 sums of exact products: the unrounded weights
+    # (round=True, each weight rounded to float16 first, is off by up to 0.03 at this k).
+    deq = torch.from_numpy(kaio.ops.dequantize_int4(q, s, z, round=False)).cuda()
     x = torch.from_numpy(f32(5, 4096, seed=19)).half().cuda()
     y = kaio.ops.matmul_int4(x, torch.from_numpy(q.view(np.int32)).cuda(), torch.from_numpy(s).cuda(),
                              torch.from_numpy(z).cuda())
     ref = x.double() @ deq.double()
-    torch.testing.assert_close(y.double(), ref, rtol=2e-3, atol=2e-3)
+    # the float16 output's rounding (2**-11 relative) and float32 sums
+    torch.testing.assert_close(y.double(), ref, rtol=5e-4, atol=1e-3)
     w, wdeq = q8_0(f32(512, 4096, seed=20))
     xg = torch.from_numpy(f32(1, 4096, seed=21)).cuda()
     yg = kaio.ops.quant_matmul(xg, torch.from_numpy(w).cuda(), "q8_0")

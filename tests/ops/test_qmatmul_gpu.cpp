@@ -321,7 +321,16 @@ struct StreamPersistent {
 };
 
 TEST_CASE("matmul_int4: the persistent streaming form, several strips a block", "[gpu][ops][qmatmul]") {
-  CHECK(ops::detail::int4_stream_persistent(1, 4096, 4096, 1) == 0);  // not taken unless forced
+  {  // by default: m = 16's rows where the strips outnumber the SMs, one block an SM
+    const uint32_t sms = jit::device_info().sm_count, wide = 32 * (sms + 1);
+    CHECK(ops::detail::int4_stream_persistent(16, 4096, wide, 1) == sms);
+    CHECK(ops::detail::int4_stream_persistent(16, 4096, 32 * sms, 1) == 0);  // one wave of strips
+    CHECK(ops::detail::int4_stream_persistent(8, 4096, wide, 1) == 0);
+    CHECK(ops::detail::int4_stream_persistent(1, 4096, wide, 1) == 0);
+    CHECK(ops::detail::int4_stream_persistent(16, 4096, wide, 3) == 0);  // QKV
+    StreamPersistent never(0);
+    CHECK(ops::detail::int4_stream_persistent(16, 4096, wide, 1) == 0);
+  }
   for (int blocks : {2, 3}) {
     INFO("persistent blocks " << blocks);
     StreamPersistent persistent(blocks);
