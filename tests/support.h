@@ -66,6 +66,14 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
+// For tests that rank tuning candidates with fake timers: the tuner's wall-clock budget
+// counts each candidate's check (slow in the interpreter, slower under a sanitizer on a busy
+// machine), and must not leave a candidate untimed there. A budget skip is not a failure
+// (tuner::stats().over_budget), but it changes which candidates a test sees timed.
+struct UnboundedTuneBudget : ScopedEnv {
+  UnboundedTuneBudget() : ScopedEnv("KAIO_TUNE_BUDGET_SECONDS", std::string("600")) {}
+};
+
 // A path next to the running test binary (helpers travel with the build folder).
 inline std::string beside_exe(const std::string& rel) {
   std::error_code ec;

@@ -22,6 +22,7 @@ using namespace kaio;
 using namespace kaio::test::attn_bwd;
 using Catch::Matchers::Contains;
 using kaio::test::ScopedEnv;
+using kaio::test::UnboundedTuneBudget;
 using kaio::test::TempDir;
 using kaio::test::tune::FakeTimer;
 using kaio::test::tune::TimerGuard;
@@ -55,9 +56,7 @@ struct FreshTuning {
   TempDir dir;
   ScopedEnv cache{"KAIO_CACHE_DIR", dir.str()};
   ScopedEnv tune;
-  // The tests' timers are fake: the wall-clock budget (which counts the checks, slow in the
-  // interpreter) must not leave a candidate untimed.
-  ScopedEnv budget{"KAIO_TUNE_BUDGET_SECONDS", "600"};
+  UnboundedTuneBudget budget;  // the tests' timers are fake
   explicit FreshTuning(const char* mode) : tune("KAIO_TUNE", mode) {
     tn::attention_backward_tune_reset();
     tn::reset_stats();

@@ -19,6 +19,7 @@
 #include "../support.h"
 
 using kaio::test::ScopedEnv;
+using kaio::test::UnboundedTuneBudget;
 using kaio::test::TempDir;
 namespace tn = kaio::tuner;
 namespace ops = kaio::ops;
@@ -26,10 +27,9 @@ namespace ops = kaio::ops;
 namespace {
 
 struct FakeTimerScope {
-  // In the interpreter the ranking is the fake timer's: the wall-clock budget (which counts the
-  // checks, slow there under a sanitizer) must not leave a candidate untimed. (On a device
-  // each candidate then takes its max_runs: these shapes are small.)
-  ScopedEnv budget{"KAIO_TUNE_BUDGET_SECONDS", "600"};
+  // In the interpreter the ranking is the fake timer's. (On a device each candidate then takes
+  // its max_runs: these shapes are small.)
+  UnboundedTuneBudget budget;
   FakeTimerScope() {
     if (!kaio::jit::interpret_mode()) return;
     tn::set_timer([](const std::string& name, const std::function<void()>&, uint32_t runs, const kaio::jit::Stream*) {

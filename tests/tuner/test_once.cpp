@@ -22,6 +22,7 @@
 
 using Catch::Matchers::Contains;
 using kaio::test::ScopedEnv;
+using kaio::test::UnboundedTuneBudget;
 using kaio::test::TempDir;
 namespace tn = kaio::tuner;
 using namespace std::chrono_literals;
@@ -71,7 +72,7 @@ TEST_CASE("tune once: 16 threads on 4 keys tune each key once and agree", "[tune
   TempDir dir;
   ScopedEnv cache("KAIO_CACHE_DIR", dir.str());
   ScopedEnv tune("KAIO_TUNE", "on");
-  ScopedEnv budget("KAIO_TUNE_BUDGET_SECONDS", "600");  // fake timers: the wall clock must not skip a candidate
+  UnboundedTuneBudget budget;  // fake timers
   ScopedEnv wait("KAIO_TUNE_WAIT", std::nullopt);
   auto timing = std::make_shared<Timing>();
   TimerGuard g([timing](const std::string& n, const std::function<void()>&, uint32_t r, const kaio::jit::Stream*) {
@@ -117,7 +118,7 @@ TEST_CASE("tune once: a tuning that throws gives every waiter the fallback", "[t
   TempDir dir;
   ScopedEnv cache("KAIO_CACHE_DIR", dir.str());
   ScopedEnv tune("KAIO_TUNE", "on");
-  ScopedEnv budget("KAIO_TUNE_BUDGET_SECONDS", "600");  // fake timers: the wall clock must not skip a candidate
+  UnboundedTuneBudget budget;  // fake timers
   ScopedEnv wait("KAIO_TUNE_WAIT", std::nullopt);
   tn::forget_outcomes();
   tn::reset_stats();
@@ -153,7 +154,7 @@ TEST_CASE("tune once: KAIO_TUNE_WAIT=off serves the default while the tuning run
   TempDir dir;
   ScopedEnv cache("KAIO_CACHE_DIR", dir.str());
   ScopedEnv tune("KAIO_TUNE", "on");
-  ScopedEnv budget("KAIO_TUNE_BUDGET_SECONDS", "600");  // fake timers: the wall clock must not skip a candidate
+  UnboundedTuneBudget budget;  // fake timers
   ScopedEnv wait("KAIO_TUNE_WAIT", "off");
   tn::forget_outcomes();
   tn::reset_stats();
@@ -234,7 +235,7 @@ TEST_CASE("a noisy record is tuned again when the GPU is idle, kept when it is b
   TempDir dir;
   ScopedEnv cache("KAIO_CACHE_DIR", dir.str());
   ScopedEnv tune("KAIO_TUNE", "on");
-  ScopedEnv budget("KAIO_TUNE_BUDGET_SECONDS", "600");  // fake timers: the wall clock must not skip a candidate
+  UnboundedTuneBudget budget;  // fake timers
   tn::forget_outcomes();
   tn::reset_stats();
   TimerGuard g([](const std::string& n, const std::function<void()>&, uint32_t r, const kaio::jit::Stream*) {
@@ -304,7 +305,7 @@ TEST_CASE("tune once: a live claim is waited for, an overdue one taken over", "[
   TempDir dir;
   ScopedEnv cache("KAIO_CACHE_DIR", dir.str());
   ScopedEnv tune("KAIO_TUNE", "on");
-  ScopedEnv budget("KAIO_TUNE_BUDGET_SECONDS", "600");  // fake timers: the wall clock must not skip a candidate
+  UnboundedTuneBudget budget;  // fake timers
   ScopedEnv wait("KAIO_TUNE_WAIT", std::nullopt);
   tn::forget_outcomes();
   tn::reset_stats();
