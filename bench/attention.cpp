@@ -16,7 +16,7 @@
 // --backward: ops::attention_backward instead (bench/attention_backward.h).
 // Usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows]
 //                  [--decode-rows LABEL] [--decode-shape BxLxPAGE]... [--decode-config BNxSTAGESxWARPS]...
-//                  [--sync-each] [--wgmma-only] [--backward]
+//                  [--sync-each] [--wgmma-only] [--persistent] [--backward]
 // --decode-config: the decode table once per tensor-core config (bn keys per chunk, ring
 // stages, warps) instead of the table's rows (ops::detail::set_decode_override); the CSV
 // names each row's config in its kernel column.
@@ -56,6 +56,7 @@ struct Options {
   float softcap = 0.0f;     // --softcap CAP: the forward rows with that cap
   bool alibi = false;       // --alibi: the forward rows with ALiBi slopes (2^(-8 (h + 1) / Hq))
   std::vector<std::string> variants;  // --variant NAME: forward rows also with that tile-table row
+  bool persistent = false;  // --persistent: the Hopper rows also on the kernel's persistent form, alternated twice
 };
 
 double median(std::vector<double> v) {
@@ -90,7 +91,12 @@ struct Dec {
 const char* dname(ir::Scalar s) { return s == ir::Scalar::BF16 ? "bf16" : "f16"; }
 
 template <class T>
-void forward(const Options& o, const Fwd& f, ops::AttentionKernel kernel, FILE* csv, const char* variant = nullptr) {
+void forward(const Options& o, const Fwd& f, ops::AttentionKernel kernel, FILE* csv, const char* variant = nullptr,
+             bool persistent = false) {
+  struct Persistent {  // the wgmma kernel's persistent form for this row only
+    explicit Persistent(bool on) { ops::detail::set_attention_wgmma_persistent(on); }
+    ~Persistent() { ops::detail::set_attention_wgmma_persistent(false); }
+  } form(persistent);
   const ir::Scalar dt = ir::ScalarOf<T>::value;
   const uint64_t n = uint64_t(f.b) * f.s * f.hq * f.d, nkv = uint64_t(f.b) * f.s * f.hkv * f.d;
   DeviceBuffer<T> q(n), k(nkv), v(nkv), out(n);
@@ -107,6 +113,7 @@ void forward(const Options& o, const Fwd& f, ops::AttentionKernel kernel, FILE* 
                     .kernel = kernel, .variant = variant});
   };
   const char* kname = variant                                 ? variant
+                      : persistent                            ? "persist"
                       : kernel == ops::AttentionKernel::Rows  ? "rows"
                       : kernel == ops::AttentionKernel::Wgmma ? "wgmma"
                       : kernel == ops::AttentionKernel::Tuned ? "tuned"
@@ -122,7 +129,7 @@ void forward(const Options& o, const Fwd& f, ops::AttentionKernel kernel, FILE* 
   const double flops = 4.0 * f.b * f.hq * double(f.s) * f.s * f.d * (f.causal ? 0.5 : 1.0);
   std::printf("%-5s %-5s B%-2u H%2u:%-2u S%-6u D%-4u %-7s %10.3f ms %8.1f TFLOP/s\n", kname, dname(dt), f.b, f.hq, f.hkv, f.s, f.d,
               f.causal ? "causal" : "full", ms, flops / ms / 1e9);
-  if (csv && !variant)
+  if (csv && !variant && !persistent)
     std::fprintf(csv, "forward,%s,%s,%u,%u,%u,%u,%u,%d,0,%.6f,%.3f\n", kname, dname(dt), f.b, f.hq, f.hkv, f.s, f.d, f.causal ? 1 : 0,
                  ms, flops / ms / 1e9);
 }
@@ -212,7 +219,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows] [--decode-rows LABEL] [--decode-shape BxLxPAGE]... [--decode-config BNxSTAGESxWARPS]... [--sync-each] [--wgmma-only] [--softcap CAP] [--alibi] [--variant NAME]... [--backward]\n"
+      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows] [--decode-rows LABEL] [--decode-shape BxLxPAGE]... [--decode-config BNxSTAGESxWARPS]... [--sync-each] [--wgmma-only] [--softcap CAP] [--alibi] [--variant NAME]... [--persistent] [--backward]\n"
                 "  forward TFLOP/s and decode us / KV GB/s of ops::attention and ops::attention_decode;\n"
                 "  --csv FILE: rows for bench/attention_torch.py --kaio FILE; --only: cases whose name contains it\n"
                 "  (forward, decode); --splits: the decode key splits (0: chosen from the shape); --decode-kernel:\n"
@@ -223,7 +230,8 @@ int main(int argc, char** argv) {
                 "  --wgmma-only: the forward rows of the Hopper kernel only; --softcap CAP, --alibi: the forward rows with\n"
                 "  that softcap (the backward rows too) and with ALiBi slopes 2^(-8 (h + 1) / Hq); --variant NAME: each forward row of its head\n"
                 "  dim also with that row of the tile table (bf16; e.g. fa3_d128_s3; repeatable; with --backward a row of\n"
-                "  the backward's table, e.g. bwd_fa3_d128_dq2);\n"
+                "  the backward's table, e.g. bwd_fa3_d128_dq2); --persistent: the Hopper kernel's forward rows also on its\n"
+                "  persistent form (one block an SM over query tiles, heads and batches), alternated with the grid twice;\n"
                 "  --backward: ops::attention_backward TFLOP/s (2.5x the forward's FLOPs), deterministic (--only: the rows\n"
                 "  whose label, e.g. \"B4 H16 S4096 D64 causal\", contains it): the default\n"
                 "  path, the mma.sync kernels and the tuner's row for each bucket (its choice and margin printed)");
@@ -247,6 +255,10 @@ int main(int argc, char** argv) {
     }
     if (a == "--sync-each") {
       o.sync_each = true;
+      continue;
+    }
+    if (a == "--persistent") {
+      o.persistent = true;
       continue;
     }
     if (i + 1 >= argc) {
@@ -326,6 +338,15 @@ int main(int argc, char** argv) {
     // Tuned: the tuner's row for the bucket (its first call times the candidates, outside the timing).
     for (ops::AttentionKernel kernel : {ops::AttentionKernel::Wgmma, ops::AttentionKernel::Mma, ops::AttentionKernel::Tuned}) {
       if (o.wgmma_only && kernel != ops::AttentionKernel::Wgmma) continue;
+      if (o.persistent && kernel == ops::AttentionKernel::Wgmma) {  // the grid of tiles and the persistent form, alternated
+        for (int r = 0; r < 2; ++r) {
+          forward<bfloat16>(o, f, kernel, r ? nullptr : csv);
+          forward<bfloat16>(o, f, kernel, nullptr, nullptr, true);
+          forward<half>(o, f, kernel, r ? nullptr : csv);
+          forward<half>(o, f, kernel, nullptr, nullptr, true);
+        }
+        continue;
+      }
       forward<bfloat16>(o, f, kernel, csv);
       forward<half>(o, f, kernel, csv);
     }

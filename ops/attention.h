@@ -162,7 +162,10 @@ struct AttentionWgmmaConfig {
   bool windowed = false;  // a window's left edge (or a right one wider than causal): masks and tile ranges for it
   bool mods = false;      // softcap and ALiBi on the scores (built windowed: the masks of every tile)
   bool varlen = false;    // packed sequences (cu_seqlens): each block reads its sequence's bounds (built windowed)
-  auto fields() const { return std::tie(dtype, head_dim, bm, bn, stages, windowed, mods, varlen); }
+  // One block an SM taking (query tile, head, batch) items in turn, the longest (causal) first;
+  // not with varlen. Not in the tile table: detail::set_attention_wgmma_persistent forces it.
+  bool persistent = false;
+  auto fields() const { return std::tie(dtype, head_dim, bm, bn, stages, windowed, mods, varlen, persistent); }
   std::string str() const;
   uint32_t shared_bytes() const;  // the dynamic shared memory of a block
 };

@@ -49,6 +49,10 @@ namespace detail {
 // For bench/attention's sweep: the tensor-core decode kernel runs with this config's bn,
 // stages and warps instead of its table row's (null: the table's). This thread's calls only.
 void set_decode_override(const AttentionDecodeConfig* c);
+// The wgmma forward kernel's persistent form (AttentionWgmmaConfig::persistent), per thread:
+// on, every call the wgmma kernel takes without varlen runs it (bench/attention --persistent,
+// the tests that force it); off (the default), the grid of query tiles.
+void set_attention_wgmma_persistent(bool on);
 // A TMA map of one attention tensor (q, k, v, o, do; 16-bit): 4-D in the order its strides
 // grow, order 0 (d, s, h, b) or 1 (d, h, s, b), box (64 head elements, `rows` of the
 // sequence), 128-byte swizzled; nullopt (and why, in *why) when TMA cannot describe it.

@@ -96,7 +96,8 @@ Layout layout_of(const AttentionWgmmaConfig& c) {
   l.k_off = l.q_bytes;
   l.v_off = l.k_off + c.stages * l.k_stage;
   l.bar_off = l.v_off + c.stages * l.v_stage;
-  l.total = l.bar_off + (4 * c.stages + 1) * 8;  // full and empty per stage of each ring, then Q's
+  // full and empty per stage of each ring, then Q's (and, persistent, Q's release)
+  l.total = l.bar_off + (4 * c.stages + 1 + (c.persistent ? 1 : 0)) * 8;
   return l;
 }
 
@@ -127,12 +128,17 @@ struct AttentionWgmmaSignature {
   kernel::Param<uint32_t> q_order{"q_order"}, k_order{"k_order"}, v_order{"v_order"};
   kernel::Param<float> scale_log2{"scale_log2"};  // scale * log2(e)
   kernel::Param<float> scale{"scale"}, softcap{"softcap"};  // read by the mods configs
+  // The persistent form: query tiles per head, heads (Hq) and items (tiles_m x Hq x B).
+  kernel::Opt<kernel::Param<uint32_t>> tiles_m{{"tiles_m"}}, heads{{"heads"}}, items{{"items"}};
 
-  explicit AttentionWgmmaSignature(Scalar dtype) { o.elem = dtype; }
+  AttentionWgmmaSignature(Scalar dtype, bool persistent) {
+    o.elem = dtype;
+    tiles_m.on = heads.on = items.on = persistent;
+  }
   auto fields() {
     return std::tie(q_map, k_map, v_map, o, lse, o_bs, o_ss, o_hs, lse_bs, lse_hs, sq, sk, group, flags, window_left,
                     window_right, q_order,
-                    k_order, v_order, scale_log2, alibi, scale, softcap, cu_q, cu_k);
+                    k_order, v_order, scale_log2, alibi, scale, softcap, cu_q, cu_k, tiles_m, heads, items);
   }
 };
 
@@ -174,10 +180,11 @@ class Fa3Kernel {
     Value tid = b_.thread_idx_x();
     warp_ = b_.warp_id();
     lane_ = b_.lane_id();
+    const uint32_t bm = bm_of(c_);
+    if (c_.persistent) return run_persistent(ring_k, ring_v, tid, bm);
     qh_ = b_.block_idx_y();
     batch_ = b_.block_idx_z();
     kvh_ = qh_ / s_.group.ir;
-    const uint32_t bm = bm_of(c_);
     m0_ = (b_.grid_dim_x() - 1u - b_.block_idx_x()) * bm;  // the longest (causal) blocks first
     // This block's sequence: its first q and k token among the packed ones and its lengths.
     qs_ = ks_ = u32c(0);
@@ -194,13 +201,17 @@ class Fa3Kernel {
   }
 
  private:
-  void run(const kernel::MbarrierRing& ring_k, const kernel::MbarrierRing& ring_v, Value tid, uint32_t bm) {
-    // The block's key tiles: from the first row's first key to the last row's last key (the
-    // bounds grow with the row).
+  // The key tiles of the query rows from m0_ (bm of them): from the first row's first key to
+  // the last row's last key (the bounds grow with the row); sets t0_, the first.
+  Value key_tiles(uint32_t bm) {
     Value last = ir::min(m0_ + (bm - 1), sq_ - 1u);
     Value lo = ir::cast<uint32_t>(lo_of(m0_)), hi = ir::cast<uint32_t>(hi_of(last));
     t0_ = c_.windowed ? lo / c_.bn : u32c(0);
-    Value tiles = ir::select(hi > lo, (hi + (c_.bn - 1)) / c_.bn - t0_, u32c(0));
+    return ir::select(hi > lo, (hi + (c_.bn - 1)) / c_.bn - t0_, u32c(0));
+  }
+
+  void run(const kernel::MbarrierRing& ring_k, const kernel::MbarrierRing& ring_v, Value tid, uint32_t bm) {
+    Value tiles = key_tiles(bm);
 
     b_.if_(tid == 0u, [&] {
       b_.mbarrier_init(bars_, q_bar_, 1u);
@@ -222,6 +233,82 @@ class Fa3Kernel {
            },
            [&](Value wg) { consume(ring_k, ring_v, tiles, wg); });
   }
+
+  // The persistent form: items are (query tile, head, batch), the query tiles of one head
+  // next to each other from the last (the longest causal walk first), then the heads (those of
+  // one KV head together), then the batches: the blocks working at the same time read the K
+  // and V of a few heads, which stay in L2 (with the heads outermost, every head's K and V
+  // would stream from DRAM at once: at 128 rows a tile that is ~128 FLOP a byte, all of the
+  // DRAM's bandwidth at the tensor cores' rate). In round r the block takes item
+  // r x gridDim.x + blockIdx.x, in odd rounds counted from the other end (gridDim.x - 1 -
+  // blockIdx.x): causal items shorten along a head's tiles, and the snake evens the blocks'
+  // totals. The producer's rings run on from one item into the next (ring steps count from
+  // the block's first item, step0_), so the next item's K and V tiles load while the
+  // consumers finish this one; Q waits for its release (q_empty_: every consumer warp, once
+  // its last MMA that reads Q is done), then loads under this item's epilogue.
+  void run_persistent(const kernel::MbarrierRing& ring_k, const kernel::MbarrierRing& ring_v, Value tid, uint32_t bm) {
+    qs_ = ks_ = u32c(0);
+    sq_ = s_.sq.ir, sk_ = s_.sk.ir;
+    q_empty_ = q_bar_ + 1;
+    b_.if_(tid == 0u, [&] {
+      b_.mbarrier_init(bars_, q_bar_, 1u);
+      b_.mbarrier_init(bars_, q_empty_, 4 * consumers_of(c_));
+      ring_k.init();
+      ring_v.init();
+    });
+    b_.barrier();
+    Value first = b_.block_idx_x(), grid = b_.grid_dim_x(), items = s_.items.ir, tiles_m = s_.tiles_m.ir;
+    Value rounds = (items + grid - 1u) / grid;
+    // Round r's item of this block (past the last item in the last round only: then none).
+    auto item_of = [&](Value r) { return r * grid + ir::select((r & 1u) != 0u, grid - 1u - first, first); };
+    // Item w: its query tile, head and batch; returns its key tiles.
+    auto item = [&](Value w) {
+      Value hb = w / tiles_m;
+      qh_ = hb % s_.heads.ir;
+      batch_ = hb / s_.heads.ir;
+      tb_ = batch_;
+      kvh_ = qh_ / s_.group.ir;
+      m0_ = (tiles_m - 1u - w % tiles_m) * bm;
+      return key_tiles(bm);
+    };
+    kernel::WarpSpecialized ws(b_, consumers_of(c_));
+    if (reallocates(c_)) ws.producer_regs = producer_regs(c_), ws.consumer_regs = consumer_regs(c_);
+    ws.run(warp_,
+           [&] {
+             b_.if_(tid == 0u, [&] {
+               ir::Var step0 = b_.var<uint32_t>(0u);
+               b_.for_(u32c(0), rounds, [&](Value r) {
+                 Value w = item_of(r);
+                 b_.if_(w < items, [&] {
+                   Value tiles = item(w);
+                   step0_ = step0.get();
+                   b_.if_(r > 0u, [&] { b_.mbarrier_wait(bars_, q_empty_, (r - 1u) & 1u); });  // the last item's Q is read
+                   load_q();
+                   b_.for_(0u, tiles, [&](Value t) {
+                     load_k(ring_k, t);
+                     load_v(ring_v, t);
+                   });
+                   step0 = step0.get() + tiles;
+                 });
+               });
+             });
+           },
+           [&](Value wg) {
+             ir::Var step0 = b_.var<uint32_t>(0u);
+             b_.for_(u32c(0), rounds, [&](Value r) {
+               Value w = item_of(r);
+               b_.if_(w < items, [&] {  // the items a block takes are rounds 0, 1, ...: r counts them
+                 Value tiles = item(w);
+                 step0_ = step0.get();
+                 q_parity_ = r & 1u;
+                 consume(ring_k, ring_v, tiles, wg);
+                 step0 = step0.get() + tiles;
+               });
+             });
+           });
+  }
+  // The ring step of key tile t of this item (the persistent form counts on across items).
+  Value step(Value t) { return c_.persistent ? step0_ + t : t; }
 
   Value i32(Value v) { return ir::cast<int32_t>(v); }
   Value u64(Value v) { return ir::cast<uint64_t>(v); }
@@ -258,7 +345,7 @@ class Fa3Kernel {
   }
   void load_k(const kernel::MbarrierRing& ring_k, Value t) {
     const uint32_t kd = c_.head_dim / kBlock;
-    const kernel::MbarrierRing::Slot sk = ring_k.slot(t);
+    const kernel::MbarrierRing::Slot sk = ring_k.slot(step(t));
     ring_k.acquire(sk);  // both consumers freed it (a fresh ring passes)
     ring_k.expect(sk, L_.k_stage);
     for (uint32_t kb = 0; kb < kd; ++kb)
@@ -267,7 +354,7 @@ class Fa3Kernel {
   }
   void load_v(const kernel::MbarrierRing& ring_v, Value t) {
     const uint32_t kd = c_.head_dim / kBlock, kv = c_.bn / kBlock;
-    const kernel::MbarrierRing::Slot sv = ring_v.slot(t);
+    const kernel::MbarrierRing::Slot sv = ring_v.slot(step(t));
     ring_v.acquire(sv);
     ring_v.expect(sv, L_.v_stage);
     for (uint32_t vb = 0; vb < kv; ++vb)
@@ -399,10 +486,11 @@ class Fa3Kernel {
         P[i] = ir::pack2(ir::cast(e[2 * i], t16, ir::Rounding::Rn), ir::cast(e[2 * i + 1], t16, ir::Rounding::Rn));
     };
 
-    b_.mbarrier_wait(bars_, q_bar_, 0u);
+    if (c_.persistent) b_.mbarrier_wait(bars_, q_bar_, q_parity_);
+    else b_.mbarrier_wait(bars_, q_bar_, 0u);
     b_.if_(tiles > 0u, [&] {
       // Tile 0: its scores alone, then its P.
-      const kernel::MbarrierRing::Slot s0 = ring_k.slot(u32c(0));
+      const kernel::MbarrierRing::Slot s0 = ring_k.slot(step(u32c(0)));
       issue_scores(ring_k, S, s0);
       b_.wgmma_wait_group(0);
       ring_k.release(s0.stage, lane_);
@@ -410,7 +498,7 @@ class Fa3Kernel {
       to_p(softmax(u32c(0), corr));
 
       b_.for_(1u, tiles, [&](Value t) {
-        const kernel::MbarrierRing::Slot sk = ring_k.slot(t), sv = ring_v.slot(t - 1u);
+        const kernel::MbarrierRing::Slot sk = ring_k.slot(step(t)), sv = ring_v.slot(step(t - 1u));
         const PvInputs pv = prepare_pv(ring_v, P, sv);
         std::vector<Value> corr_t, e;
         if (overlap) {
@@ -434,13 +522,16 @@ class Fa3Kernel {
         O.scale_rows(0, corr_t);
         to_p(e);
       });
-      const kernel::MbarrierRing::Slot sl = ring_v.slot(tiles - 1u);
+      const kernel::MbarrierRing::Slot sl = ring_v.slot(step(tiles - 1u));
       const PvInputs pv = prepare_pv(ring_v, P, sl);
       b_.wgmma_fence();
       issue_pv(O, pv);
       b_.wgmma_wait_group(0);
       ring_v.release(sl.stage, lane_);
     });
+    // The persistent form: this warp's MMAs that read Q are done; the producer may load the
+    // next item's Q (under this epilogue).
+    if (c_.persistent) b_.if_(lane_ == 0u, [&] { b_.mbarrier_arrive(bars_, q_empty_); });
 
     // o = O / l and lse = m ln 2 + log l per row (0 and -inf for a row that saw no key).
     for (uint32_t h = 0; h < 2; ++h) {
@@ -511,7 +602,8 @@ class Fa3Kernel {
   const TmaTile tq_, tk_, tv_;
   Value smem_, bars_, warp_, lane_, qh_, batch_, kvh_, m0_, desc_q_, desc_k_, desc_v_, t0_;
   Value qs_, ks_, sq_, sk_, tb_;  // the sequence's first q / k token, its lengths, the maps' batch coordinate
-  uint32_t q_bar_ = 0;
+  Value step0_, q_parity_;        // the persistent form: this item's first ring step, the parity of its Q
+  uint32_t q_bar_ = 0, q_empty_ = 0;
 };
 
 void check_config(const AttentionWgmmaConfig& c) {
@@ -520,11 +612,11 @@ void check_config(const AttentionWgmmaConfig& c) {
   if ((c.head_dim != 64 && c.head_dim != 128 && c.head_dim != 256) || c.bn % kBlock || c.bn > 256 || c.stages < 2 || c.stages > 4 ||
       (c.bm != 128 && !(c.bm == 192 && c.head_dim == 64) && !(c.bm == 64 && c.head_dim == 256)) ||
       (!splits_d(c) && !overlap_fits(c)) ||
-      c.shared_bytes() > jit::device_info_for("sm_90a").smem_per_block_optin)
+      c.shared_bytes() > jit::device_info_for("sm_90a").smem_per_block_optin || (c.persistent && c.varlen))
     throw UsageError("", "attention", "attention_wgmma config " + c.str() +
                                           " is not buildable (head_dim 64, 128 or 256, BM 128 (192 at D 64, 64 at D 256), BN a multiple "
                                           "of 64 up to 256 whose S, P and O fit a consumer's registers (200 of two, 128 of three), 2-4 stages, within an sm_90 "
-                                          "block's shared memory)");
+                                          "block's shared memory; the persistent form without varlen)");
 }
 
 ir::Kernel build_wgmma(const AttentionWgmmaConfig& c) {
@@ -532,8 +624,8 @@ ir::Kernel build_wgmma(const AttentionWgmmaConfig& c) {
   ir::KernelBuilder b(std::string("attention_wgmma_") + ir::scalar_name(c.dtype) + "_d" + std::to_string(c.head_dim) +
                       (consumers_of(c) > 2 ? "_m" + std::to_string(bm_of(c)) : "") + "_n" +
                       std::to_string(c.bn) + "s" + std::to_string(c.stages) + (c.windowed ? "_win" : "") + (c.mods ? "_mods" : "") +
-                      (c.varlen ? "_varlen" : ""));
-  AttentionWgmmaSignature sig(c.dtype);
+                      (c.varlen ? "_varlen" : "") + (c.persistent ? "_persist" : ""));
+  AttentionWgmmaSignature sig(c.dtype, c.persistent);
   kernel::declare(b, sig);
   b.launch_bounds(kernel::WarpSpecialized::threads(consumers_of(c)), 1);
   // .approx division and log in the epilogue: the IEEE forms call a slow-path subroutine,
@@ -583,7 +675,7 @@ std::string AttentionWgmmaConfig::str() const {
   return std::string("attention_wgmma(") + ir::scalar_name(dtype) + ", d" + std::to_string(head_dim) + ", " +
          std::to_string(bm_of(*this)) + "x" +
          std::to_string(bn) + ", " + std::to_string(stages) + " stages" + (mods ? ", softcap and ALiBi" : windowed ? ", windowed" : "") +
-         (varlen ? ", varlen)" : ")");
+         (varlen ? ", varlen" : "") + (persistent ? ", persistent)" : ")");
 }
 
 namespace {
@@ -605,6 +697,12 @@ AttentionWgmmaConfig with_varlen(AttentionWgmmaConfig c) {
   return c;
 }
 }  // namespace
+
+namespace {
+thread_local bool force_persistent = false;  // detail::set_attention_wgmma_persistent
+}  // namespace
+
+void detail::set_attention_wgmma_persistent(bool on) { force_persistent = on; }
 
 AttentionWgmmaConfig attention_wgmma_config(ir::Scalar dtype, const AttentionVariant& v) {
   return {dtype, v.head_dim, v.bm, v.bn, v.stages};
@@ -667,12 +765,13 @@ void attention_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, 
   const bool varlen = opt.cu_seqlens_q || opt.cu_seqlens_k;
   if (varlen) cfg = with_varlen(cfg);
   if (opt.softcap > 0.0f || opt.alibi_slopes) cfg = with_mods(cfg);
+  cfg.persistent = force_persistent && !varlen;
   const uint32_t bm = bm_of(cfg);
   const uint32_t lq = varlen ? opt.total_q : s.seqlen_q, lk = varlen ? opt.total_k : s.seqlen_k, nb = varlen ? 1 : s.batch;
   const detail::AttentionTmaPlan pq = *detail::attention_tma_plan(q, lq, s.heads_q, nb, s.head_dim, bm, nullptr);
   const detail::AttentionTmaPlan pk = *detail::attention_tma_plan(k, lk, s.heads_kv, nb, s.head_dim, cfg.bn, nullptr);
   const detail::AttentionTmaPlan pv = *detail::attention_tma_plan(v, lk, s.heads_kv, nb, s.head_dim, kBlock, nullptr);
-  AttentionWgmmaSignature sig(q.dtype);
+  AttentionWgmmaSignature sig(q.dtype, cfg.persistent);
   sig.q_map.host = jit::encode_tensor_map_tiled(pq.map);
   sig.k_map.host = jit::encode_tensor_map_tiled(pk.map);
   sig.v_map.host = jit::encode_tensor_map_tiled(pv.map);
@@ -696,8 +795,16 @@ void attention_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, 
   sig.scale.host = scale;
   sig.softcap.host = opt.softcap;
   sig.alibi.host = opt.alibi_slopes;
+  const uint32_t tiles_m = (s.seqlen_q + bm - 1) / bm;
+  jit::Dim3 grid{tiles_m, s.heads_q, s.batch};
+  if (cfg.persistent) {  // one block an SM (its shared memory), at most one an item
+    const uint64_t items = uint64_t(tiles_m) * s.heads_q * s.batch;
+    if (items > 0xffffffffu) throw UsageError("", "attention", "q: more than 2^32 query tiles for the persistent form");
+    sig.tiles_m.host = tiles_m, sig.heads.host = s.heads_q, sig.items.host = uint32_t(items);
+    grid = {uint32_t(std::min<uint64_t>(items, jit::device_info().sm_count)), 1, 1};
+  }
   const kernel::PackedArgs args = kernel::pack(sig);
-  attention_wgmma_family().get(cfg).launch_packed({.grid = {(s.seqlen_q + bm - 1) / bm, s.heads_q, s.batch},
+  attention_wgmma_family().get(cfg).launch_packed({.grid = grid,
                                                    .block = {kernel::WarpSpecialized::threads(consumers_of(cfg))},
                                                    .shared_bytes = cfg.shared_bytes(), .stream = stream},
                                                   args.data(), args.size());

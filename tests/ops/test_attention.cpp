@@ -176,6 +176,54 @@ TEMPLATE_TEST_CASE("attention sweep: every length pair, mask, head sharing, head
                                       .kernel = kernel});
 }
 
+namespace {
+// An sm_90a attention kernel assembles without local memory: TMA loads, P V with B MN-major,
+// the f32 wgmma, registers moved where the config says, no spill, no serialised wgmma, and
+// (where cuobjdump is found) HGMMA of S and of P V in the SASS.
+void check_wgmma_attention_kernel(const ir::Kernel& k) {
+  INFO(k.name());
+  CHECK(k.arch_specific());
+  const std::string ptx = codegen::emit_ptx(k, {"sm_90a", 9, 0});
+  CHECK_THAT(ptx, Contains("cp.async.bulk.tensor.4d"));
+  CHECK_THAT(ptx, Contains("setp.ne.b32") && Contains(", 1, 1, 1;"));  // P V: B MN-major (transposing form)
+  CHECK(ptx.find("k16.f32." + std::string(k.name().find("bf16") != std::string::npos ? "bf16.bf16" : "f16.f16") + " {%f") !=
+        std::string::npos);
+  // nvJitLink's cubin: what runs, or for a kernel that moves registers (D 128 at 128 keys:
+  // setmaxnreg, which nvJitLink ignores) the fallback, which must link; that kernel runs as
+  // the driver compiles its PTX, a whole program, checked here with ptxas alike.
+  jit::LinkResult r = test::link_ptx(ptx, "sm_90a", k.name());
+  CHECK(!r.cubin.empty());
+  CHECK(k.reallocates_registers() ==
+        (k.name().find("d128_n128") != std::string::npos || k.name().find("d256_n64s2") != std::string::npos ||
+         k.name().find("d64_n192") != std::string::npos || k.name().find("d64_m192_n128") != std::string::npos));
+  // two consumers: 168 registers a thread, 240 after the move; three: 128, then 160
+  const bool three = k.name().find("_m192_") != std::string::npos;
+  if (k.reallocates_registers())
+    CHECK_THAT(ptx, Contains(three ? ".maxnreg 128" : ".maxnreg 168") &&
+                        Contains(three ? "setmaxnreg.inc.sync.aligned.u32 160;" : "setmaxnreg.inc.sync.aligned.u32 240;"));
+  if (!test::as_loaded(k, ptx, r)) return;
+  const jit::Resources res = jit::parse_resources(r.info_log, three ? 512 : 384);
+  INFO(res.str());
+  CHECK(res.local_bytes == 0);
+  CHECK(res.spill_stores == 0);
+  // ptxas serialises every wgmma (a wait after each) when registers run short or the
+  // kernel calls a subroutine (e.g. IEEE division): its advisory must not appear.
+  CHECK(r.info_log.find("serialized") == std::string::npos);
+  // SASS, where cuobjdump is found: the MMAs are HGMMA (S = Q K^T and O += P V), no spills.
+  const std::string sass = test::sass_of(r.cubin);
+  if (sass.empty()) return;
+  // S = Q K^T at BN keys (m64nBN), O += P V over the head elements a consumer keeps (m64nD,
+  // half of D where the consumers split D 256: the d256_n64s3 configs).
+  std::smatch nm;
+  REQUIRE(std::regex_search(k.name(), nm, std::regex(R"(_d(\d+)(?:_m\d+)?_n(\d+)s(\d))")));
+  const int d = std::stoi(nm[1]), bn = std::stoi(nm[2]);
+  const int o = k.name().find("d256_n64s3") != std::string::npos ? d / 2 : d;
+  CHECK_THAT(sass, Contains("HGMMA.64x" + std::to_string(bn) + "x16.F32") && Contains("HGMMA.64x" + std::to_string(o) + "x16.F32"));
+  CHECK(sass.find("STL") == std::string::npos);
+  CHECK(sass.find("LDL") == std::string::npos);
+}
+}  // namespace
+
 // The wgmma kernel (sm_90a): every declared config assembles for sm_90a without spilling,
 // P V takes A from registers; on an sm_90 device the same odd shapes as above, forced onto it.
 TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory", "[ops][attention][nvjitlink]") {
@@ -185,47 +233,7 @@ TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory
   // registers moved)}
   REQUIRE(f.config_count() == 60);
   for (size_t i = 0; i < f.config_count(); ++i) {
-    const ir::Kernel k = f.declared_kernel(i);
-    INFO(k.name());
-    CHECK(k.arch_specific());
-    const std::string ptx = codegen::emit_ptx(k, {"sm_90a", 9, 0});
-    CHECK_THAT(ptx, Contains("cp.async.bulk.tensor.4d"));
-    CHECK_THAT(ptx, Contains("setp.ne.b32") && Contains(", 1, 1, 1;"));  // P V: B MN-major (transposing form)
-    CHECK(ptx.find("k16.f32." + std::string(k.name().find("bf16") != std::string::npos ? "bf16.bf16" : "f16.f16") + " {%f") !=
-          std::string::npos);
-    // nvJitLink's cubin: what runs, or for a kernel that moves registers (D 128 at 128 keys:
-    // setmaxnreg, which nvJitLink ignores) the fallback, which must link; that kernel runs as
-    // the driver compiles its PTX, a whole program, checked here with ptxas alike.
-    jit::LinkResult r = test::link_ptx(ptx, "sm_90a", k.name());
-    CHECK(!r.cubin.empty());
-    CHECK(k.reallocates_registers() ==
-          (k.name().find("d128_n128") != std::string::npos || k.name().find("d256_n64s2") != std::string::npos ||
-           k.name().find("d64_n192") != std::string::npos || k.name().find("d64_m192_n128") != std::string::npos));
-    // two consumers: 168 registers a thread, 240 after the move; three: 128, then 160
-    const bool three = k.name().find("_m192_") != std::string::npos;
-    if (k.reallocates_registers())
-      CHECK_THAT(ptx, Contains(three ? ".maxnreg 128" : ".maxnreg 168") &&
-                          Contains(three ? "setmaxnreg.inc.sync.aligned.u32 160;" : "setmaxnreg.inc.sync.aligned.u32 240;"));
-    if (!test::as_loaded(k, ptx, r)) continue;
-    const jit::Resources res = jit::parse_resources(r.info_log, three ? 512 : 384);
-    INFO(res.str());
-    CHECK(res.local_bytes == 0);
-    CHECK(res.spill_stores == 0);
-    // ptxas serialises every wgmma (a wait after each) when registers run short or the
-    // kernel calls a subroutine (e.g. IEEE division): its advisory must not appear.
-    CHECK(r.info_log.find("serialized") == std::string::npos);
-    // SASS, where cuobjdump is found: the MMAs are HGMMA (S = Q K^T and O += P V), no spills.
-    const std::string sass = test::sass_of(r.cubin);
-    if (sass.empty()) continue;
-    // S = Q K^T at BN keys (m64nBN), O += P V over the head elements a consumer keeps (m64nD,
-    // half of D where the consumers split D 256: the d256_n64s3 configs).
-    std::smatch nm;
-    REQUIRE(std::regex_search(k.name(), nm, std::regex(R"(_d(\d+)(?:_m\d+)?_n(\d+)s(\d))")));
-    const int d = std::stoi(nm[1]), bn = std::stoi(nm[2]);
-    const int o = k.name().find("d256_n64s3") != std::string::npos ? d / 2 : d;
-    CHECK_THAT(sass, Contains("HGMMA.64x" + std::to_string(bn) + "x16.F32") && Contains("HGMMA.64x" + std::to_string(o) + "x16.F32"));
-    CHECK(sass.find("STL") == std::string::npos);
-    CHECK(sass.find("LDL") == std::string::npos);
+    check_wgmma_attention_kernel(f.declared_kernel(i));
   }
   if (test::cuobjdump_path().empty()) WARN("cuobjdump not found (set KAIO_CUOBJDUMP): the SASS (HGMMA) is not checked");
   CHECK(f.config_names()[0] == "attention_wgmma(f16, d64, 192x128, 2 stages)");
@@ -235,6 +243,26 @@ TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory
   CHECK(kaio::ops::attention_pick(256, 128, 8, 132, kaio::ops::AttentionEngine::Wgmma)->bm == 64);  // D split: more blocks
   CHECK(f.config_names()[4] == "attention_wgmma(f16, d256, 64x64, 3 stages)");
   CHECK(kaio::ops::attention_pick(96, 4096, 64, 132, kaio::ops::AttentionEngine::Wgmma) == nullptr);  // the mma kernel
+}
+
+// The persistent form (AttentionWgmmaConfig::persistent: one block an SM taking query tiles,
+// heads and batches in turn) is not in the tile table: every plain, windowed and softcap /
+// ALiBi config assembles in it as well; varlen does not take it.
+TEST_CASE("attention: the wgmma kernel's persistent form assembles for sm_90a without local memory", "[ops][attention][nvjitlink]") {
+  const auto& f = kaio::ops::attention_wgmma_family();
+  size_t n = 0;
+  for (kaio::ops::AttentionWgmmaConfig c : f.configs()) {
+    c.persistent = true;
+    if (c.varlen) {
+      CHECK_THROWS_AS(f.kernel(c), kaio::UsageError);
+      continue;
+    }
+    const ir::Kernel k = f.kernel(c);
+    CHECK(k.name().ends_with("_persist"));
+    check_wgmma_attention_kernel(k);
+    ++n;
+  }
+  CHECK(n == 36);
 }
 
 namespace {
@@ -333,6 +361,35 @@ TEMPLATE_TEST_CASE("attention: the wgmma kernel at odd lengths, causal and not, 
 
 // Too long for the float64 reference in full: 64 sampled rows against it, every row
 // against the mma kernel on the same inputs (itself checked against float64 above).
+namespace {
+struct PersistentWgmma {
+  PersistentWgmma() { kaio::ops::detail::set_attention_wgmma_persistent(true); }
+  ~PersistentWgmma() { kaio::ops::detail::set_attention_wgmma_persistent(false); }
+};
+}  // namespace
+
+// The persistent form forced: grids of more items (query tiles x heads x batches) than SMs,
+// so that each block takes several in turn, of unequal key walks where causal; items whose
+// rows see no key (a right window with Sq > Sk); windows, softcap and ALiBi; both layouts.
+TEMPLATE_TEST_CASE("attention: the wgmma kernel's persistent form, several items a block", "[gpu][ops][attention][wgmma]",
+                   kaio::half, kaio::bfloat16) {
+  if (!wgmma_device()) return;  // sm_90 only; the interpreter does not model wgmma and TMA
+  using kaio::ops::AttentionKernel;
+  PersistentWgmma persistent;
+  for (uint32_t d : {64u, 128u, 256u}) {
+    for (bool causal : {false, true})
+      run_case<TestType>(Case{.batch = 2, .sq = 1030, .sk = 1030, .hq = 16, .hkv = 4, .d = d, .causal = causal,
+                              .kernel = AttentionKernel::Wgmma});
+    run_case<TestType>(Case{.batch = 4, .sq = 600, .sk = 1100, .hq = 12, .hkv = 3, .d = d, .causal = true, .layout = Layout::Bhsd,
+                            .kernel = AttentionKernel::Wgmma});
+    run_case<TestType>(Case{.batch = 8, .sq = 330, .sk = 130, .hq = 8, .hkv = 8, .d = d, .wl = 0, .wr = 0, .kernel = AttentionKernel::Wgmma});
+    run_case<TestType>(Case{.batch = 6, .sq = 300, .sk = 520, .hq = 8, .hkv = 2, .d = d, .wl = 100, .wr = 20, .softcap = 5.0f,
+                            .alibi = true, .kernel = AttentionKernel::Wgmma});
+    for (uint32_t sq : {1u, 7u, 65u})  // fewer items than SMs: a block each
+      run_case<TestType>(Case{.sq = sq, .sk = sq + 64, .hq = 8, .hkv = 2, .d = d, .causal = true, .kernel = AttentionKernel::Wgmma});
+  }
+}
+
 TEST_CASE("attention: the wgmma kernel at B4 H16 S4096 D128", "[gpu][ops][attention][wgmma][large]") {
   if (!wgmma_device()) return;
   using T = kaio::bfloat16;
