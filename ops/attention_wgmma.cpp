@@ -210,18 +210,30 @@ class Fa3Kernel {
     return ir::select(hi > lo, (hi + (c_.bn - 1)) / c_.bn - t0_, u32c(0));
   }
 
-  void run(const kernel::MbarrierRing& ring_k, const kernel::MbarrierRing& ring_v, Value tid, uint32_t bm) {
-    Value tiles = key_tiles(bm);
-
+  // One thread initialises Q's barrier (and, persistent, Q's release: every consumer warp)
+  // and the rings'; then the block meets.
+  void init_barriers(const kernel::MbarrierRing& ring_k, const kernel::MbarrierRing& ring_v, Value tid) {
+    if (c_.persistent) q_empty_ = q_bar_ + 1;
     b_.if_(tid == 0u, [&] {
       b_.mbarrier_init(bars_, q_bar_, 1u);
+      if (c_.persistent) b_.mbarrier_init(bars_, q_empty_, 4 * consumers_of(c_));
       ring_k.init();
       ring_v.init();
     });
     b_.barrier();
+  }
+  // The producer and consumer warpgroups, with the producer's registers moved to the
+  // consumers where the config needs them.
+  kernel::WarpSpecialized warp_specialized() const {
     kernel::WarpSpecialized ws(b_, consumers_of(c_));
     if (reallocates(c_)) ws.producer_regs = producer_regs(c_), ws.consumer_regs = consumer_regs(c_);
-    ws.run(warp_,
+    return ws;
+  }
+
+  void run(const kernel::MbarrierRing& ring_k, const kernel::MbarrierRing& ring_v, Value tid, uint32_t bm) {
+    Value tiles = key_tiles(bm);
+    init_barriers(ring_k, ring_v, tid);
+    warp_specialized().run(warp_,
            [&] {
              b_.if_(tid == 0u, [&] {
                load_q();
@@ -249,14 +261,7 @@ class Fa3Kernel {
   void run_persistent(const kernel::MbarrierRing& ring_k, const kernel::MbarrierRing& ring_v, Value tid, uint32_t bm) {
     qs_ = ks_ = u32c(0);
     sq_ = s_.sq.ir, sk_ = s_.sk.ir;
-    q_empty_ = q_bar_ + 1;
-    b_.if_(tid == 0u, [&] {
-      b_.mbarrier_init(bars_, q_bar_, 1u);
-      b_.mbarrier_init(bars_, q_empty_, 4 * consumers_of(c_));
-      ring_k.init();
-      ring_v.init();
-    });
-    b_.barrier();
+    init_barriers(ring_k, ring_v, tid);
     Value first = b_.block_idx_x(), grid = b_.grid_dim_x(), items = s_.items.ir, tiles_m = s_.tiles_m.ir;
     Value rounds = (items + grid - 1u) / grid;
     // Round r's item of this block (past the last item in the last round only: then none).
@@ -271,9 +276,7 @@ class Fa3Kernel {
       m0_ = (tiles_m - 1u - w % tiles_m) * bm;
       return key_tiles(bm);
     };
-    kernel::WarpSpecialized ws(b_, consumers_of(c_));
-    if (reallocates(c_)) ws.producer_regs = producer_regs(c_), ws.consumer_regs = consumer_regs(c_);
-    ws.run(warp_,
+    warp_specialized().run(warp_,
            [&] {
              b_.if_(tid == 0u, [&] {
                ir::Var step0 = b_.var<uint32_t>(0u);
@@ -636,38 +639,6 @@ ir::Kernel build_wgmma(const AttentionWgmmaConfig& c) {
 }
 
 }  // namespace
-
-std::optional<detail::AttentionTmaPlan> detail::attention_tma_plan(const AttentionTensor& t, uint32_t seqlen, uint32_t heads, uint32_t batch,
-                                      uint32_t head_dim, uint32_t rows, std::string* why) {
-  std::string last;
-  for (uint32_t order = 0; order < 2; ++order) {
-    AttentionTmaPlan p;
-    p.order = order;
-    p.map.dtype = t.dtype;
-    p.map.global_address = t.address;
-    p.map.global_dims = {head_dim, order ? heads : seqlen, order ? seqlen : heads, batch};
-    std::vector<uint64_t> st = {(order ? t.head_stride : t.seq_stride) * kElem, (order ? t.seq_stride : t.head_stride) * kElem,
-                                t.batch_stride * kElem};
-    // A dimension of extent 1 is never stepped: its stride only has to span the ones below.
-    uint64_t below = uint64_t(head_dim) * kElem;
-    for (size_t i = 0; i < 3; ++i) {
-      if (p.map.global_dims[i + 1] == 1) st[i] = std::max(st[i], below);
-      below = st[i] * p.map.global_dims[i + 1];
-    }
-    p.map.global_strides = st;
-    p.map.box_dims = {kBlock, order ? 1u : rows, order ? rows : 1u, 1};
-    p.map.swizzle = jit::TensorMapSwizzle::B128;
-    p.map.l2_promotion = jit::TensorMapL2Promotion::B256;
-    try {
-      jit::validate_tensor_map_tiled(p.map);
-      return p;
-    } catch (const UsageError& e) {
-      last = e.what();
-    }
-  }
-  if (why) *why = "a TMA map cannot describe its strides (" + last + ")";
-  return std::nullopt;
-}
 
 uint32_t AttentionWgmmaConfig::shared_bytes() const { return layout_of(*this).total; }
 
