@@ -35,6 +35,11 @@ AttentionWgmmaConfig attention_wgmma_config(ir::Scalar dtype, const AttentionVar
 // The wgmma kernel's row for a problem (Auto's): the largest block whose grid gives every SM
 // one, the table's first of that size.
 const AttentionVariant* attention_wgmma_row(const AttentionShape& s);
+// Whether a wgmma forward call of `items` (query tiles x heads x batches) runs the persistent
+// form: where the items are more than the SMs (the grid would run in waves, each block with
+// its own prologue and epilogue), never with varlen; detail::set_attention_wgmma_persistent
+// overrides it.
+bool attention_wgmma_persistent(uint64_t items, uint32_t sm_count, bool varlen);
 // The wgmma kernel (ops/attention_wgmma.cpp): why it does not run this problem (empty: it
 // does), and its launch (after the refusal came back empty), with `row` of the tile table
 // (null: the head dim's first wgmma row).
@@ -50,9 +55,16 @@ namespace detail {
 // stages and warps instead of its table row's (null: the table's). This thread's calls only.
 void set_decode_override(const AttentionDecodeConfig* c);
 // The wgmma forward kernel's persistent form (AttentionWgmmaConfig::persistent), per thread:
-// on, every call the wgmma kernel takes without varlen runs it (bench/attention --persistent,
-// the tests that force it); off (the default), the grid of query tiles.
-void set_attention_wgmma_persistent(bool on);
+// -1 (the default) the policy of attention_wgmma_persistent; 0 never (the grid of query
+// tiles); 1 every call the wgmma kernel takes without varlen (bench/attention --persistent,
+// the tests that force either form).
+void set_attention_wgmma_persistent(int mode);
+// The persistent form's items come in groups of this many (head, batch) pairs, the longest
+// query tiles of the group's heads first: one pair where every walk is as long (not causal,
+// no window); else four blocks' worth of items, with the group's K and V (kv_bytes a pair) in
+// half the L2.
+uint32_t attention_item_group(uint32_t tiles_m, uint64_t pairs, uint32_t blocks, uint64_t kv_bytes, uint64_t l2_bytes,
+                              bool uneven);
 // A TMA map of one attention tensor (q, k, v, o, do; 16-bit): 4-D in the order its strides
 // grow, order 0 (d, s, h, b) or 1 (d, h, s, b), box (64 head elements, `rows` of the
 // sequence), 128-byte swizzled; nullopt (and why, in *why) when TMA cannot describe it.

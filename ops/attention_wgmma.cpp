@@ -35,8 +35,10 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kaio/ir/builder.h"
@@ -96,8 +98,9 @@ Layout layout_of(const AttentionWgmmaConfig& c) {
   l.k_off = l.q_bytes;
   l.v_off = l.k_off + c.stages * l.k_stage;
   l.bar_off = l.v_off + c.stages * l.v_stage;
-  // full and empty per stage of each ring, then Q's (and, persistent, Q's release)
-  l.total = l.bar_off + (4 * c.stages + 1 + (c.persistent ? 1 : 0)) * 8;
+  // full and empty per stage of each ring, then Q's (and, persistent, Q's release and the
+  // slot through which the producer hands the consumers their next item)
+  l.total = l.bar_off + (4 * c.stages + 1 + (c.persistent ? 2 : 0)) * 8;
   return l;
 }
 
@@ -128,17 +131,20 @@ struct AttentionWgmmaSignature {
   kernel::Param<uint32_t> q_order{"q_order"}, k_order{"k_order"}, v_order{"v_order"};
   kernel::Param<float> scale_log2{"scale_log2"};  // scale * log2(e)
   kernel::Param<float> scale{"scale"}, softcap{"softcap"};  // read by the mods configs
-  // The persistent form: query tiles per head, heads (Hq) and items (tiles_m x Hq x B).
+  // The persistent form: query tiles per head, heads (Hq) and items (tiles_m x Hq x B), and
+  // the counter the blocks take their items from (0 between calls: the last taker resets it).
   kernel::Opt<kernel::Param<uint32_t>> tiles_m{{"tiles_m"}}, heads{{"heads"}}, items{{"items"}};
+  kernel::Opt<kernel::Param<uint32_t>> group_heads{{"group_heads"}};  // (head, batch) pairs of an item group
+  kernel::Opt<kernel::Ptr> counter{{"counter", Scalar::U32}};
 
   AttentionWgmmaSignature(Scalar dtype, bool persistent) {
     o.elem = dtype;
-    tiles_m.on = heads.on = items.on = persistent;
+    tiles_m.on = heads.on = items.on = group_heads.on = counter.on = persistent;
   }
   auto fields() {
     return std::tie(q_map, k_map, v_map, o, lse, o_bs, o_ss, o_hs, lse_bs, lse_hs, sq, sk, group, flags, window_left,
                     window_right, q_order,
-                    k_order, v_order, scale_log2, alibi, scale, softcap, cu_q, cu_k, tiles_m, heads, items);
+                    k_order, v_order, scale_log2, alibi, scale, softcap, cu_q, cu_k, tiles_m, heads, items, group_heads, counter);
   }
 };
 
@@ -213,7 +219,7 @@ class Fa3Kernel {
   // One thread initialises Q's barrier (and, persistent, Q's release: every consumer warp)
   // and the rings'; then the block meets.
   void init_barriers(const kernel::MbarrierRing& ring_k, const kernel::MbarrierRing& ring_v, Value tid) {
-    if (c_.persistent) q_empty_ = q_bar_ + 1;
+    if (c_.persistent) q_empty_ = q_bar_ + 1, item_slot_ = q_bar_ + 2;
     b_.if_(tid == 0u, [&] {
       b_.mbarrier_init(bars_, q_bar_, 1u);
       if (c_.persistent) b_.mbarrier_init(bars_, q_empty_, 4 * consumers_of(c_));
@@ -246,67 +252,84 @@ class Fa3Kernel {
            [&](Value wg) { consume(ring_k, ring_v, tiles, wg); });
   }
 
-  // The persistent form: items are (query tile, head, batch), the query tiles of one head
-  // next to each other from the last (the longest causal walk first), then the heads (those of
-  // one KV head together), then the batches: the blocks working at the same time read the K
-  // and V of a few heads, which stay in L2 (with the heads outermost, every head's K and V
-  // would stream from DRAM at once: at 128 rows a tile that is ~128 FLOP a byte, all of the
-  // DRAM's bandwidth at the tensor cores' rate). In round r the block takes item
-  // r x gridDim.x + blockIdx.x, in odd rounds counted from the other end (gridDim.x - 1 -
-  // blockIdx.x): causal items shorten along a head's tiles, and the snake evens the blocks'
-  // totals. The producer's rings run on from one item into the next (ring steps count from
-  // the block's first item, step0_), so the next item's K and V tiles load while the
-  // consumers finish this one; Q waits for its release (q_empty_: every consumer warp, once
-  // its last MMA that reads Q is done), then loads under this item's epilogue.
+  // The persistent form: items are (query tile, head, batch) in groups of group_heads (head,
+  // batch) pairs, the heads of one KV head together; in a group, the longest query tiles of
+  // all its heads first (the last: a causal walk's longest), then the next. Without a causal
+  // or windowed walk a group is one head (its query tiles next to each other); with one,
+  // several (detail::attention_item_group), so that the launch ends on short items: the grid's
+  // order, one head's tiles from the longest, leaves the last heads' longest items to the end
+  // (B4 H8 S2048 D 256 causal, 3.9 items a block: a tail of up to a quarter of a block's
+  // work). A group reads the K and V of a few heads, which stay in L2 (with every head in
+  // flight at once, at 128 rows a tile, ~128 FLOP a byte, the tensor cores' rate would need
+  // all of the DRAM's bandwidth). Block b starts with item b and then takes the next untaken
+  // one from a counter, each to the block that frees first (a static round robin measured up
+  // to 10% slower on causal rows of 128 key tiles). The producer takes the next item once it
+  // has issued this one's loads, two tiles before the consumers end it (the atomic's latency
+  // hidden), and hands it over in a shared slot published by Q's barrier; past the last item
+  // it publishes `items` with a bare arrive, and the consumers leave. The producer's rings
+  // run on from one item into the next (ring steps count from the block's first item,
+  // step0_), so the next item's K and V tiles load while the consumers finish this one; Q
+  // waits for its release (q_empty_: every consumer warp, once its last MMA that reads Q is
+  // done), then loads under this item's epilogue. The counter is 0 at launch: of the `items`
+  // takes of a launch (one per item past the first wave, one failed take per block), the one
+  // that draws items - 1 is the last, and resets it.
   void run_persistent(const kernel::MbarrierRing& ring_k, const kernel::MbarrierRing& ring_v, Value tid, uint32_t bm) {
     qs_ = ks_ = u32c(0);
     sq_ = s_.sq.ir, sk_ = s_.sk.ir;
     init_barriers(ring_k, ring_v, tid);
-    Value first = b_.block_idx_x(), grid = b_.grid_dim_x(), items = s_.items.ir, tiles_m = s_.tiles_m.ir;
-    Value rounds = (items + grid - 1u) / grid;
-    // Round r's item of this block (past the last item in the last round only: then none).
-    auto item_of = [&](Value r) { return r * grid + ir::select((r & 1u) != 0u, grid - 1u - first, first); };
+    Value grid = b_.grid_dim_x(), items = s_.items.ir, tiles_m = s_.tiles_m.ir;
     // Item w: its query tile, head and batch; returns its key tiles.
+    Value gsize = s_.group_heads.ir, pairs = items / tiles_m;  // (head, batch) pairs: Hq x B
     auto item = [&](Value w) {
-      Value hb = w / tiles_m;
+      Value g = w / (gsize * tiles_m), i = w - g * (gsize * tiles_m);
+      Value here = ir::min(gsize, pairs - g * gsize);  // the last group may be smaller
+      Value rank = i / here, hb = g * gsize + (i - rank * here);
       qh_ = hb % s_.heads.ir;
       batch_ = hb / s_.heads.ir;
       tb_ = batch_;
       kvh_ = qh_ / s_.group.ir;
-      m0_ = (tiles_m - 1u - w % tiles_m) * bm;
+      m0_ = (tiles_m - 1u - rank) * bm;
       return key_tiles(bm);
     };
     warp_specialized().run(warp_,
            [&] {
              b_.if_(tid == 0u, [&] {
-               ir::Var step0 = b_.var<uint32_t>(0u);
-               b_.for_(u32c(0), rounds, [&](Value r) {
-                 Value w = item_of(r);
-                 b_.if_(w < items, [&] {
-                   Value tiles = item(w);
-                   step0_ = step0.get();
-                   b_.if_(r > 0u, [&] { b_.mbarrier_wait(bars_, q_empty_, (r - 1u) & 1u); });  // the last item's Q is read
-                   load_q();
-                   b_.for_(0u, tiles, [&](Value t) {
-                     load_k(ring_k, t);
-                     load_v(ring_v, t);
-                   });
-                   step0 = step0.get() + tiles;
+               ir::Var step0 = b_.var<uint32_t>(0u), r = b_.var<uint32_t>(0u), w = b_.var<uint32_t>(b_.block_idx_x());
+               // Waits until the consumers have read Q and the slot of the last item (none at r 0).
+               auto last_q_read = [&] { b_.if_(r.get() > 0u, [&] { b_.mbarrier_wait(bars_, q_empty_, (r.get() - 1u) & 1u); }); };
+               b_.while_([&] { return w.get() < items; }, [&] {
+                 Value tiles = item(w.get());
+                 step0_ = step0.get();
+                 last_q_read();
+                 bars_[u32c(item_slot_)] = u64(w.get());
+                 load_q();  // its arrive publishes the slot
+                 b_.for_(0u, tiles, [&](Value t) {
+                   load_k(ring_k, t);
+                   load_v(ring_v, t);
                  });
+                 step0 = step0.get() + tiles;
+                 r = r.get() + 1u;
+                 Value take = ir::atomic_add(s_.counter.ir, 0u, 1u);
+                 b_.if_(take == items - 1u, [&] { s_.counter.ir[0u] = 0u; });  // the launch's last take
+                 w = grid + take;
                });
+               last_q_read();
+               bars_[u32c(item_slot_)] = u64(items);
+               b_.mbarrier_arrive(bars_, q_bar_);  // no bytes: the phase completes with the slot
              });
            },
            [&](Value wg) {
-             ir::Var step0 = b_.var<uint32_t>(0u);
-             b_.for_(u32c(0), rounds, [&](Value r) {
-               Value w = item_of(r);
-               b_.if_(w < items, [&] {  // the items a block takes are rounds 0, 1, ...: r counts them
+             ir::Var step0 = b_.var<uint32_t>(0u), r = b_.var<uint32_t>(0u), live = b_.var<uint32_t>(1u);
+             b_.while_([&] { return live.get() != 0u; }, [&] {
+               b_.mbarrier_wait(bars_, q_bar_, r.get() & 1u);  // Q and the slot
+               Value w = ir::cast<uint32_t>(Value(bars_[u32c(item_slot_)]));
+               b_.if_(w < items, [&] {
                  Value tiles = item(w);
                  step0_ = step0.get();
-                 q_parity_ = r & 1u;
                  consume(ring_k, ring_v, tiles, wg);
                  step0 = step0.get() + tiles;
-               });
+                 r = r.get() + 1u;
+               }).else_([&] { live = 0u; });
              });
            });
   }
@@ -489,8 +512,7 @@ class Fa3Kernel {
         P[i] = ir::pack2(ir::cast(e[2 * i], t16, ir::Rounding::Rn), ir::cast(e[2 * i + 1], t16, ir::Rounding::Rn));
     };
 
-    if (c_.persistent) b_.mbarrier_wait(bars_, q_bar_, q_parity_);
-    else b_.mbarrier_wait(bars_, q_bar_, 0u);
+    if (!c_.persistent) b_.mbarrier_wait(bars_, q_bar_, 0u);  // (the persistent form waited for it with its item)
     b_.if_(tiles > 0u, [&] {
       // Tile 0: its scores alone, then its P.
       const kernel::MbarrierRing::Slot s0 = ring_k.slot(step(u32c(0)));
@@ -605,8 +627,8 @@ class Fa3Kernel {
   const TmaTile tq_, tk_, tv_;
   Value smem_, bars_, warp_, lane_, qh_, batch_, kvh_, m0_, desc_q_, desc_k_, desc_v_, t0_;
   Value qs_, ks_, sq_, sk_, tb_;  // the sequence's first q / k token, its lengths, the maps' batch coordinate
-  Value step0_, q_parity_;        // the persistent form: this item's first ring step, the parity of its Q
-  uint32_t q_bar_ = 0, q_empty_ = 0;
+  Value step0_;                   // the persistent form: this item's first ring step
+  uint32_t q_bar_ = 0, q_empty_ = 0, item_slot_ = 0;
 };
 
 void check_config(const AttentionWgmmaConfig& c) {
@@ -670,10 +692,43 @@ AttentionWgmmaConfig with_varlen(AttentionWgmmaConfig c) {
 }  // namespace
 
 namespace {
-thread_local bool force_persistent = false;  // detail::set_attention_wgmma_persistent
+// The persistent form's item counter of a stream (the kernels of a stream run in turn; those
+// of two streams may run at once): zeroed once, reset by each launch's last take. Never
+// freed: a stream's kernels may still run when the application tears down.
+uint64_t item_counter(const jit::Stream* stream) {
+  static std::mutex m;
+  static auto* map = new std::unordered_map<const void*, jit::DeviceBuffer<uint32_t>>;  // reachable: never destroyed
+  const void* key = stream ? stream->handle() : nullptr;
+  std::lock_guard<std::mutex> g(m);
+  auto it = map->find(key);
+  if (it == map->end()) {
+    it = map->emplace(key, jit::DeviceBuffer<uint32_t>(32)).first;  // its own 128 bytes
+    it->second.fill_bytes(0);
+  }
+  return it->second.device_address();
+}
+
+thread_local int persistent_mode = -1;  // detail::set_attention_wgmma_persistent
 }  // namespace
 
-void detail::set_attention_wgmma_persistent(bool on) { force_persistent = on; }
+void detail::set_attention_wgmma_persistent(int mode) { persistent_mode = mode < 0 ? -1 : mode > 0 ? 1 : 0; }
+
+uint32_t detail::attention_item_group(uint32_t tiles_m, uint64_t pairs, uint32_t blocks, uint64_t kv_bytes, uint64_t l2_bytes,
+                                      bool uneven) {
+  if (!uneven || tiles_m == 0) return 1;
+  // Four blocks' worth of items a group: a model of the blocks taking items in turn (each a
+  // cost of its key tiles plus one) finished 9% sooner on average over causal shapes at four
+  // than with one head a group (at one or two: 1.6-5%), with none slower by more than 1%
+  // ("The persistent form's item order" in bench/NOTES.md); at most half the L2 of K and V.
+  uint64_t g = (4ull * blocks + tiles_m - 1) / tiles_m;
+  if (kv_bytes) g = std::min<uint64_t>(g, std::max<uint64_t>(1, l2_bytes / 2 / kv_bytes));
+  return uint32_t(std::clamp<uint64_t>(g, 1, std::max<uint64_t>(pairs, 1)));
+}
+
+bool attention_wgmma_persistent(uint64_t items, uint32_t sm_count, bool varlen) {
+  if (varlen || persistent_mode == 0) return false;
+  return persistent_mode > 0 || items > sm_count;
+}
 
 AttentionWgmmaConfig attention_wgmma_config(ir::Scalar dtype, const AttentionVariant& v) {
   return {dtype, v.head_dim, v.bm, v.bn, v.stages};
@@ -682,15 +737,18 @@ AttentionWgmmaConfig attention_wgmma_config(ir::Scalar dtype, const AttentionVar
 jit::Family<AttentionWgmmaConfig>& attention_wgmma_family() {
   static jit::Family<AttentionWgmmaConfig> f("attention_wgmma", build_wgmma, [] {
     std::vector<AttentionWgmmaConfig> v;
-    // plain, windowed, softcap and ALiBi (windowed too); then varlen, windowed or with mods
-    for (int form = 0; form < 5; ++form)
+    // plain, windowed, softcap and ALiBi (windowed too); then varlen, windowed or with mods;
+    // then the persistent forms of the first three
+    for (int form = 0; form < 8; ++form)
       for (Scalar s : {Scalar::F16, Scalar::BF16})
         for (const AttentionVariant& row : attention_variants())
           if (row.engine == AttentionEngine::Wgmma) {
             AttentionWgmmaConfig c = attention_wgmma_config(s, row);
-            c.windowed = form > 0;
-            if (form >= 3) c = with_varlen(c);
-            if (form == 2 || form == 4) c = with_mods(c);
+            const int f = form < 5 ? form : form - 5;
+            c.windowed = f > 0;
+            if (f >= 3) c = with_varlen(c);
+            if (f == 2 || f == 4) c = with_mods(c);
+            c.persistent = form >= 5;
             v.push_back(c);
           }
     return v;
@@ -736,8 +794,10 @@ void attention_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, 
   const bool varlen = opt.cu_seqlens_q || opt.cu_seqlens_k;
   if (varlen) cfg = with_varlen(cfg);
   if (opt.softcap > 0.0f || opt.alibi_slopes) cfg = with_mods(cfg);
-  cfg.persistent = force_persistent && !varlen;
   const uint32_t bm = bm_of(cfg);
+  const uint32_t tiles_m = (s.seqlen_q + bm - 1) / bm;
+  const uint64_t items = uint64_t(tiles_m) * s.heads_q * s.batch;
+  cfg.persistent = attention_wgmma_persistent(items, jit::device_info().sm_count, varlen);
   const uint32_t lq = varlen ? opt.total_q : s.seqlen_q, lk = varlen ? opt.total_k : s.seqlen_k, nb = varlen ? 1 : s.batch;
   const detail::AttentionTmaPlan pq = *detail::attention_tma_plan(q, lq, s.heads_q, nb, s.head_dim, bm, nullptr);
   const detail::AttentionTmaPlan pk = *detail::attention_tma_plan(k, lk, s.heads_kv, nb, s.head_dim, cfg.bn, nullptr);
@@ -766,13 +826,16 @@ void attention_wgmma_launch(const AttentionTensor& q, const AttentionTensor& k, 
   sig.scale.host = scale;
   sig.softcap.host = opt.softcap;
   sig.alibi.host = opt.alibi_slopes;
-  const uint32_t tiles_m = (s.seqlen_q + bm - 1) / bm;
   jit::Dim3 grid{tiles_m, s.heads_q, s.batch};
   if (cfg.persistent) {  // one block an SM (its shared memory), at most one an item
-    const uint64_t items = uint64_t(tiles_m) * s.heads_q * s.batch;
     if (items > 0xffffffffu) throw UsageError("", "attention", "q: more than 2^32 query tiles for the persistent form");
     sig.tiles_m.host = tiles_m, sig.heads.host = s.heads_q, sig.items.host = uint32_t(items);
+    sig.counter.host = item_counter(stream);
     grid = {uint32_t(std::min<uint64_t>(items, jit::device_info().sm_count)), 1, 1};
+    const bool uneven = opt.causal || opt.window_left >= 0 || opt.window_right >= 0;
+    const uint64_t kv_bytes = 4ull * s.seqlen_k * s.head_dim / (s.heads_q / s.heads_kv);  // K and V, a pair's share
+    sig.group_heads.host = detail::attention_item_group(tiles_m, uint64_t(s.heads_q) * s.batch, grid.x, kv_bytes,
+                                                         jit::device_info().l2_bytes, uneven);
   }
   const kernel::PackedArgs args = kernel::pack(sig);
   attention_wgmma_family().get(cfg).launch_packed({.grid = grid,

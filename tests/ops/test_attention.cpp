@@ -230,9 +230,9 @@ TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory
   jit::FamilyBase& f = kaio::ops::attention_wgmma_family();
   // {plain, windowed, softcap and ALiBi, varlen windowed, varlen with softcap and ALiBi} x {f16, bf16} x head dims
   // {64 (overlapped schedule), 64 at 192 keys (registers moved), 128 (registers moved), 256 (D split), 256 (128 rows,
-  // registers moved)}
-  REQUIRE(f.config_count() == 60);
-  for (size_t i = 0; i < f.config_count(); ++i) {
+  // registers moved)}; then the persistent forms of the first three (the next test)
+  REQUIRE(f.config_count() == 60 + 36);
+  for (size_t i = 0; i < 60; ++i) {
     check_wgmma_attention_kernel(f.declared_kernel(i));
   }
   if (test::cuobjdump_path().empty()) WARN("cuobjdump not found (set KAIO_CUOBJDUMP): the SASS (HGMMA) is not checked");
@@ -246,17 +246,18 @@ TEST_CASE("attention: the wgmma kernels assemble for sm_90a without local memory
 }
 
 // The persistent form (AttentionWgmmaConfig::persistent: one block an SM taking query tiles,
-// heads and batches in turn) is not in the tile table: every plain, windowed and softcap /
-// ALiBi config assembles in it as well; varlen does not take it.
+// heads and batches in turn): the family holds it for every plain, windowed and softcap /
+// ALiBi config, and each assembles; varlen does not take it.
 TEST_CASE("attention: the wgmma kernel's persistent form assembles for sm_90a without local memory", "[ops][attention][nvjitlink]") {
   const auto& f = kaio::ops::attention_wgmma_family();
   size_t n = 0;
   for (kaio::ops::AttentionWgmmaConfig c : f.configs()) {
-    c.persistent = true;
-    if (c.varlen) {
+    if (c.varlen) {  // no persistent form
+      c.persistent = true;
       CHECK_THROWS_AS(f.kernel(c), kaio::UsageError);
       continue;
     }
+    if (!c.persistent) continue;
     const ir::Kernel k = f.kernel(c);
     CHECK(k.name().ends_with("_persist"));
     check_wgmma_attention_kernel(k);
@@ -359,37 +360,137 @@ TEMPLATE_TEST_CASE("attention: the wgmma kernel at odd lengths, causal and not, 
   }
 }
 
-// Too long for the float64 reference in full: 64 sampled rows against it, every row
-// against the mma kernel on the same inputs (itself checked against float64 above).
 namespace {
-struct PersistentWgmma {
-  PersistentWgmma() { kaio::ops::detail::set_attention_wgmma_persistent(true); }
-  ~PersistentWgmma() { kaio::ops::detail::set_attention_wgmma_persistent(false); }
+struct WgmmaForm {  // the wgmma kernel's form forced in this scope: 0 the grid of query tiles, 1 persistent
+  explicit WgmmaForm(int mode) { kaio::ops::detail::set_attention_wgmma_persistent(mode); }
+  ~WgmmaForm() { kaio::ops::detail::set_attention_wgmma_persistent(-1); }
 };
+
+// The grid of query tiles and the persistent form on the same inputs. An item's arithmetic
+// is the same in both (its tile, its key walk, the same instructions in the same order), so
+// they agree to the last bit but for ptxas's choice of fused multiply-adds, which can move
+// an output by one rounding of its 16 bits: that is the bound (and a logsumexp within 1e-5).
+// Each output poisoned first (NaN): a row the persistent form skipped shows. With two_streams,
+// also calls on two streams at once (the item counters are per stream).
+template <class T>
+void grid_and_persistent_agree(const Case& c, bool two_streams = false) {
+  INFO(describe(c) << " " << test::ops::type_name<T>());
+  const uint32_t B = c.batch, D = c.d;
+  auto strides = [&](uint32_t S, uint32_t H) -> std::array<uint64_t, 3> {
+    if (c.layout == Layout::Bhsd) return {uint64_t(H) * S * D, D, uint64_t(S) * D};
+    return {uint64_t(S) * H * D, uint64_t(H) * D, D};
+  };
+  auto [qb, qs, qh] = strides(c.sq, c.hq);
+  auto [kb, ks, kh] = strides(c.sk, c.hkv);
+  const uint64_t n = uint64_t(B) * c.sq * c.hq * D;
+  Tensor<T> q = random_tensor<T>(n, qb, qs, qh), k = random_tensor<T>(uint64_t(B) * c.sk * c.hkv * D, kb, ks, kh),
+            v = random_tensor<T>(uint64_t(B) * c.sk * c.hkv * D, kb, ks, kh);
+  std::vector<float> slopes(c.hq);
+  for (uint32_t h = 0; h < c.hq; ++h) slopes[h] = std::exp2(-8.0f * float(h + 1) / float(c.hq));
+  jit::DeviceBuffer<float> slopes_dev(slopes);
+  const kaio::ops::AttentionShape shape{.batch = B, .seqlen_q = c.sq, .seqlen_k = c.sk, .heads_q = c.hq, .heads_kv = c.hkv, .head_dim = D};
+  std::vector<T> out[2];
+  std::vector<float> lse[2];
+  for (int form = 0; form < 2; ++form) {
+    WgmmaForm forced(form);
+    Tensor<T> o = poisoned_tensor<T>(n, qb, qs, qh);
+    jit::DeviceBuffer<float> l(uint64_t(B) * c.hq * c.sq);
+    l.fill_bytes(0xFF);
+    kaio::ops::attention(q.t, k.t, v.t, o.t, shape,
+                         {.causal = c.causal, .window_left = c.wl, .window_right = c.wr, .softcap = c.softcap,
+                          .alibi_slopes = c.alibi ? slopes_dev.device_address() : 0, .lse = l.device_address(),
+                          .kernel = kaio::ops::AttentionKernel::Wgmma});
+    out[form] = o.dev.to_host();
+    lse[form] = l.to_host();
+  }
+  size_t bad = 0, differ = 0;
+  const double u = test::ops::unit<T>();
+  auto compare = [&](const std::vector<T>& got, const char* what) {
+    for (uint64_t e = 0; e < n; ++e) {
+      const double a = as_double(got[e]), g = as_double(out[0][e]);
+      differ += a != g;
+      if (!(std::fabs(a - g) <= 2 * u * std::fabs(g) + 1e-30) && bad++ < 4) UNSCOPED_INFO("o[" << e << "]: " << what << " " << a << " grid " << g);
+    }
+  };
+  compare(out[1], "persistent");
+  for (size_t e = 0; e < lse[0].size(); ++e) {  // -inf (a row that sees no key) equal too
+    const float a = lse[1][e], g = lse[0][e];
+    if (!(a == g || std::fabs(a - g) <= 1e-5 * (1 + std::fabs(g))) && bad++ < 8) UNSCOPED_INFO("lse[" << e << "]: persistent " << a << " grid " << g);
+  }
+  if (two_streams) {  // each stream has its own item counter: calls on two at once, three each
+    WgmmaForm forced(1);
+    jit::Stream s1, s2;
+    Tensor<T> o1 = poisoned_tensor<T>(n, qb, qs, qh), o2 = poisoned_tensor<T>(n, qb, qs, qh);
+    const kaio::ops::AttentionOptions opt{.causal = c.causal, .window_left = c.wl, .window_right = c.wr,
+                                          .kernel = kaio::ops::AttentionKernel::Wgmma};
+    for (int i = 0; i < 3; ++i) {
+      kaio::ops::attention(q.t, k.t, v.t, o1.t, shape, opt, &s1);
+      kaio::ops::attention(q.t, k.t, v.t, o2.t, shape, opt, &s2);
+    }
+    s1.synchronize();
+    s2.synchronize();
+    compare(o1.dev.to_host(), "stream 1");
+    compare(o2.dev.to_host(), "stream 2");
+  }
+  UNSCOPED_INFO(differ << " outputs not bit for bit the grid's");
+  CHECK(bad == 0);
+}
 }  // namespace
 
 // The persistent form forced: grids of more items (query tiles x heads x batches) than SMs,
 // so that each block takes several in turn, of unequal key walks where causal; items whose
 // rows see no key (a right window with Sq > Sk); windows, softcap and ALiBi; both layouts.
+// Against the grid of tiles on the same inputs (the grid is checked against float64 above),
+// and at small shapes, fewer items than SMs, against float64.
 TEMPLATE_TEST_CASE("attention: the wgmma kernel's persistent form, several items a block", "[gpu][ops][attention][wgmma]",
                    kaio::half, kaio::bfloat16) {
   if (!wgmma_device()) return;  // sm_90 only; the interpreter does not model wgmma and TMA
   using kaio::ops::AttentionKernel;
-  PersistentWgmma persistent;
   for (uint32_t d : {64u, 128u, 256u}) {
     for (bool causal : {false, true})
-      run_case<TestType>(Case{.batch = 2, .sq = 1030, .sk = 1030, .hq = 16, .hkv = 4, .d = d, .causal = causal,
-                              .kernel = AttentionKernel::Wgmma});
-    run_case<TestType>(Case{.batch = 4, .sq = 600, .sk = 1100, .hq = 12, .hkv = 3, .d = d, .causal = true, .layout = Layout::Bhsd,
-                            .kernel = AttentionKernel::Wgmma});
-    run_case<TestType>(Case{.batch = 8, .sq = 330, .sk = 130, .hq = 8, .hkv = 8, .d = d, .wl = 0, .wr = 0, .kernel = AttentionKernel::Wgmma});
-    run_case<TestType>(Case{.batch = 6, .sq = 300, .sk = 520, .hq = 8, .hkv = 2, .d = d, .wl = 100, .wr = 20, .softcap = 5.0f,
-                            .alibi = true, .kernel = AttentionKernel::Wgmma});
+      // causal: 96 (head, batch) pairs in item groups of 59 (D 64: 88) and the rest
+      grid_and_persistent_agree<TestType>(
+          Case{.batch = causal ? 6u : 2u, .sq = 1030, .sk = 1030, .hq = 16, .hkv = 4, .d = d, .causal = causal}, causal);
+    grid_and_persistent_agree<TestType>(
+        Case{.batch = 4, .sq = 600, .sk = 1100, .hq = 12, .hkv = 3, .d = d, .causal = true, .layout = Layout::Bhsd});
+    grid_and_persistent_agree<TestType>(Case{.batch = 8, .sq = 330, .sk = 130, .hq = 8, .hkv = 8, .d = d, .wl = 0, .wr = 0});
+    grid_and_persistent_agree<TestType>(
+        Case{.batch = 6, .sq = 300, .sk = 520, .hq = 8, .hkv = 2, .d = d, .wl = 100, .wr = 20, .softcap = 5.0f, .alibi = true});
+    WgmmaForm persistent(1);
+    // several items a block against float64 (Sq > Sk: rows that see no key)
+    run_case<TestType>(Case{.batch = 40, .sq = 130, .sk = 65, .hq = 4, .hkv = 2, .d = d, .causal = true, .kernel = AttentionKernel::Wgmma});
     for (uint32_t sq : {1u, 7u, 65u})  // fewer items than SMs: a block each
       run_case<TestType>(Case{.sq = sq, .sk = sq + 64, .hq = 8, .hkv = 2, .d = d, .causal = true, .kernel = AttentionKernel::Wgmma});
   }
 }
 
+TEST_CASE("attention: the wgmma kernel's persistent form where the items outnumber the SMs", "[ops][attention]") {
+  using kaio::ops::attention_wgmma_persistent;
+  // the policy: more items than SMs, never varlen
+  CHECK(attention_wgmma_persistent(133, 132, false));
+  CHECK_FALSE(attention_wgmma_persistent(132, 132, false));
+  CHECK_FALSE(attention_wgmma_persistent(1000, 132, true));
+  // forced either way (varlen never)
+  kaio::ops::detail::set_attention_wgmma_persistent(1);
+  CHECK(attention_wgmma_persistent(1, 132, false));
+  CHECK_FALSE(attention_wgmma_persistent(1000, 132, true));
+  kaio::ops::detail::set_attention_wgmma_persistent(0);
+  CHECK_FALSE(attention_wgmma_persistent(1000, 132, false));
+  kaio::ops::detail::set_attention_wgmma_persistent(-1);
+  CHECK(attention_wgmma_persistent(1000, 132, false));
+  // Its items' groups: one (head, batch) pair where every walk is as long; else four blocks'
+  // worth of items, within the pairs and with the group's K and V in half the L2.
+  using kaio::ops::detail::attention_item_group;
+  const uint64_t mb = 1 << 20;
+  CHECK(attention_item_group(16, 32, 132, 2 * mb, 50 * mb, false) == 1);
+  CHECK(attention_item_group(32, 64, 132, mb / 8, 50 * mb, true) == 17);  // ceil(4 x 132 / 32)
+  CHECK(attention_item_group(16, 32, 132, 2 * mb, 50 * mb, true) == 12);  // 33 by the blocks, 12 by the L2
+  CHECK(attention_item_group(128, 2, 132, mb, 50 * mb, true) == 2);       // all the pairs there are
+  CHECK(attention_item_group(128, 32, 132, 64 * mb, 50 * mb, true) == 1);
+}
+
+// Too long for the float64 reference in full: 64 sampled rows against it, every row
+// against the mma kernel on the same inputs (itself checked against float64 above).
 TEST_CASE("attention: the wgmma kernel at B4 H16 S4096 D128", "[gpu][ops][attention][wgmma][large]") {
   if (!wgmma_device()) return;
   using T = kaio::bfloat16;
