@@ -163,7 +163,7 @@ struct AttentionWgmmaConfig {
   bool mods = false;      // softcap and ALiBi on the scores (built windowed: the masks of every tile)
   bool varlen = false;    // packed sequences (cu_seqlens): each block reads its sequence's bounds (built windowed)
   // One block an SM taking (query tile, head, batch) items in turn, the longest (causal) first;
-  // not with varlen. Taken where the items outnumber the SMs (attention_wgmma_persistent).
+  // not with varlen. Taken where it measured faster (attention_wgmma_persistent).
   bool persistent = false;
   auto fields() const { return std::tie(dtype, head_dim, bm, bn, stages, windowed, mods, varlen, persistent); }
   std::string str() const;

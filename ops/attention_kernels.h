@@ -35,11 +35,11 @@ AttentionWgmmaConfig attention_wgmma_config(ir::Scalar dtype, const AttentionVar
 // The wgmma kernel's row for a problem (Auto's): the largest block whose grid gives every SM
 // one, the table's first of that size.
 const AttentionVariant* attention_wgmma_row(const AttentionShape& s);
-// Whether a wgmma forward call of `items` (query tiles x heads x batches) runs the persistent
-// form: where the items are more than the SMs (the grid would run in waves, each block with
-// its own prologue and epilogue), never with varlen; detail::set_attention_wgmma_persistent
-// overrides it.
-bool attention_wgmma_persistent(uint64_t items, uint32_t sm_count, bool varlen);
+// Whether a wgmma forward call of config c with `items` (query tiles x heads x batches) runs
+// the persistent form: causal at head dims up to 128 where the items are more than the SMs
+// (where it measured faster than the grid), never with varlen;
+// detail::set_attention_wgmma_persistent overrides it.
+bool attention_wgmma_persistent(const AttentionWgmmaConfig& c, bool causal, uint64_t items, uint32_t sm_count);
 // The wgmma kernel (ops/attention_wgmma.cpp): why it does not run this problem (empty: it
 // does), and its launch (after the refusal came back empty), with `row` of the tile table
 // (null: the head dim's first wgmma row).

@@ -466,18 +466,24 @@ TEMPLATE_TEST_CASE("attention: the wgmma kernel's persistent form, several items
 
 TEST_CASE("attention: the wgmma kernel's persistent form where the items outnumber the SMs", "[ops][attention]") {
   using kaio::ops::attention_wgmma_persistent;
-  // the policy: more items than SMs, never varlen
-  CHECK(attention_wgmma_persistent(133, 132, false));
-  CHECK_FALSE(attention_wgmma_persistent(132, 132, false));
-  CHECK_FALSE(attention_wgmma_persistent(1000, 132, true));
+  using kaio::ops::AttentionWgmmaConfig;
+  const AttentionWgmmaConfig d64{.head_dim = 64, .bm = 192}, d128{.head_dim = 128}, d256{.head_dim = 256},
+      varlen{.head_dim = 128, .windowed = true, .varlen = true};
+  // the policy: causal at D 64 and 128 with more items than SMs; never varlen
+  CHECK(attention_wgmma_persistent(d64, true, 133, 132));
+  CHECK(attention_wgmma_persistent(d128, true, 133, 132));
+  CHECK_FALSE(attention_wgmma_persistent(d128, true, 132, 132));
+  CHECK_FALSE(attention_wgmma_persistent(d128, false, 1000, 132));
+  CHECK_FALSE(attention_wgmma_persistent(d256, true, 1000, 132));
+  CHECK_FALSE(attention_wgmma_persistent(varlen, true, 1000, 132));
   // forced either way (varlen never)
   kaio::ops::detail::set_attention_wgmma_persistent(1);
-  CHECK(attention_wgmma_persistent(1, 132, false));
-  CHECK_FALSE(attention_wgmma_persistent(1000, 132, true));
+  CHECK(attention_wgmma_persistent(d256, false, 1, 132));
+  CHECK_FALSE(attention_wgmma_persistent(varlen, true, 1000, 132));
   kaio::ops::detail::set_attention_wgmma_persistent(0);
-  CHECK_FALSE(attention_wgmma_persistent(1000, 132, false));
+  CHECK_FALSE(attention_wgmma_persistent(d128, true, 1000, 132));
   kaio::ops::detail::set_attention_wgmma_persistent(-1);
-  CHECK(attention_wgmma_persistent(1000, 132, false));
+  CHECK(attention_wgmma_persistent(d128, true, 1000, 132));
   // Its items' groups: one (head, batch) pair where every walk is as long; else four blocks'
   // worth of items, within the pairs and with the group's K and V in half the L2.
   using kaio::ops::detail::attention_item_group;
