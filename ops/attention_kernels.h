@@ -65,6 +65,9 @@ void set_attention_wgmma_persistent(int mode);
 // half the L2.
 uint32_t attention_item_group(uint32_t tiles_m, uint64_t pairs, uint32_t blocks, uint64_t kv_bytes, uint64_t l2_bytes,
                               bool uneven);
+// The persistent form's item counter of a stream (the kernels of a stream run in turn; those
+// of two streams may run at once): zeroed once, reset by each launch's last take.
+uint64_t attention_item_counter(const jit::Stream* stream);
 // A TMA map of one attention tensor (q, k, v, o, do; 16-bit): 4-D in the order its strides
 // grow, order 0 (d, s, h, b) or 1 (d, h, s, b), box (64 head elements, `rows` of the
 // sequence), 128-byte swizzled; nullopt (and why, in *why) when TMA cannot describe it.

@@ -1,0 +1,55 @@
+// The host side of the Hopper forward's persistent form (ops/attention_wgmma.cpp builds and
+// launches the kernel): when a call takes it, how its items are grouped, and the counter its
+// blocks take items from.
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+
+#include "kaio/jit/buffer.h"
+#include "kaio/ops/attention.h"
+#include "kaio/ops/attention_kernels.h"
+
+namespace kaio::ops {
+
+// Never freed: a stream's kernels may still run when the application tears down.
+uint64_t detail::attention_item_counter(const jit::Stream* stream) {
+  static std::mutex m;
+  static auto* map = new std::unordered_map<const void*, jit::DeviceBuffer<uint32_t>>;  // reachable: never destroyed
+  const void* key = stream ? stream->handle() : nullptr;
+  std::lock_guard<std::mutex> g(m);
+  auto it = map->find(key);
+  if (it == map->end()) {
+    it = map->emplace(key, jit::DeviceBuffer<uint32_t>(32)).first;  // its own 128 bytes
+    it->second.fill_bytes(0);
+  }
+  return it->second.device_address();
+}
+
+namespace {
+thread_local int persistent_mode = -1;  // detail::set_attention_wgmma_persistent
+}  // namespace
+
+void detail::set_attention_wgmma_persistent(int mode) { persistent_mode = mode < 0 ? -1 : mode > 0 ? 1 : 0; }
+
+uint32_t detail::attention_item_group(uint32_t tiles_m, uint64_t pairs, uint32_t blocks, uint64_t kv_bytes, uint64_t l2_bytes,
+                                      bool uneven) {
+  if (!uneven || tiles_m == 0) return 1;
+  // Four blocks' worth of items a group: a model of the blocks taking items in turn (each a
+  // cost of its key tiles plus one) finished 9% sooner on average over causal shapes at four
+  // than with one head a group (at one or two: 1.6-5%), with none slower by more than 1%
+  // ("The persistent Hopper forward measured" in bench/NOTES.md); at most half the L2 of K and V.
+  uint64_t g = (4ull * blocks + tiles_m - 1) / tiles_m;
+  if (kv_bytes) g = std::min<uint64_t>(g, std::max<uint64_t>(1, l2_bytes / 2 / kv_bytes));
+  return uint32_t(std::clamp<uint64_t>(g, 1, std::max<uint64_t>(pairs, 1)));
+}
+
+bool attention_wgmma_persistent(const AttentionWgmmaConfig& c, bool causal, uint64_t items, uint32_t sm_count) {
+  if (c.varlen || persistent_mode == 0) return false;
+  // Measured on the H200 against the grid, alternated in one call (bench/NOTES.md, "The
+  // persistent Hopper forward measured"): causal at D 64 +7%, at D 128 level to +3.5%; not
+  // causal level to 3% slower; D 256 3-11% slower (its 64-key tiles with two stages).
+  return persistent_mode > 0 || (causal && c.head_dim <= 128 && items > sm_count);
+}
+
+}  // namespace kaio::ops
