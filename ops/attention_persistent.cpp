@@ -35,10 +35,12 @@ void detail::set_attention_wgmma_persistent(int mode) { persistent_mode = mode <
 uint32_t detail::attention_item_group(uint32_t tiles_m, uint64_t pairs, uint32_t blocks, uint64_t kv_bytes, uint64_t l2_bytes,
                                       bool uneven) {
   if (!uneven || tiles_m == 0) return 1;
-  // Four blocks' worth of items a group: a model of the blocks taking items in turn (each a
-  // cost of its key tiles plus one) finished 9% sooner on average over causal shapes at four
-  // than with one head a group (at one or two: 1.6-5%), with none slower by more than 1%
-  // ("The persistent Hopper forward measured" in bench/NOTES.md); at most half the L2 of K and V.
+  // Four blocks' worth of items a group, at most half the L2 of K and V: a model of the blocks
+  // taking items in turn (each a cost of its key tiles plus one) finishes 5% sooner on average
+  // over 13 causal shapes with 50 MB of L2 than with one head a group. With the H200's 60 MB
+  // the last group of some shapes is small, and the model and the H200 agree that D 256
+  // causal (groups of 15, 15 and 2 pairs) is 6-7% slower; groups of equal size are the next
+  // experiment ("The persistent Hopper forward measured" in bench/NOTES.md).
   uint64_t g = (4ull * blocks + tiles_m - 1) / tiles_m;
   if (kv_bytes) g = std::min<uint64_t>(g, std::max<uint64_t>(1, l2_bytes / 2 / kv_bytes));
   return uint32_t(std::clamp<uint64_t>(g, 1, std::max<uint64_t>(pairs, 1)));
