@@ -65,6 +65,9 @@ void set_attention_wgmma_persistent(int mode);
 // half the L2.
 uint32_t attention_item_group(uint32_t tiles_m, uint64_t pairs, uint32_t blocks, uint64_t kv_bytes, uint64_t l2_bytes,
                               bool uneven);
+// For bench/attention --equal-groups: attention_item_group makes its groups of equal size
+// (as many as it would, the last at most one pair smaller), this thread's calls only.
+void set_attention_equal_groups(bool on);
 // The persistent form's item counter of a stream (the kernels of a stream run in turn; those
 // of two streams may run at once): zeroed once, reset by each launch's last take.
 uint64_t attention_item_counter(const jit::Stream* stream);

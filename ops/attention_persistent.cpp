@@ -27,10 +27,12 @@ uint64_t detail::attention_item_counter(const jit::Stream* stream) {
 }
 
 namespace {
-thread_local int persistent_mode = -1;  // detail::set_attention_wgmma_persistent
+thread_local int persistent_mode = -1;      // detail::set_attention_wgmma_persistent
+thread_local bool equal_groups = false;     // detail::set_attention_equal_groups
 }  // namespace
 
 void detail::set_attention_wgmma_persistent(int mode) { persistent_mode = mode < 0 ? -1 : mode > 0 ? 1 : 0; }
+void detail::set_attention_equal_groups(bool on) { equal_groups = on; }
 
 uint32_t detail::attention_item_group(uint32_t tiles_m, uint64_t pairs, uint32_t blocks, uint64_t kv_bytes, uint64_t l2_bytes,
                                       bool uneven) {
@@ -43,7 +45,12 @@ uint32_t detail::attention_item_group(uint32_t tiles_m, uint64_t pairs, uint32_t
   // experiment ("The persistent Hopper forward measured" in bench/NOTES.md).
   uint64_t g = (4ull * blocks + tiles_m - 1) / tiles_m;
   if (kv_bytes) g = std::min<uint64_t>(g, std::max<uint64_t>(1, l2_bytes / 2 / kv_bytes));
-  return uint32_t(std::clamp<uint64_t>(g, 1, std::max<uint64_t>(pairs, 1)));
+  g = std::clamp<uint64_t>(g, 1, std::max<uint64_t>(pairs, 1));
+  if (equal_groups) {  // as many groups, of equal size (the last one pair smaller at most)
+    const uint64_t n = (pairs + g - 1) / g;
+    g = (pairs + n - 1) / n;
+  }
+  return uint32_t(g);
 }
 
 bool attention_wgmma_persistent(const AttentionWgmmaConfig& c, bool causal, uint64_t items, uint32_t sm_count) {

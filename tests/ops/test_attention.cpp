@@ -493,6 +493,13 @@ TEST_CASE("attention: the wgmma kernel's persistent form where the items outnumb
   CHECK(attention_item_group(16, 32, 132, 2 * mb, 50 * mb, true) == 12);  // 33 by the blocks, 12 by the L2
   CHECK(attention_item_group(128, 2, 132, mb, 50 * mb, true) == 2);       // all the pairs there are
   CHECK(attention_item_group(128, 32, 132, 64 * mb, 50 * mb, true) == 1);
+  // groups of equal size, forced: 32 pairs by 15 (the H200's L2) as 11, 11 and 10
+  CHECK(attention_item_group(16, 32, 132, 2 * mb, 60 * mb, true) == 15);
+  kaio::ops::detail::set_attention_equal_groups(true);
+  CHECK(attention_item_group(16, 32, 132, 2 * mb, 60 * mb, true) == 11);
+  CHECK(attention_item_group(32, 64, 132, mb / 8, 50 * mb, true) == 16);  // 17 leaves 4 groups: 16 each
+  CHECK(attention_item_group(16, 32, 132, 2 * mb, 60 * mb, false) == 1);
+  kaio::ops::detail::set_attention_equal_groups(false);
 }
 
 // Too long for the float64 reference in full: 64 sampled rows against it, every row
