@@ -29,6 +29,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kaio/kaio.h"
@@ -96,16 +97,7 @@ template <class T>
 // forced for this row; -1 the policy.
 void forward(const Options& o, const Fwd& f, ops::AttentionKernel kernel, FILE* csv, const char* variant = nullptr,
              int form = -1) {
-  struct Persistent {
-    explicit Persistent(int mode) {
-      ops::detail::set_attention_wgmma_persistent(mode < 0 ? -1 : mode > 0 ? 1 : 0);
-      ops::detail::set_attention_equal_groups(mode == 2);
-    }
-    ~Persistent() {
-      ops::detail::set_attention_wgmma_persistent(-1);
-      ops::detail::set_attention_equal_groups(false);
-    }
-  } forced(form);
+  const ops::detail::AttentionWgmmaForm forced(form < 0 ? -1 : form > 0 ? 1 : 0, form == 2);
   const ir::Scalar dt = ir::ScalarOf<T>::value;
   const uint64_t n = uint64_t(f.b) * f.s * f.hq * f.d, nkv = uint64_t(f.b) * f.s * f.hkv * f.d;
   DeviceBuffer<T> q(n), k(nkv), v(nkv), out(n);
@@ -249,32 +241,15 @@ int main(int argc, char** argv) {
                 "  path, the mma.sync kernels and the tuner's row for each bucket (its choice and margin printed)");
       return 0;
     }
-    if (a == "--backward") {
-      o.backward = true;
-      continue;
-    }
-    if (a == "--wgmma-only") {
-      o.wgmma_only = true;
-      continue;
-    }
-    if (a == "--alibi") {
-      o.alibi = true;
-      continue;
-    }
+    const std::pair<const char*, bool*> switches[] = {{"--backward", &o.backward},     {"--wgmma-only", &o.wgmma_only},
+                                                      {"--alibi", &o.alibi},           {"--sync-each", &o.sync_each},
+                                                      {"--persistent", &o.persistent}, {"--equal-groups", &o.equal_groups}};
+    bool is_switch = false;
+    for (const auto& [name, flag] : switches)
+      if (a == name) *flag = is_switch = true;
+    if (is_switch) continue;
     if (a == "--softcap" && i + 1 < argc) {
       o.softcap = std::strtof(argv[++i], nullptr);
-      continue;
-    }
-    if (a == "--sync-each") {
-      o.sync_each = true;
-      continue;
-    }
-    if (a == "--persistent") {
-      o.persistent = true;
-      continue;
-    }
-    if (a == "--equal-groups") {
-      o.equal_groups = true;
       continue;
     }
     if (i + 1 >= argc) {

@@ -68,6 +68,20 @@ uint32_t attention_item_group(uint32_t tiles_m, uint64_t pairs, uint32_t blocks,
 // For bench/attention --equal-groups: attention_item_group makes its groups of equal size
 // (as many as it would, the last at most one pair smaller), this thread's calls only.
 void set_attention_equal_groups(bool on);
+// The two settings above for one scope of this thread (benches and tests that force a form),
+// back to the defaults after it.
+struct AttentionWgmmaForm {
+  explicit AttentionWgmmaForm(int mode, bool equal = false) {
+    set_attention_wgmma_persistent(mode);
+    set_attention_equal_groups(equal);
+  }
+  ~AttentionWgmmaForm() {
+    set_attention_wgmma_persistent(-1);
+    set_attention_equal_groups(false);
+  }
+  AttentionWgmmaForm(const AttentionWgmmaForm&) = delete;
+  AttentionWgmmaForm& operator=(const AttentionWgmmaForm&) = delete;
+};
 // The persistent form's item counter of a stream (the kernels of a stream run in turn; those
 // of two streams may run at once): zeroed once, reset by each launch's last take.
 uint64_t attention_item_counter(const jit::Stream* stream);

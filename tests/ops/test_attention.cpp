@@ -361,10 +361,7 @@ TEMPLATE_TEST_CASE("attention: the wgmma kernel at odd lengths, causal and not, 
 }
 
 namespace {
-struct WgmmaForm {  // the wgmma kernel's form forced in this scope: 0 the grid of query tiles, 1 persistent
-  explicit WgmmaForm(int mode) { kaio::ops::detail::set_attention_wgmma_persistent(mode); }
-  ~WgmmaForm() { kaio::ops::detail::set_attention_wgmma_persistent(-1); }
-};
+using WgmmaForm = kaio::ops::detail::AttentionWgmmaForm;  // 0 the grid of query tiles, 1 persistent
 
 // The grid of query tiles and the persistent form on the same inputs. An item's arithmetic
 // is the same in both (its tile, its key walk, the same instructions in the same order), so
