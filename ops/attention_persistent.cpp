@@ -3,27 +3,18 @@
 // blocks take items from.
 #include <algorithm>
 #include <cstdint>
-#include <mutex>
-#include <unordered_map>
 
 #include "kaio/jit/buffer.h"
 #include "kaio/ops/attention.h"
 #include "kaio/ops/attention_kernels.h"
+#include "kaio/ops/stream_scratch.h"
 
 namespace kaio::ops {
 
-// Never freed: a stream's kernels may still run when the application tears down.
+// Its own 128 bytes a stream (ops/stream_scratch.h): zeroed once, reset by each launch's last take.
 uint64_t detail::attention_item_counter(const jit::Stream* stream) {
-  static std::mutex m;
-  static auto* map = new std::unordered_map<const void*, jit::DeviceBuffer<uint32_t>>;  // reachable: never destroyed
-  const void* key = stream ? stream->handle() : nullptr;
-  std::lock_guard<std::mutex> g(m);
-  auto it = map->find(key);
-  if (it == map->end()) {
-    it = map->emplace(key, jit::DeviceBuffer<uint32_t>(32)).first;  // its own 128 bytes
-    it->second.fill_bytes(0);
-  }
-  return it->second.device_address();
+  static const char owner = 0;
+  return stream_scratch(&owner, stream, 32);
 }
 
 namespace {

@@ -1,12 +1,11 @@
 // The reductions' call paths: argument checks, strategy, scratch, launch.
 #include <memory>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 
 #include "kaio/ir/half.h"
 #include "kaio/ops/access.h"
 #include "kaio/ops/reduction.h"
+#include "kaio/ops/stream_scratch.h"
 
 namespace kaio::ops {
 
@@ -48,18 +47,8 @@ struct Scratch {
 };
 
 Scratch scratch_for(const jit::Stream* stream) {
-  // Never destroyed (launches may still use it at exit); reachable through this static.
-  static std::mutex m;
-  static auto* map = new std::unordered_map<const void*, jit::DeviceBuffer<uint32_t>>;
-  const void* key = stream ? stream->handle() : nullptr;
-  std::lock_guard<std::mutex> g(m);
-  auto it = map->find(key);
-  if (it == map->end()) {
-    // partials, then the counter (in its own 128 bytes)
-    it = map->emplace(key, jit::DeviceBuffer<uint32_t>(kReduceMaxBlocks + 32)).first;
-    it->second.fill_bytes(0);
-  }
-  const uint64_t base = it->second.device_address();
+  static const char owner = 0;
+  const uint64_t base = detail::stream_scratch(&owner, stream, kReduceMaxBlocks + 32);  // the counter in its own 128 bytes
   return Scratch{base, base + kReduceMaxBlocks * 4};
 }
 
