@@ -16,7 +16,7 @@
 // --backward: ops::attention_backward instead (bench/attention_backward.h).
 // Usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows]
 //                  [--decode-rows LABEL] [--decode-shape BxLxPAGE]... [--decode-config BNxSTAGESxWARPS]...
-//                  [--sync-each] [--wgmma-only] [--persistent [--equal-groups]] [--backward]
+//                  [--sync-each] [--wgmma-only] [--persistent [--filled-groups]] [--backward]
 // --decode-config: the decode table once per tensor-core config (bn keys per chunk, ring
 // stages, warps) instead of the table's rows (ops::detail::set_decode_override); the CSV
 // names each row's config in its kernel column.
@@ -58,7 +58,7 @@ struct Options {
   bool alibi = false;       // --alibi: the forward rows with ALiBi slopes (2^(-8 (h + 1) / Hq))
   std::vector<std::string> variants;  // --variant NAME: forward rows also with that tile-table row
   bool persistent = false;  // --persistent: the Hopper rows also on the kernel's persistent form, alternated twice
-  bool equal_groups = false;  // --equal-groups: with --persistent, also the persistent form with item groups of equal size
+  bool filled_groups = false;  // --filled-groups: with --persistent, also the persistent form with item groups filled to four blocks' worth
 };
 
 double median(std::vector<double> v) {
@@ -93,11 +93,11 @@ struct Dec {
 const char* dname(ir::Scalar s) { return s == ir::Scalar::BF16 ? "bf16" : "f16"; }
 
 template <class T>
-// form: the wgmma kernel's grid (0) or persistent form (1; 2: with item groups of equal size)
+// form: the wgmma kernel's grid (0) or persistent form (1; 2: with item groups filled to four blocks' worth)
 // forced for this row; -1 the policy.
 void forward(const Options& o, const Fwd& f, ops::AttentionKernel kernel, FILE* csv, const char* variant = nullptr,
              int form = -1) {
-  const ops::detail::AttentionWgmmaForm forced(form < 0 ? -1 : form > 0 ? 1 : 0, form == 2);
+  const ops::detail::AttentionWgmmaForm forced(form < 0 ? -1 : form > 0 ? 1 : 0, form != 2);
   const ir::Scalar dt = ir::ScalarOf<T>::value;
   const uint64_t n = uint64_t(f.b) * f.s * f.hq * f.d, nkv = uint64_t(f.b) * f.s * f.hkv * f.d;
   DeviceBuffer<T> q(n), k(nkv), v(nkv), out(n);
@@ -114,7 +114,7 @@ void forward(const Options& o, const Fwd& f, ops::AttentionKernel kernel, FILE* 
                     .kernel = kernel, .variant = variant});
   };
   const char* kname = variant                                 ? variant
-                      : form == 2                             ? "persist_eq"
+                      : form == 2                             ? "persist_fill"
                       : form == 1                             ? "persist"
                       : form == 0                             ? "grid"
                       : kernel == ops::AttentionKernel::Rows  ? "rows"
@@ -222,7 +222,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows] [--decode-rows LABEL] [--decode-shape BxLxPAGE]... [--decode-config BNxSTAGESxWARPS]... [--sync-each] [--wgmma-only] [--softcap CAP] [--alibi] [--variant NAME]... [--persistent [--equal-groups]] [--backward]\n"
+      std::puts("usage: attention [--rounds N] [--csv FILE] [--only SUBSTRING] [--splits N] [--decode-kernel auto|mma|rows] [--decode-rows LABEL] [--decode-shape BxLxPAGE]... [--decode-config BNxSTAGESxWARPS]... [--sync-each] [--wgmma-only] [--softcap CAP] [--alibi] [--variant NAME]... [--persistent [--filled-groups]] [--backward]\n"
                 "  forward TFLOP/s and decode us / KV GB/s of ops::attention and ops::attention_decode;\n"
                 "  --csv FILE: rows for bench/attention_torch.py --kaio FILE; --only: cases whose name contains it\n"
                 "  (forward, decode); --splits: the decode key splits (0: chosen from the shape); --decode-kernel:\n"
@@ -235,7 +235,7 @@ int main(int argc, char** argv) {
                 "  dim also with that row of the tile table (bf16; e.g. fa3_d128_s3; repeatable; with --backward a row of\n"
                 "  the backward's table, e.g. bwd_fa3_d128_dq2); --persistent: the Hopper kernel's forward rows also on its\n"
                 "  persistent form (one block an SM over query tiles, heads and batches), alternated with the grid twice\n"
-                "  (--equal-groups: also with the causal items' groups of equal size);\n"
+                "  (--filled-groups: also with the causal items' groups filled to four blocks' worth, the last the rest);\n"
                 "  --backward: ops::attention_backward TFLOP/s (2.5x the forward's FLOPs), deterministic (--only: the rows\n"
                 "  whose label, e.g. \"B4 H16 S4096 D64 causal\", contains it): the default\n"
                 "  path, the mma.sync kernels and the tuner's row for each bucket (its choice and margin printed)");
@@ -243,7 +243,7 @@ int main(int argc, char** argv) {
     }
     const std::pair<const char*, bool*> switches[] = {{"--backward", &o.backward},     {"--wgmma-only", &o.wgmma_only},
                                                       {"--alibi", &o.alibi},           {"--sync-each", &o.sync_each},
-                                                      {"--persistent", &o.persistent}, {"--equal-groups", &o.equal_groups}};
+                                                      {"--persistent", &o.persistent}, {"--filled-groups", &o.filled_groups}};
     bool is_switch = false;
     for (const auto& [name, flag] : switches)
       if (a == name) *flag = is_switch = true;
@@ -333,10 +333,10 @@ int main(int argc, char** argv) {
         for (int r = 0; r < 2; ++r) {  // the csv: the first round's
           forward<bfloat16>(o, f, kernel, r ? nullptr : csv, nullptr, 0);
           forward<bfloat16>(o, f, kernel, r ? nullptr : csv, nullptr, 1);
-          if (o.equal_groups) forward<bfloat16>(o, f, kernel, r ? nullptr : csv, nullptr, 2);
+          if (o.filled_groups) forward<bfloat16>(o, f, kernel, r ? nullptr : csv, nullptr, 2);
           forward<half>(o, f, kernel, r ? nullptr : csv, nullptr, 0);
           forward<half>(o, f, kernel, r ? nullptr : csv, nullptr, 1);
-          if (o.equal_groups) forward<half>(o, f, kernel, r ? nullptr : csv, nullptr, 2);
+          if (o.filled_groups) forward<half>(o, f, kernel, r ? nullptr : csv, nullptr, 2);
         }
         continue;
       }

@@ -151,11 +151,11 @@ def forward(args, kaio):
             v = torch.randn(b, hkv, s, d, device="cuda", dtype=dt)
             ms = time_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hq != hkv), args.rounds)
             tflops = 4.0 * b * hq * s * s * d * (0.5 if causal else 1.0) / ms / 1e9
-            kinds = ("wgmma", "grid", "persist", "persist_eq", "mma")
+            kinds = ("wgmma", "grid", "persist", "persist_fill", "mma")
             mine = {k: kaio.get(("forward", k, name, b, hq, hkv, s, d, int(causal), 0)) for k in kinds}
             nan = float("nan")
             # bench/attention --persistent writes the Hopper kernel's forms (grid, persist; with
-            # --equal-groups persist_eq) in place of its default path (wgmma)
+            # --filled-groups persist_fill) in place of its default path (wgmma)
             shown = [k for k in kinds[:4] if mine[k] is not None] or ["wgmma"]
             print(f"{name:5} B{b:<2} H{hq:2}:{hkv:<2} S{s:<6} D{d:<4} {'causal' if causal else 'full':7} "
                   f"torch {tflops:7.1f}   " +

@@ -61,23 +61,24 @@ void set_decode_override(const AttentionDecodeConfig* c);
 void set_attention_wgmma_persistent(int mode);
 // The persistent form's items come in groups of this many (head, batch) pairs, the longest
 // query tiles of the group's heads first: one pair where every walk is as long (not causal,
-// no window); else four blocks' worth of items, with the group's K and V (kv_bytes a pair) in
-// half the L2.
+// no window); else about four blocks' worth of items, groups of equal size, with the group's K
+// and V (kv_bytes a pair) in half the L2.
 uint32_t attention_item_group(uint32_t tiles_m, uint64_t pairs, uint32_t blocks, uint64_t kv_bytes, uint64_t l2_bytes,
                               bool uneven);
-// For bench/attention --equal-groups: attention_item_group makes its groups of equal size
-// (as many as it would, the last at most one pair smaller), this thread's calls only.
+// Groups of equal size (the default: as many as four blocks' worth makes, the last at most one
+// pair smaller), or, off, filled to four blocks' worth (the last the rest): this thread's calls
+// only, for bench/attention --filled-groups and the tests.
 void set_attention_equal_groups(bool on);
 // The two settings above for one scope of this thread (benches and tests that force a form),
 // back to the defaults after it.
 struct AttentionWgmmaForm {
-  explicit AttentionWgmmaForm(int mode, bool equal = false) {
+  explicit AttentionWgmmaForm(int mode, bool equal = true) {
     set_attention_wgmma_persistent(mode);
     set_attention_equal_groups(equal);
   }
   ~AttentionWgmmaForm() {
     set_attention_wgmma_persistent(-1);
-    set_attention_equal_groups(false);
+    set_attention_equal_groups(true);
   }
   AttentionWgmmaForm(const AttentionWgmmaForm&) = delete;
   AttentionWgmmaForm& operator=(const AttentionWgmmaForm&) = delete;

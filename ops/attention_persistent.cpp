@@ -19,7 +19,7 @@ uint64_t detail::attention_item_counter(const jit::Stream* stream) {
 
 namespace {
 thread_local int persistent_mode = -1;      // detail::set_attention_wgmma_persistent
-thread_local bool equal_groups = false;     // detail::set_attention_equal_groups
+thread_local bool equal_groups = true;      // detail::set_attention_equal_groups
 }  // namespace
 
 void detail::set_attention_wgmma_persistent(int mode) { persistent_mode = mode < 0 ? -1 : mode > 0 ? 1 : 0; }
@@ -28,16 +28,17 @@ void detail::set_attention_equal_groups(bool on) { equal_groups = on; }
 uint32_t detail::attention_item_group(uint32_t tiles_m, uint64_t pairs, uint32_t blocks, uint64_t kv_bytes, uint64_t l2_bytes,
                                       bool uneven) {
   if (!uneven || tiles_m == 0) return 1;
-  // Four blocks' worth of items a group, at most half the L2 of K and V: a model of the blocks
-  // taking items in turn (each a cost of its key tiles plus one) finishes 5% sooner on average
-  // over 13 causal shapes with 50 MB of L2 than with one head a group. With the H200's 60 MB
-  // the last group of some shapes is small, and the model and the H200 agree that D 256
-  // causal (groups of 15, 15 and 2 pairs) is 6-7% slower; groups of equal size are the next
-  // experiment ("The persistent Hopper forward measured" in bench/NOTES.md).
+  // About four blocks' worth of items a group, at most half the L2 of K and V: a model of the
+  // blocks taking items in turn (each a cost of its key tiles plus one) finishes 8% sooner on
+  // average over 13 causal shapes than with one head a group. The groups are of equal size
+  // (as many as four blocks' worth makes, the last at most one pair smaller): filled to four
+  // blocks' worth, the last group of some shapes is small and ends the launch on its long items
+  // (D 256 causal on the H200's 60 MB: 15, 15 and 2 pairs, 7% slower than the grid, where
+  // groups of 11, 11 and 10 are 17% faster; "Equal item groups" in bench/NOTES.md).
   uint64_t g = (4ull * blocks + tiles_m - 1) / tiles_m;
   if (kv_bytes) g = std::min<uint64_t>(g, std::max<uint64_t>(1, l2_bytes / 2 / kv_bytes));
   g = std::clamp<uint64_t>(g, 1, std::max<uint64_t>(pairs, 1));
-  if (equal_groups) {  // as many groups, of equal size (the last one pair smaller at most)
+  if (equal_groups) {  // as many groups, of equal size
     const uint64_t n = (pairs + g - 1) / g;
     g = (pairs + n - 1) / n;
   }
@@ -47,9 +48,10 @@ uint32_t detail::attention_item_group(uint32_t tiles_m, uint64_t pairs, uint32_t
 bool attention_wgmma_persistent(const AttentionWgmmaConfig& c, bool causal, uint64_t items, uint32_t sm_count) {
   if (c.varlen || persistent_mode == 0) return false;
   // Measured on the H200 against the grid, alternated in one call (bench/NOTES.md, "The
-  // persistent Hopper forward measured"): causal at D 64 +7%, at D 128 level to +3.5%; not
-  // causal level to 3% slower; D 256 3-11% slower (its 64-key tiles with two stages).
-  return persistent_mode > 0 || (causal && c.head_dim <= 128 && items > sm_count);
+  // persistent Hopper forward measured" and "Equal item groups"): causal +3 to +17% (D 256 the
+  // most: its causal items differ the most in length), level where one causal head is already
+  // more items than the SMs (S 16384); not causal level to 3% slower, nothing to gain.
+  return persistent_mode > 0 || (causal && items > sm_count);
 }
 
 }  // namespace kaio::ops

@@ -368,9 +368,10 @@ using WgmmaForm = kaio::ops::detail::AttentionWgmmaForm;  // 0 the grid of query
 // they agree to the last bit but for ptxas's choice of fused multiply-adds, which can move
 // an output by one rounding of its 16 bits: that is the bound (and a logsumexp within 1e-5).
 // Each output poisoned first (NaN): a row the persistent form skipped shows. With two_streams,
-// also calls on two streams at once (the item counters are per stream).
+// also calls on two streams at once (the item counters are per stream). equal_groups false:
+// the persistent form's groups filled to four blocks' worth (bench/attention --filled-groups).
 template <class T>
-void grid_and_persistent_agree(const Case& c, bool two_streams = false) {
+void grid_and_persistent_agree(const Case& c, bool two_streams = false, bool equal_groups = true) {
   INFO(describe(c) << " " << test::ops::type_name<T>());
   const uint32_t B = c.batch, D = c.d;
   auto strides = [&](uint32_t S, uint32_t H) -> std::array<uint64_t, 3> {
@@ -389,7 +390,7 @@ void grid_and_persistent_agree(const Case& c, bool two_streams = false) {
   std::vector<T> out[2];
   std::vector<float> lse[2];
   for (int form = 0; form < 2; ++form) {
-    WgmmaForm forced(form);
+    WgmmaForm forced(form, equal_groups);
     Tensor<T> o = poisoned_tensor<T>(n, qb, qs, qh);
     jit::DeviceBuffer<float> l(uint64_t(B) * c.hq * c.sq);
     l.fill_bytes(0xFF);
@@ -415,7 +416,7 @@ void grid_and_persistent_agree(const Case& c, bool two_streams = false) {
     if (!(a == g || std::fabs(a - g) <= 1e-5 * (1 + std::fabs(g))) && bad++ < 8) UNSCOPED_INFO("lse[" << e << "]: persistent " << a << " grid " << g);
   }
   if (two_streams) {  // each stream has its own item counter: calls on two at once, three each
-    WgmmaForm forced(1);
+    WgmmaForm forced(1, equal_groups);
     jit::Stream s1, s2;
     Tensor<T> o1 = poisoned_tensor<T>(n, qb, qs, qh), o2 = poisoned_tensor<T>(n, qb, qs, qh);
     const kaio::ops::AttentionOptions opt{.causal = c.causal, .window_left = c.wl, .window_right = c.wr,
@@ -445,9 +446,12 @@ TEMPLATE_TEST_CASE("attention: the wgmma kernel's persistent form, several items
   using kaio::ops::AttentionKernel;
   for (uint32_t d : {64u, 128u, 256u}) {
     for (bool causal : {false, true})
-      // causal: 96 (head, batch) pairs in item groups of 59 (D 64: 88) and the rest
+      // causal: 96 (head, batch) pairs in two item groups of 48 on 132 SMs (D 256: four of 24)
       grid_and_persistent_agree<TestType>(
           Case{.batch = causal ? 6u : 2u, .sq = 1030, .sk = 1030, .hq = 16, .hkv = 4, .d = d, .causal = causal}, causal);
+    // groups filled to four blocks' worth: 59 pairs (D 64: 88; D 256: 28, 28, 28) and the rest
+    grid_and_persistent_agree<TestType>(Case{.batch = 6, .sq = 1030, .sk = 1030, .hq = 16, .hkv = 4, .d = d, .causal = true}, false,
+                                        false);
     grid_and_persistent_agree<TestType>(
         Case{.batch = 4, .sq = 600, .sk = 1100, .hq = 12, .hkv = 3, .d = d, .causal = true, .layout = Layout::Bhsd});
     grid_and_persistent_agree<TestType>(Case{.batch = 8, .sq = 330, .sk = 130, .hq = 8, .hkv = 8, .d = d, .wl = 0, .wr = 0});
@@ -466,12 +470,13 @@ TEST_CASE("attention: the wgmma kernel's persistent form where the items outnumb
   using kaio::ops::AttentionWgmmaConfig;
   const AttentionWgmmaConfig d64{.head_dim = 64, .bm = 192}, d128{.head_dim = 128}, d256{.head_dim = 256},
       varlen{.head_dim = 128, .windowed = true, .varlen = true};
-  // the policy: causal at D 64 and 128 with more items than SMs; never varlen
+  // the policy: causal with more items than SMs; never varlen
   CHECK(attention_wgmma_persistent(d64, true, 133, 132));
   CHECK(attention_wgmma_persistent(d128, true, 133, 132));
+  CHECK(attention_wgmma_persistent(d256, true, 133, 132));
   CHECK_FALSE(attention_wgmma_persistent(d128, true, 132, 132));
   CHECK_FALSE(attention_wgmma_persistent(d128, false, 1000, 132));
-  CHECK_FALSE(attention_wgmma_persistent(d256, true, 1000, 132));
+  CHECK_FALSE(attention_wgmma_persistent(d256, false, 1000, 132));
   CHECK_FALSE(attention_wgmma_persistent(varlen, true, 1000, 132));
   // forced either way (varlen never)
   kaio::ops::detail::set_attention_wgmma_persistent(1);
@@ -481,22 +486,26 @@ TEST_CASE("attention: the wgmma kernel's persistent form where the items outnumb
   CHECK_FALSE(attention_wgmma_persistent(d128, true, 1000, 132));
   kaio::ops::detail::set_attention_wgmma_persistent(-1);
   CHECK(attention_wgmma_persistent(d128, true, 1000, 132));
-  // Its items' groups: one (head, batch) pair where every walk is as long; else four blocks'
-  // worth of items, within the pairs and with the group's K and V in half the L2.
+  // Its items' groups: one (head, batch) pair where every walk is as long; else about four
+  // blocks' worth of items, within the pairs and with the group's K and V in half the L2, in
+  // groups of equal size.
   using kaio::ops::detail::attention_item_group;
   const uint64_t mb = 1 << 20;
   CHECK(attention_item_group(16, 32, 132, 2 * mb, 50 * mb, false) == 1);
-  CHECK(attention_item_group(32, 64, 132, mb / 8, 50 * mb, true) == 17);  // ceil(4 x 132 / 32)
-  CHECK(attention_item_group(16, 32, 132, 2 * mb, 50 * mb, true) == 12);  // 33 by the blocks, 12 by the L2
+  CHECK(attention_item_group(32, 64, 132, mb / 8, 50 * mb, true) == 16);  // ceil(4 x 132 / 32) = 17 makes 4 groups: 16 each
+  CHECK(attention_item_group(16, 32, 132, 2 * mb, 50 * mb, true) == 11);  // 33 by the blocks, 12 by the L2: 3 groups
+  CHECK(attention_item_group(16, 32, 132, 2 * mb, 60 * mb, true) == 11);  // 15 by the H200's L2: 11, 11 and 10, not 15, 15, 2
   CHECK(attention_item_group(128, 2, 132, mb, 50 * mb, true) == 2);       // all the pairs there are
   CHECK(attention_item_group(128, 32, 132, 64 * mb, 50 * mb, true) == 1);
-  // groups of equal size, forced: 32 pairs by 15 (the H200's L2) as 11, 11 and 10
-  CHECK(attention_item_group(16, 32, 132, 2 * mb, 60 * mb, true) == 15);
-  kaio::ops::detail::set_attention_equal_groups(true);
-  CHECK(attention_item_group(16, 32, 132, 2 * mb, 60 * mb, true) == 11);
-  CHECK(attention_item_group(32, 64, 132, mb / 8, 50 * mb, true) == 16);  // 17 leaves 4 groups: 16 each
-  CHECK(attention_item_group(16, 32, 132, 2 * mb, 60 * mb, false) == 1);
-  kaio::ops::detail::set_attention_equal_groups(false);
+  // filled to four blocks' worth (the groups measured before), forced for this thread
+  {
+    const kaio::ops::detail::AttentionWgmmaForm filled(-1, false);
+    CHECK(attention_item_group(16, 32, 132, 2 * mb, 60 * mb, true) == 15);
+    CHECK(attention_item_group(32, 64, 132, mb / 8, 50 * mb, true) == 17);
+    CHECK(attention_item_group(16, 32, 132, 2 * mb, 50 * mb, true) == 12);
+    CHECK(attention_item_group(16, 32, 132, 2 * mb, 60 * mb, false) == 1);
+  }
+  CHECK(attention_item_group(16, 32, 132, 2 * mb, 60 * mb, true) == 11);  // the default again after the scope
 }
 
 // Too long for the float64 reference in full: 64 sampled rows against it, every row
